@@ -1,0 +1,48 @@
+# The two quick-start commands: `make train` (set up + run the main job) and `make test`
+# (set up + run every check). Both create or reuse .venv and rebuild the Rust extension.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.deps-stamp
+
+.PHONY: setup dev train test test-rust test-python lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Reinstall dependencies only when pyproject.toml changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet "maturin>=1.5,<2"
+	touch $(STAMP)
+
+# Build the extension in release mode and install agentrl (editable) with its dependencies.
+dev: $(STAMP)
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --extras dev --quiet
+
+setup: dev
+
+train: dev
+	$(BIN)/agentrl --help
+	$(BIN)/agentrl demo
+
+test-rust:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features python -- -D warnings
+	cargo test --quiet
+
+lint: dev
+	$(BIN)/ruff format --check python tests benches
+	$(BIN)/ruff check python tests benches
+
+test-python: dev
+	$(BIN)/python -m pytest
+
+test: test-rust lint test-python
+
+bench: dev
+	$(BIN)/python benches/bench_parsing.py
+
+clean:
+	rm -rf target $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,15 @@
+//! PyO3 bindings: one file per concept, type conversion only.
+
+mod expr;
+mod toolcall;
+
+use pyo3::prelude::*;
+
+/// The `agentrl._core` extension module.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    expr::register(m)?;
+    toolcall::register(m)?;
+    Ok(())
+}
