@@ -1,0 +1,477 @@
+"""The prompt pool: RL prompts loaded from JSONL in every record shape the seed accepts.
+
+Accepted shapes, one JSON object per line:
+
+* ``messages``: a list of ``{role, content}`` (or ``{from, value}``) messages;
+* ``conversations``: the same, ShareGPT (``human``/``gpt``) or MiniMind style, where a
+  message (usually the system one) may carry ``tools``/``functions``;
+* ``prompt`` / ``question`` / ``query``: a single user turn (or a message list);
+* ground truth from the first of ``gt`` / ``answer`` / ``answers`` / ``label``;
+* tools from ``tools`` / ``functions`` at record or message level, as a list, one object,
+  or a JSON string.
+
+A line that cannot be used is counted by reason, remembered with its line number and
+skipped; with ``strict=True`` the first malformed line raises :class:`PromptPoolError`
+naming the file and line. Policy filters (``require_gt``, ``allowed_tools``,
+``filter_mode``) skip lines without being errors. Files are read line by line in binary
+with a per-line size limit, so a gigantic line costs neither the memory of the whole file
+nor the memory of the line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+from agentrl.chat import MessageError, normalize_message
+from agentrl.data.instructions import ANSWER_INSTRUCTION
+from agentrl.data.task_text import task_text_from_messages
+from agentrl.tools.schema import (
+    MATH_TOOL,
+    ToolSchemaError,
+    append_calculator_alias,
+    merge_tool_specs,
+    normalize_tool_schema,
+    parse_tool_schema,
+    resolve_tool_specs,
+    supported_tool_names,
+    tool_name_set,
+)
+
+FilterMode = Literal["all", "math_only"]
+
+# Reasons a line is malformed (errors under strict=True), and policy skips (never errors).
+MALFORMED_REASONS = (
+    "bad_encoding",
+    "line_too_long",
+    "bad_json",
+    "not_object",
+    "bad_messages",
+    "no_messages",
+    "bad_message",
+    "unknown_role",
+    "bad_content",
+    "bad_tool_calls",
+    "bad_tools",
+    "bad_gt",
+)
+POLICY_REASONS = ("skip_no_gt", "skip_unsupported_tools", "skip_filter")
+
+GT_KEYS = ("gt", "answer", "answers", "label")
+PROMPT_KEYS = ("prompt", "question", "query")
+META_KEYS = ("id", "kind", "lang", "difficulty")
+
+
+class PromptPoolError(ValueError):
+    """A malformed line under ``strict=True``, or a pool with no usable record."""
+
+
+class _Skip(Exception):
+    """Internal: this record is skipped for ``reason``."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class PromptSample:
+    """One prompt: the conversation so far, the tools it offers and its ground truth.
+
+    ``calls`` is the reference solution when the record has one (``agentrl gen-data``
+    records list the tool calls that solve the task). Also readable as
+    ``sample["messages"]`` etc., like the seed's dict samples.
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    gt: list[str]
+    source: str = ""
+    line: int = 0
+    calls: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key in ("messages", "tools", "gt", "calls", "meta", "raw", "source", "line"):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    @property
+    def task_text(self) -> str:
+        return task_text_from_messages(self.messages)
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """Where a skipped line is and why it was skipped."""
+
+    source: str
+    line: int
+    reason: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        tail = f": {self.detail}" if self.detail else ""
+        return f"{self.source}:{self.line}: {self.reason}{tail}"
+
+
+def _new_stats() -> dict[str, int]:
+    stats = {
+        "loaded": 0,
+        "kept": 0,
+        "bad_json": 0,
+        "dropped": 0,
+        "skip_no_gt": 0,
+        "skip_unsupported_tools": 0,
+        "skip_filter": 0,
+        "augmented_calculator_alias": 0,
+        "forced_default_tools": 0,
+        "defaulted_tools": 0,
+    }
+    for reason in MALFORMED_REASONS:
+        stats.setdefault(reason, 0)
+    return stats
+
+
+def _open_binary(path: str) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def iter_jsonl_lines(
+    path: str, max_line_bytes: int = 0
+) -> Iterator[tuple[int, str | None, str | None]]:
+    """``(line_number, text, problem)`` for each non-blank line, read in bounded pieces.
+
+    ``problem`` is ``"line_too_long"`` or ``"bad_encoding"`` (then ``text`` is None).
+    A line over ``max_line_bytes`` (0: no limit) is skipped without being held in memory.
+    """
+    with _open_binary(path) as handle:
+        number = 0
+        while True:
+            chunk = handle.readline(max_line_bytes + 1) if max_line_bytes > 0 else handle.readline()
+            if not chunk:
+                return
+            number += 1
+            if max_line_bytes > 0 and len(chunk) > max_line_bytes and not chunk.endswith(b"\n"):
+                # Discard the rest of the line piece by piece.
+                while chunk and not chunk.endswith(b"\n"):
+                    chunk = handle.readline(1 << 20)
+                yield number, None, "line_too_long"
+                continue
+            if number == 1 and chunk.startswith(b"\xef\xbb\xbf"):
+                chunk = chunk[3:]
+            try:
+                text = chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, None, f"bad_encoding:{exc.reason} at byte {exc.start}"
+                continue
+            text = text.strip()
+            if text:
+                yield number, text, None
+
+
+class PromptPool:
+    """Prompts loaded from one or more JSONL files; a ``Dataset`` (len + indexing).
+
+    Options (the seed's, plus robustness controls):
+
+    * ``max_samples``: stop after this many kept prompts (0: all);
+    * ``filter_mode``: ``all``, or ``math_only`` (keep tasks with an arithmetic expression);
+    * ``require_gt``: skip prompts without ground truth;
+    * ``allowed_tools``: tool names the environment runs; tools outside it are removed from
+      the defaults, and a prompt that offers one anyway is skipped;
+    * ``inject_answer_instruction``: add ``instruction`` to the system turn of prompts that
+      offer ``calculate_math`` (unless it already mentions the tool and ``<answer>``);
+    * ``augment_calculator_alias``: keep/add the ``calculator`` alias spec;
+    * ``default_tools`` / ``force_all_tools``: tools for prompts that list none / for all;
+    * ``strict``: raise on the first malformed line; ``lenient``: the seed's tolerance
+      (unknown roles become ``user``, non-object messages and unusable tool fields are
+      ignored) instead of skipping such lines;
+    * ``prompt_only``: cut each conversation after its last user turn (for demonstration
+      files); ``keep_raw``: keep each parsed record on its sample;
+    * ``max_line_bytes``: longer lines are skipped as ``line_too_long`` (0: no limit);
+    * ``allow_empty``: do not raise when nothing is kept.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        max_samples: int = 0,
+        filter_mode: FilterMode = "all",
+        require_gt: bool = True,
+        allowed_tools: Iterable[str] | None = None,
+        inject_answer_instruction: bool = True,
+        augment_calculator_alias: bool = False,
+        default_tools: Any = None,
+        force_all_tools: bool = False,
+        strict: bool = False,
+        lenient: bool = False,
+        prompt_only: bool = False,
+        keep_raw: bool = False,
+        instruction: str = ANSWER_INSTRUCTION,
+        max_line_bytes: int = 8 << 20,
+        max_reported: int = 1000,
+        allow_empty: bool = False,
+    ) -> None:
+        if filter_mode not in ("all", "math_only"):
+            raise ValueError(f"filter_mode must be 'all' or 'math_only', got {filter_mode!r}")
+        paths = [path] if isinstance(path, str | os.PathLike) else list(path)
+        self.paths = [os.fspath(p) for p in paths]
+        self.max_samples = int(max_samples)
+        self.filter_mode = filter_mode
+        self.require_gt = bool(require_gt)
+        self.allowed_tools = set(allowed_tools or [])
+        self.inject_answer_instruction = bool(inject_answer_instruction)
+        self.augment_calculator_alias = bool(augment_calculator_alias)
+        self.default_tools = normalize_tool_schema(default_tools) or []
+        self.force_all_tools = bool(force_all_tools)
+        self.strict = bool(strict)
+        self.lenient = bool(lenient)
+        self.prompt_only = bool(prompt_only)
+        self.keep_raw = bool(keep_raw)
+        self.instruction = instruction
+        self.max_line_bytes = int(max_line_bytes)
+        self.max_reported = int(max_reported)
+        self.samples: list[PromptSample] = []
+        self.stats = _new_stats()
+        self.skipped: list[SkippedLine] = []
+        for one in self.paths:
+            if not self._load(one):
+                break
+        if not self.samples and not allow_empty:
+            raise PromptPoolError(f"no usable prompt in {', '.join(self.paths)}; {self.summary()}")
+
+    # ---- dataset protocol ----
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> PromptSample:
+        return self.samples[index]
+
+    def __iter__(self) -> Iterator[PromptSample]:
+        return iter(self.samples)
+
+    @classmethod
+    def from_samples(
+        cls, samples: Iterable[PromptSample], stats: Mapping[str, int] | None = None
+    ) -> PromptPool:
+        """A pool over existing samples (a split or a shard), without reading files."""
+        pool = cls.__new__(cls)
+        pool.paths = []
+        pool.samples = list(samples)
+        pool.stats = dict(stats) if stats else _new_stats()
+        pool.stats["kept"] = len(pool.samples)
+        pool.skipped = []
+        return pool
+
+    def summary(self) -> str:
+        """One line: kept/loaded and every non-zero skip reason."""
+        parts = [f"kept {self.stats['kept']} of {self.stats['loaded']} lines"]
+        for key in (*MALFORMED_REASONS, *POLICY_REASONS):
+            if self.stats.get(key):
+                parts.append(f"{key} {self.stats[key]}")
+        return ", ".join(parts)
+
+    # ---- loading ----
+
+    def _skip(self, source: str, line: int, reason: str, detail: str) -> None:
+        self.stats[reason] = self.stats.get(reason, 0) + 1
+        if reason != "bad_json":
+            self.stats["dropped"] += 1
+        entry = SkippedLine(source, line, reason, detail[:200])
+        if self.strict and reason in MALFORMED_REASONS:
+            raise PromptPoolError(str(entry))
+        if len(self.skipped) < self.max_reported:
+            self.skipped.append(entry)
+
+    def _load(self, path: str) -> bool:
+        """Read one file; False once ``max_samples`` is reached."""
+        for number, text, problem in iter_jsonl_lines(path, self.max_line_bytes):
+            if self.max_samples > 0 and len(self.samples) >= self.max_samples:
+                return False
+            self.stats["loaded"] += 1
+            if problem is not None:
+                reason, _, detail = problem.partition(":")
+                self._skip(path, number, reason, detail)
+                continue
+            assert text is not None
+            try:
+                record = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                self._skip(path, number, "bad_json", str(exc))
+                continue
+            try:
+                sample = self._normalize(record)
+            except _Skip as skip:
+                self._skip(path, number, skip.reason, skip.detail)
+                continue
+            sample.source, sample.line = path, number
+            self.samples.append(sample)
+            self.stats["kept"] += 1
+        return not (self.max_samples > 0 and len(self.samples) >= self.max_samples)
+
+    def _tools_field(self, value: Any) -> list[dict[str, Any]] | None:
+        if self.lenient:
+            return normalize_tool_schema(value)
+        try:
+            return parse_tool_schema(value)
+        except ToolSchemaError as exc:
+            raise _Skip("bad_tools", str(exc)) from None
+
+    def _messages(
+        self, record: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """Normalised messages and any message-level tools."""
+        source: Any = record.get("messages")
+        if not source and "conversations" in record:
+            source = record["conversations"]
+        if not source:
+            prompt = next((record[k] for k in PROMPT_KEYS if record.get(k)), None)
+            if isinstance(prompt, str | int | float) and not isinstance(prompt, bool):
+                source = [{"role": "user", "content": str(prompt)}]
+            elif isinstance(prompt, list):
+                source = prompt
+            elif prompt is not None:
+                raise _Skip("bad_messages", f"prompt is a {type(prompt).__name__}")
+        if source is None or source == []:
+            raise _Skip("no_messages", "no messages, conversations or prompt")
+        if not isinstance(source, list):
+            raise _Skip("bad_messages", f"conversation is a {type(source).__name__}, not a list")
+        tools: list[dict[str, Any]] | None = None
+        messages = []
+        unknown = "user" if self.lenient else "error"
+        for item in source:
+            if self.lenient and not isinstance(item, Mapping):
+                continue
+            try:
+                message = normalize_message(item, unknown_role=unknown)
+            except MessageError as exc:
+                raise _Skip(exc.reason, exc.detail) from None
+            for key in ("tools", "functions"):
+                if isinstance(item, Mapping) and item.get(key) is not None:
+                    tools = self._tools_field(item[key]) or tools
+            messages.append(message)
+        if messages and messages[-1]["role"] == "assistant":
+            last = messages[-1]
+            if not last["content"].strip() and not last.get("tool_calls"):
+                messages.pop()
+        if self.prompt_only:
+            users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+            if users:
+                messages = messages[: users[-1] + 1]
+        if not messages:
+            raise _Skip("no_messages", "the conversation is empty")
+        return messages, tools
+
+    @staticmethod
+    def _ground_truth(record: dict[str, Any]) -> list[str]:
+        key = next((k for k in GT_KEYS if k in record), None)
+        value = record.get(key) if key else None
+        if value is None:
+            return []
+        items = value if isinstance(value, list) else [value]
+        out = []
+        for item in items:
+            if isinstance(item, dict | list):
+                raise _Skip("bad_gt", f"ground truth item is a {type(item).__name__}")
+            text = str(item)
+            if text.strip():
+                out.append(text)
+        return out
+
+    def _normalize(self, record: Any) -> PromptSample:
+        if not isinstance(record, dict):
+            raise _Skip("not_object", f"line is a JSON {type(record).__name__}, not an object")
+        tools_value = record.get("tools")
+        if tools_value is None or tools_value == "" or tools_value == []:
+            tools_value = record.get("functions")
+        tools = self._tools_field(tools_value)
+        gt = self._ground_truth(record)
+        messages, message_tools = self._messages(record)
+        tools = message_tools or tools
+
+        allowed = set(self.allowed_tools) if self.allowed_tools else None
+        keep_alias = self.augment_calculator_alias
+        own_count = len(tool_name_set(merge_tool_specs(tools, None, keep_alias, allowed)))
+        default_count = len(
+            tool_name_set(merge_tool_specs(self.default_tools, None, keep_alias, allowed))
+        )
+        tools = resolve_tool_specs(
+            tools, self.default_tools, self.force_all_tools, keep_alias, allowed
+        )
+        resolved_count = len(tool_name_set(tools))
+        if own_count <= 0 < default_count and resolved_count > 0:
+            self.stats["defaulted_tools"] += 1
+        if self.force_all_tools and resolved_count > own_count:
+            self.stats["forced_default_tools"] += 1
+        if self.augment_calculator_alias:
+            had_alias = "calculator" in tool_name_set(tools)
+            tools = append_calculator_alias(tools)
+            if not had_alias and "calculator" in tool_name_set(tools):
+                self.stats["augmented_calculator_alias"] += 1
+
+        if self.require_gt and not gt:
+            raise _Skip("skip_no_gt", "no ground truth")
+        names = supported_tool_names(tools)
+        if self.allowed_tools and any(n not in self.allowed_tools for n in names):
+            bad = next(n for n in names if n not in self.allowed_tools)
+            raise _Skip("skip_unsupported_tools", f"tool {bad!r} is not available")
+        if self.filter_mode == "math_only":
+            from agentrl.parsing import extract_expressions
+
+            if not extract_expressions(task_text_from_messages(messages), 1):
+                raise _Skip("skip_filter", "no arithmetic expression in the task")
+        if self.inject_answer_instruction and MATH_TOOL in names:
+            messages = inject_instruction(messages, self.instruction)
+        calls = record.get("calls")
+        return PromptSample(
+            messages=messages,
+            tools=tools,
+            gt=gt,
+            calls=calls if isinstance(calls, list) else None,
+            meta={k: record[k] for k in META_KEYS if k in record},
+            raw=record if self.keep_raw else None,
+        )
+
+
+def inject_instruction(
+    messages: list[dict[str, Any]], instruction: str = ANSWER_INSTRUCTION
+) -> list[dict[str, Any]]:
+    """Messages with the answer instruction in the first system turn (one is added if none).
+
+    A system turn that already names ``calculate_math`` and ``<answer>`` is left alone.
+    """
+    out = [dict(m) for m in messages]
+    for message in out:
+        if message.get("role") == "system":
+            content = str(message.get("content", "")).strip()
+            if MATH_TOOL not in content or "<answer>" not in content:
+                message["content"] = (content + "\n" + instruction).strip()
+            return out
+    return [{"role": "system", "content": instruction}, *out]
+
+
+__all__ = [
+    "MALFORMED_REASONS",
+    "POLICY_REASONS",
+    "PromptPool",
+    "PromptPoolError",
+    "PromptSample",
+    "SkippedLine",
+    "inject_instruction",
+    "iter_jsonl_lines",
+]

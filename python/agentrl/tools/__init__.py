@@ -1,0 +1,68 @@
+"""Tools the policy can call: registry, ``@tool`` decorator, built-ins, schema helpers."""
+
+from agentrl.tools.builtin import (
+    CALCULATE_MATH_SPEC,
+    CALCULATOR_ALIAS_SPEC,
+    CURRENT_TIME_SPEC,
+    DEFAULT_ACTIVE_TOOLS,
+    FIXED_TIMES,
+    MATH_TOOL_NAMES,
+    UNIT_CONVERTER_SPEC,
+    UNIT_FACTORS,
+    builtin_registry,
+)
+from agentrl.tools.registry import (
+    Tool,
+    ToolEvent,
+    ToolRegistry,
+    ToolResultTooLargeError,
+    ToolTimeoutError,
+    call_arguments,
+    execute_tool_call,
+    tool,
+    tool_message,
+)
+from agentrl.tools.schema import (
+    ToolSchemaError,
+    append_calculator_alias,
+    clone_tool_spec,
+    merge_tool_specs,
+    normalize_tool_schema,
+    parse_tool_schema,
+    resolve_tool_specs,
+    supported_tool_names,
+    tool_name_set,
+)
+from agentrl.tools.signature import ArgumentError, function_schema
+
+__all__ = [
+    "CALCULATE_MATH_SPEC",
+    "CALCULATOR_ALIAS_SPEC",
+    "CURRENT_TIME_SPEC",
+    "DEFAULT_ACTIVE_TOOLS",
+    "FIXED_TIMES",
+    "MATH_TOOL_NAMES",
+    "UNIT_CONVERTER_SPEC",
+    "UNIT_FACTORS",
+    "ArgumentError",
+    "Tool",
+    "ToolEvent",
+    "ToolRegistry",
+    "ToolResultTooLargeError",
+    "ToolSchemaError",
+    "ToolTimeoutError",
+    "append_calculator_alias",
+    "builtin_registry",
+    "call_arguments",
+    "clone_tool_spec",
+    "execute_tool_call",
+    "function_schema",
+    "merge_tool_specs",
+    "normalize_tool_schema",
+    "parse_tool_schema",
+    "resolve_tool_specs",
+    "supported_tool_names",
+    "tool",
+    "tool_message",
+    "tool_name_set",
+]

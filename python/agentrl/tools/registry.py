@@ -1,0 +1,414 @@
+"""Tools the policy may call, and the one place where a call is executed.
+
+``@tool`` turns a typed Python function into a :class:`Tool` (function + OpenAI-style
+spec). A :class:`ToolRegistry` holds tools and executes parsed tool calls. Executing a call
+never raises: it always returns an event ``{ok, name, args, result, canonical}`` in the
+seed trainer's shape, because the rollout appends the event's result to the conversation
+and the reward scores the events; a tool that crashes, hangs or floods the context must
+cost the episode a failed call, not the training run.
+
+User tools run in a worker thread with a timeout and a cap on the size of their JSON
+result; ``async def`` tools run on their own event loop in that thread. Built-in tools are
+pure and bounded, so they run inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+from agentrl.tools.signature import bind_arguments, function_schema
+
+Visibility = Literal["listed", "hidden", "inactive"]
+
+# Longest error text kept in an event (the seed keeps 200 characters of the message).
+ERROR_CHARS = 200
+
+
+class ToolEvent(TypedDict):
+    """One executed tool call, exactly as the seed trainer records it."""
+
+    ok: bool
+    name: str
+    args: dict[str, Any]
+    result: Any
+    canonical: bool
+
+
+class ToolTimeoutError(TimeoutError):
+    """A tool did not return within its time limit."""
+
+
+class ToolResultTooLargeError(ValueError):
+    """A tool's JSON result is longer than its size cap."""
+
+
+@dataclass
+class Tool:
+    """A callable tool: the Python function and the spec the model is shown.
+
+    ``timeout`` (seconds) and ``max_result_chars`` of None take the registry's defaults;
+    a timeout of 0 means no limit. ``raw_args`` tools receive the argument object as one
+    dict (the built-ins read ``expression`` or ``query`` from it, as the seed does);
+    others are called with checked keyword arguments. ``inline`` tools run in the caller's
+    thread without a timeout. ``Tool`` objects stay callable like the function they wrap.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    spec: dict[str, Any]
+    timeout: float | None = None
+    max_result_chars: int | None = None
+    raw_args: bool = False
+    inline: bool = False
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        self.spec["function"]["name"] = self.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    max_result_chars: int | None = None,
+) -> Any:
+    """Decorator: build a :class:`Tool` from a function's signature, hints and docstring.
+
+    Usable bare (``@tool``) or with options (``@tool(name="lookup", timeout=2)``).
+    """
+
+    def build(func: Callable[..., Any]) -> Tool:
+        tool_name = name or func.__name__
+        return Tool(
+            name=tool_name,
+            fn=func,
+            spec=function_schema(func, name=tool_name, description=description),
+            timeout=timeout,
+            max_result_chars=max_result_chars,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def _error_event(name: str, args: dict[str, Any], message: str, canonical: bool) -> ToolEvent:
+    return {
+        "ok": False,
+        "name": name,
+        "args": args,
+        "result": {"error": message[:ERROR_CHARS]},
+        "canonical": canonical,
+    }
+
+
+def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
+    """The argument object of a parsed call, decoded the way the seed decodes it.
+
+    ``arguments`` (or ``args``) given as a JSON string is decoded; a string that is not
+    JSON is taken as ``{"expression": text}``; anything that is not an object becomes ``{}``.
+    """
+    raw = call.get("arguments", call.get("args", {}))
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raw = {"expression": raw}
+    return raw if isinstance(raw, dict) else {}
+
+
+class _Pending:
+    """A call started in a worker thread, to be collected with :meth:`wait`."""
+
+    def __init__(self, target: Callable[[], Any], name: str, timeout: float) -> None:
+        self.timeout = timeout
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(target,), name=f"agentrl-tool-{name}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, target: Callable[[], Any]) -> None:
+        try:
+            self.value = target()
+        except BaseException as exc:  # reported as a failed call, never re-raised here
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def wait(self) -> Any:
+        if not self.done.wait(self.timeout if self.timeout > 0 else None):
+            raise ToolTimeoutError(f"timed out after {self.timeout:g}s")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class ToolRegistry:
+    """Named tools, the specs shown to the model, and safe execution of calls.
+
+    ``listed`` tools are advertised by :meth:`specs` and accepted by
+    :meth:`supported_names`; ``hidden`` ones are accepted but not advertised (the seed's
+    ``python_math``); ``inactive`` ones run only when a prompt's own tool list names them.
+    """
+
+    def __init__(self, *, timeout: float = 10.0, max_result_chars: int = 8192) -> None:
+        self.timeout = float(timeout)
+        self.max_result_chars = int(max_result_chars)
+        self._tools: dict[str, Tool] = {}
+        self._visibility: dict[str, Visibility] = {}
+        self._lock = threading.Lock()
+        self.stats: dict[str, int] = {"calls": 0, "failed": 0, "timeouts": 0, "oversize": 0}
+
+    # ---- registration ----
+
+    def register(
+        self,
+        fn: Callable[..., Any] | Tool,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+        max_result_chars: int | None = None,
+        visibility: Visibility = "listed",
+        replace: bool = False,
+    ) -> Tool:
+        """Add a function (its schema is built from it) or a ready :class:`Tool`."""
+        if isinstance(fn, Tool):
+            item = fn
+            if name is not None and name != fn.name:
+                item = Tool(
+                    name=name,
+                    fn=fn.fn,
+                    spec=json.loads(json.dumps(fn.spec)),
+                    timeout=fn.timeout,
+                    max_result_chars=fn.max_result_chars,
+                    raw_args=fn.raw_args,
+                    inline=fn.inline,
+                )
+            if timeout is not None:
+                item.timeout = timeout
+            if max_result_chars is not None:
+                item.max_result_chars = max_result_chars
+        else:
+            item = tool(
+                fn,
+                name=name,
+                description=description,
+                timeout=timeout,
+                max_result_chars=max_result_chars,
+            )
+        if item.name in self._tools and not replace:
+            raise ValueError(f"tool {item.name!r} is already registered")
+        self._tools[item.name] = item
+        self._visibility[item.name] = visibility
+        return item
+
+    def tool(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+        """Decorator form of :meth:`register`; returns the :class:`Tool`."""
+        if fn is not None:
+            return self.register(fn, **options)
+        return lambda func: self.register(func, **options)
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+        self._visibility.pop(name, None)
+
+    def set_visibility(self, name: str, visibility: Visibility) -> None:
+        if name not in self._tools:
+            raise KeyError(name)
+        self._visibility[name] = visibility
+
+    # ---- queries ----
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._tools))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Deep copies of the specs to show the model: the listed tools, or ``names``."""
+        chosen = (
+            [n for n, v in self._visibility.items() if v == "listed"]
+            if names is None
+            else [n for n in names if n in self._tools]
+        )
+        return [json.loads(json.dumps(self._tools[n].spec, ensure_ascii=False)) for n in chosen]
+
+    def supported_names(self) -> set[str]:
+        """Names a model may call when a prompt does not list its own tools."""
+        return {n for n, v in self._visibility.items() if v in ("listed", "hidden")}
+
+    # ---- execution ----
+
+    def run(self, name: str, args: Mapping[str, Any]) -> Any:
+        """Run one tool and return its result; raises on any failure (for direct use)."""
+        return self._finish(self._start(name, dict(args)))
+
+    def execute(
+        self, call: Mapping[str, Any], valid_names: Collection[str] | None = None
+    ) -> ToolEvent:
+        """Execute one parsed call; never raises. ``valid_names`` empty or None allows all."""
+        return self.execute_many([call], valid_names)[0]
+
+    def execute_many(
+        self, calls: Sequence[Mapping[str, Any]], valid_names: Collection[str] | None = None
+    ) -> list[ToolEvent]:
+        """Execute calls concurrently (each user tool in its own thread); events in order.
+
+        Every call's time limit starts when the batch starts, so one slow tool costs the
+        batch at most its own timeout.
+        """
+        pending: list[tuple[str, dict[str, Any], bool, Any]] = []
+        for call in calls:
+            raw_name = call.get("name", "") or ""
+            name = raw_name if isinstance(raw_name, str) else str(raw_name)
+            args = call_arguments(call)
+            canonical = bool(call.get("canonical", False))
+            handle: Any
+            if not name:
+                handle = _error_event(name, args, "bad tool call", canonical)
+            elif valid_names and name not in valid_names:
+                handle = _error_event(name, args, f"tool not allowed: {name}", canonical)
+            else:
+                try:
+                    handle = self._start(name, args)
+                except Exception as exc:
+                    handle = _error_event(name, args, str(exc), canonical)
+            pending.append((name, args, canonical, handle))
+        events: list[ToolEvent] = []
+        for name, args, canonical, handle in pending:
+            if isinstance(handle, dict):
+                events.append(handle)  # type: ignore[arg-type]
+                continue
+            try:
+                result = self._finish(handle)
+            except Exception as exc:
+                events.append(_error_event(name, args, str(exc), canonical))
+                continue
+            events.append(
+                {"ok": True, "name": name, "args": args, "result": result, "canonical": canonical}
+            )
+        with self._lock:
+            self.stats["calls"] += len(events)
+            self.stats["failed"] += sum(1 for e in events if not e["ok"])
+        return events
+
+    async def aexecute_many(
+        self, calls: Sequence[Mapping[str, Any]], valid_names: Collection[str] | None = None
+    ) -> list[ToolEvent]:
+        """:meth:`execute_many` for callers that live on an event loop."""
+        return await asyncio.to_thread(self.execute_many, calls, valid_names)
+
+    def _limits(self, item: Tool) -> tuple[float, int]:
+        timeout = self.timeout if item.timeout is None else float(item.timeout)
+        cap = self.max_result_chars if item.max_result_chars is None else int(item.max_result_chars)
+        return timeout, cap
+
+    def _start(self, name: str, args: dict[str, Any]) -> Any:
+        """Begin a call: an inline tool's result, or a :class:`_Pending` thread."""
+        item = self._tools.get(name)
+        if item is None:
+            raise ValueError(f"unknown tool: {name}")
+        if item.raw_args:
+            kwargs: dict[str, Any] | None = None
+        else:
+            kwargs = bind_arguments(item.fn, item.spec, args)
+        if item.inline:
+            return ("inline", item, item.fn(args) if kwargs is None else item.fn(**kwargs))
+        timeout, _ = self._limits(item)
+        if item.is_async:
+
+            async def limited() -> Any:
+                coro = item.fn(args) if kwargs is None else item.fn(**kwargs)
+                if timeout <= 0:
+                    return await coro
+                try:
+                    return await asyncio.wait_for(coro, timeout)
+                except TimeoutError as exc:
+                    # wait_for's own timeout is chained to the cancellation it caused; a
+                    # TimeoutError raised by the tool itself is an ordinary failure.
+                    if isinstance(exc.__cause__, asyncio.CancelledError):
+                        raise ToolTimeoutError(f"timed out after {timeout:g}s") from None
+                    raise
+
+            def target() -> Any:
+                return asyncio.run(limited())
+
+        else:
+
+            def target() -> Any:
+                return item.fn(args) if kwargs is None else item.fn(**kwargs)
+
+        return ("thread", item, _Pending(target, name, timeout))
+
+    def _finish(self, handle: Any) -> Any:
+        kind, item, payload = handle
+        if kind == "inline":
+            return payload
+        try:
+            value = payload.wait()
+        except ToolTimeoutError:
+            with self._lock:
+                self.stats["timeouts"] += 1
+            raise
+        return self._checked_result(item, value)
+
+    def _checked_result(self, item: Tool, value: Any) -> Any:
+        """A plain-JSON copy of a user tool's result, refused when over its size cap."""
+        _, cap = self._limits(item)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        if cap > 0 and len(text) > cap:
+            with self._lock:
+                self.stats["oversize"] += 1
+            raise ToolResultTooLargeError(f"result too large: {len(text)} characters (limit {cap})")
+        return json.loads(text)
+
+
+def execute_tool_call(
+    registry: ToolRegistry, valid_names: Collection[str] | None, call: Mapping[str, Any]
+) -> ToolEvent:
+    """The seed's ``execute_tool_call``: one parsed call to one event, never raising."""
+    return registry.execute(call, valid_names)
+
+
+def tool_message(result: Any, max_chars: int = 1024) -> str:
+    """The content of the ``tool`` message that carries a result back to the model.
+
+    Compact JSON, non-ASCII kept, cut to ``max_chars`` characters, as the seed's rollout
+    writes it, so that demonstrations and rollouts show the model the same text.
+    """
+    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text[:max_chars] if max_chars > 0 else text
+
+
+__all__ = [
+    "Tool",
+    "ToolEvent",
+    "ToolRegistry",
+    "ToolResultTooLargeError",
+    "ToolTimeoutError",
+    "call_arguments",
+    "execute_tool_call",
+    "tool",
+    "tool_message",
+]

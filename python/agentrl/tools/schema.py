@@ -1,0 +1,203 @@
+"""Tool-schema normalisation and merging.
+
+Datasets describe tools in several dialects (OpenAI ``{"type": "function", "function":
+{...}}``, bare ``{"name", "description", "parameters"}``, a JSON string of either, a single
+object instead of a list). Everything downstream (chat rendering, the rollout's list of
+allowed tool names, the reward) works on one shape: a list of OpenAI-style specs. These
+helpers reproduce the seed trainer's normalisation and merge rules exactly, because which
+tools a prompt advertises changes what the policy is rewarded for.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Collection, Iterable
+from typing import Any
+
+ToolSpec = dict[str, Any]
+
+# Name of the preferred arithmetic tool and of its backward-compatible alias.
+MATH_TOOL = "calculate_math"
+ALIAS_TOOL = "calculator"
+
+_EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class ToolSchemaError(ValueError):
+    """Raised by :func:`parse_tool_schema` when a tools field cannot be understood."""
+
+
+def _function_part(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``function`` body of one tool entry, or None when the entry is not a tool."""
+    if isinstance(item.get("function"), dict):
+        return dict(item["function"])
+    if "name" in item:
+        return {
+            "name": item.get("name"),
+            "description": item.get("description", ""),
+            "parameters": item.get("parameters", copy.deepcopy(_EMPTY_PARAMETERS)),
+        }
+    return None
+
+
+def parse_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
+    """Like :func:`normalize_tool_schema`, but a field that is present and unusable raises.
+
+    ``None``, ``""`` and an empty list mean "no tools" and return None. A JSON string that
+    does not parse, or a value that is neither a list, an object nor a string, raises
+    :class:`ToolSchemaError` so that the prompt pool can report the line instead of
+    silently training that prompt with the default tools.
+    """
+    if raw_tools is None or raw_tools == "" or raw_tools == []:
+        return None
+    if isinstance(raw_tools, str):
+        try:
+            raw_tools = json.loads(raw_tools)
+        except ValueError as exc:
+            raise ToolSchemaError(f"tools is not valid JSON: {exc}") from None
+        if raw_tools is None or raw_tools == []:
+            return None
+    if isinstance(raw_tools, dict):
+        raw_tools = [raw_tools]
+    if not isinstance(raw_tools, list):
+        raise ToolSchemaError(f"tools must be a list or an object, got {type(raw_tools).__name__}")
+    specs = normalize_tool_schema(raw_tools)
+    if specs is None:
+        raise ToolSchemaError("tools has no entry with a function name")
+    return specs
+
+
+def normalize_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
+    """Any accepted tools field to a list of OpenAI-style specs; None when there are none.
+
+    Never raises: unusable input gives None, and entries that are not tools are skipped.
+    A ``parameters`` value given as a JSON string is decoded (an undecodable one becomes
+    an empty object schema). Entries without a string name are dropped.
+    """
+    if raw_tools is None or raw_tools == "":
+        return None
+    if isinstance(raw_tools, str):
+        try:
+            raw_tools = json.loads(raw_tools)
+        except ValueError:
+            return None
+    if isinstance(raw_tools, dict):
+        raw_tools = [raw_tools]
+    if not isinstance(raw_tools, list):
+        return None
+    specs: list[ToolSpec] = []
+    for item in raw_tools:
+        if not isinstance(item, dict):
+            continue
+        fn = _function_part(item)
+        if fn is None:
+            continue
+        if isinstance(fn.get("parameters"), str):
+            try:
+                fn["parameters"] = json.loads(fn["parameters"])
+            except ValueError:
+                fn["parameters"] = copy.deepcopy(_EMPTY_PARAMETERS)
+        if isinstance(fn.get("name"), str) and fn["name"]:
+            specs.append({"type": "function", "function": fn})
+    return specs or None
+
+
+def tool_spec_name(spec: Any) -> str | None:
+    """The function name of one spec, or None for anything that is not a named spec."""
+    if not isinstance(spec, dict):
+        return None
+    fn = spec.get("function")
+    if not isinstance(fn, dict):
+        return None
+    name = fn.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def supported_tool_names(tool_specs: Iterable[Any] | None) -> list[str]:
+    """Names of the specs, in order (duplicates kept, as the seed does)."""
+    if not tool_specs:
+        return []
+    return [name for name in (tool_spec_name(spec) for spec in tool_specs) if name]
+
+
+def tool_name_set(tool_specs: Iterable[Any] | None) -> set[str]:
+    return set(supported_tool_names(tool_specs))
+
+
+def clone_tool_spec(spec: ToolSpec) -> ToolSpec:
+    """A deep copy, so that a prompt's tools can be edited without touching the defaults."""
+    return copy.deepcopy(spec)
+
+
+def merge_tool_specs(
+    primary: Iterable[Any] | None,
+    extra: Iterable[Any] | None,
+    keep_alias: bool = False,
+    allowed_names: Collection[str] | None = None,
+) -> list[ToolSpec] | None:
+    """Union of two spec lists: first occurrence of a name wins, order preserved.
+
+    The ``calculator`` alias is dropped unless ``keep_alias``; with ``allowed_names``, only
+    those names survive. Returns None when nothing is left.
+    """
+    merged: list[ToolSpec] = []
+    seen: set[str] = set()
+    for source in (primary or [], extra or []):
+        for spec in source:
+            name = tool_spec_name(spec)
+            if not name or name in seen:
+                continue
+            if name == ALIAS_TOOL and not keep_alias:
+                continue
+            if allowed_names is not None and name not in allowed_names:
+                continue
+            merged.append(clone_tool_spec(spec))
+            seen.add(name)
+    return merged or None
+
+
+def resolve_tool_specs(
+    sample_tools: Iterable[Any] | None,
+    default_tools: Iterable[Any] | None,
+    force_all_tools: bool = False,
+    keep_alias: bool = False,
+    allowed_names: Collection[str] | None = None,
+) -> list[ToolSpec] | None:
+    """The tools one prompt advertises: its own, else the defaults, or both when forced."""
+    own = merge_tool_specs(sample_tools, None, keep_alias=keep_alias, allowed_names=allowed_names)
+    defaults = merge_tool_specs(
+        default_tools, None, keep_alias=keep_alias, allowed_names=allowed_names
+    )
+    if force_all_tools:
+        return merge_tool_specs(own, defaults, keep_alias=keep_alias, allowed_names=allowed_names)
+    return own or defaults
+
+
+def append_calculator_alias(tools: list[ToolSpec] | None) -> list[ToolSpec] | None:
+    """Add the ``calculator`` alias spec when ``calculate_math`` is offered without it."""
+    if not tools:
+        return tools
+    names = tool_name_set(tools)
+    if MATH_TOOL in names and ALIAS_TOOL not in names:
+        from agentrl.tools.builtin import CALCULATOR_ALIAS_SPEC
+
+        return [*tools, clone_tool_spec(CALCULATOR_ALIAS_SPEC)]
+    return tools
+
+
+__all__ = [
+    "ALIAS_TOOL",
+    "MATH_TOOL",
+    "ToolSchemaError",
+    "ToolSpec",
+    "append_calculator_alias",
+    "clone_tool_spec",
+    "merge_tool_specs",
+    "normalize_tool_schema",
+    "parse_tool_schema",
+    "resolve_tool_specs",
+    "supported_tool_names",
+    "tool_name_set",
+    "tool_spec_name",
+]
