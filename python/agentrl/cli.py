@@ -11,6 +11,7 @@ from collections.abc import Sequence
 # that `agentrl score` does not pay for importing torch.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("agentrl.commands.demo", "Parse and score a few built-in completions."),
+    "gen-data": ("agentrl.commands.gen_data", "Generate synthetic tool-use tasks or SFT demos."),
 }
 
 
