@@ -1,6 +1,7 @@
 //! PyO3 bindings: one file per concept, type conversion only.
 
 mod expr;
+mod json;
 mod toolcall;
 
 use pyo3::prelude::*;

@@ -1,5 +1,47 @@
-use pyo3::prelude::*;
+//! `parse_tool_calls`: the seed-compatible parser, returning the seed's dicts.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use super::json::{py_str_lossy, value_to_py};
+use crate::toolcall::{self, ToolCall};
+
+/// The seed's dict for one call, with its key order: `name`, `arguments`,
+/// [`parse_error`,] `canonical`.
+fn call_to_dict<'py>(py: Python<'py>, call: &ToolCall) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("name", value_to_py(py, &call.name)?)?;
+    dict.set_item("arguments", value_to_py(py, &call.arguments)?)?;
+    if let Some(raw) = &call.parse_error {
+        dict.set_item("parse_error", raw)?;
+    }
+    dict.set_item("canonical", call.canonical)?;
+    Ok(dict)
+}
+
+/// Tool calls in a model's text, exactly as the seed trainer's `parse_tool_calls` returns
+/// them (the input is converted with `str()` first, as the seed does).
+#[pyfunction]
+fn parse_tool_calls<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let as_str = match text.cast::<PyString>() {
+        Ok(s) => s.clone(),
+        Err(_) => text.str()?,
+    };
+    let text = py_str_lossy(&as_str)?;
+    let calls = py.detach(|| toolcall::parse_tool_calls(&text));
+    let list = PyList::empty(py);
+    for call in &calls {
+        list.append(call_to_dict(py, call)?)?;
+    }
+    Ok(list)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_tool_calls, m)?)?;
+    // The JSON helpers live beside the parser they serve.
+    super::json::register(m)?;
     Ok(())
 }

@@ -1,0 +1,325 @@
+//! The encoder: the text `json.dumps(value, ensure_ascii=False, ...)` produces.
+
+use std::fmt::Write as _;
+
+use super::value::Value;
+
+/// Formatting choices of `json.dumps` that the seed uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpOptions {
+    /// `separators=(",", ":")` when true; Python's default `(", ", ": ")` when false.
+    pub compact: bool,
+    /// `sort_keys=True`: object keys in code point order.
+    pub sort_keys: bool,
+}
+
+impl DumpOptions {
+    /// `json.dumps(v, ensure_ascii=False, separators=(",", ":"))`, the seed's canonical call
+    /// text.
+    pub const fn compact() -> Self {
+        DumpOptions {
+            compact: true,
+            sort_keys: false,
+        }
+    }
+
+    /// `json.dumps(v, ensure_ascii=False)` with Python's default separators.
+    pub const fn python_default() -> Self {
+        DumpOptions {
+            compact: false,
+            sort_keys: false,
+        }
+    }
+}
+
+impl Default for DumpOptions {
+    fn default() -> Self {
+        Self::compact()
+    }
+}
+
+/// A container whose remaining children are still to be written.
+enum Pending<'a> {
+    Array(std::slice::Iter<'a, Value>),
+    Object(std::vec::IntoIter<&'a (String, Value)>),
+}
+
+impl Value {
+    /// Compact JSON: `json.dumps(v, ensure_ascii=False, separators=(",", ":"))`.
+    pub fn to_json_string(&self) -> String {
+        self.to_json_string_with(&DumpOptions::compact())
+    }
+
+    /// JSON text exactly as `json.dumps(v, ensure_ascii=False, ...)` writes it with these
+    /// options (non-finite floats as `NaN`/`Infinity`, as Python's default `allow_nan`).
+    pub fn to_json_string_with(&self, opts: &DumpOptions) -> String {
+        let (item_sep, key_sep) = if opts.compact {
+            (",", ":")
+        } else {
+            (", ", ": ")
+        };
+        let mut out = String::new();
+        let mut stack: Vec<Pending<'_>> = Vec::new();
+        let mut next: Option<&Value> = Some(self);
+        loop {
+            if let Some(value) = next.take() {
+                match value {
+                    Value::Array(items) => {
+                        out.push('[');
+                        stack.push(Pending::Array(items.iter()));
+                        // The first child is written without a separator.
+                        match stack.last_mut() {
+                            Some(Pending::Array(it)) => next = it.next(),
+                            _ => next = None,
+                        }
+                        if next.is_none() {
+                            stack.pop();
+                            out.push(']');
+                        }
+                    }
+                    Value::Object(obj) => {
+                        out.push('{');
+                        let mut entries: Vec<&(String, Value)> = obj.iter().collect();
+                        if opts.sort_keys {
+                            entries.sort_by(|a, b| a.0.cmp(&b.0));
+                        }
+                        let mut it = entries.into_iter();
+                        match it.next() {
+                            Some((k, v)) => {
+                                write_str(&mut out, k);
+                                out.push_str(key_sep);
+                                next = Some(v);
+                                stack.push(Pending::Object(it));
+                            }
+                            None => out.push('}'),
+                        }
+                    }
+                    scalar => write_scalar(&mut out, scalar),
+                }
+                continue;
+            }
+            // The current value is written: move to the next sibling or close containers.
+            match stack.last_mut() {
+                None => return out,
+                Some(Pending::Array(it)) => match it.next() {
+                    Some(v) => {
+                        out.push_str(item_sep);
+                        next = Some(v);
+                    }
+                    None => {
+                        out.push(']');
+                        stack.pop();
+                    }
+                },
+                Some(Pending::Object(it)) => match it.next() {
+                    Some((k, v)) => {
+                        out.push_str(item_sep);
+                        write_str(&mut out, k);
+                        out.push_str(key_sep);
+                        next = Some(v);
+                    }
+                    None => {
+                        out.push('}');
+                        stack.pop();
+                    }
+                },
+            }
+        }
+    }
+}
+
+fn write_scalar(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Value::BigInt(digits) => out.push_str(digits),
+        Value::Float(f) => write_float(out, *f),
+        Value::Str(s) => write_str(out, s),
+        // Containers are handled by the caller's stack.
+        Value::Array(_) | Value::Object(_) => {}
+    }
+}
+
+/// A JSON string literal with `json.dumps(ensure_ascii=False)` escaping.
+fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// `float.__repr__` as `json.dumps` uses it, plus `NaN`/`Infinity`/`-Infinity`.
+fn write_float(out: &mut String, f: f64) {
+    if f.is_nan() {
+        out.push_str("NaN");
+        return;
+    }
+    if f.is_infinite() {
+        out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+        return;
+    }
+    out.push_str(&python_float_repr(f));
+}
+
+/// Python's `repr(float)` for a finite value: the shortest digits that round-trip, written
+/// positionally when the decimal exponent is in -4..16 and in `1.5e+16` style otherwise.
+pub(crate) fn python_float_repr(f: f64) -> String {
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
+    }
+    // Rust's `{:e}` gives the same shortest round-trip digits: "-1.2345e-7".
+    let sci = format!("{f:e}");
+    let (negative, body) = match sci.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, sci.as_str()),
+    };
+    let (mantissa, exp) = body.split_once('e').unwrap_or((body, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    // Value = 0.DIGITS * 10^point.
+    let point = exp + 1;
+    let mut out = String::with_capacity(digits.len() + 8);
+    if negative {
+        out.push('-');
+    }
+    let n = digits.len() as i32;
+    if -4 < point && point <= 16 {
+        if point <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-point) as usize));
+            out.push_str(&digits);
+        } else if point >= n {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', (point - n) as usize));
+            out.push_str(".0");
+        } else {
+            let (int_part, frac) = digits.split_at(point as usize);
+            out.push_str(int_part);
+            out.push('.');
+            out.push_str(frac);
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        let e = point - 1;
+        let _ = write!(out, "e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyjson::{parse, Object, ParseOptions};
+
+    #[test]
+    fn float_repr_matches_python() {
+        let cases: &[(f64, &str)] = &[
+            (1.0, "1.0"),
+            (-0.0, "-0.0"),
+            (0.1, "0.1"),
+            (0.30000000000000004, "0.30000000000000004"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1234567890123456.7, "1234567890123456.8"),
+            (12345678901234567.0, "1.2345678901234568e+16"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.5e-7, "1.5e-07"),
+            (-2.5e300, "-2.5e+300"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (123.456, "123.456"),
+            (100.0, "100.0"),
+        ];
+        for (f, want) in cases {
+            assert_eq!(python_float_repr(*f), *want, "{f:e}");
+        }
+    }
+
+    #[test]
+    fn strings_escape_like_json_dumps() {
+        let v = Value::Str("a\"b\\c\n\u{1}\u{7f}é😀\u{2028}".into());
+        assert_eq!(
+            v.to_json_string(),
+            "\"a\\\"b\\\\c\\n\\u0001\u{7f}é😀\u{2028}\""
+        );
+    }
+
+    #[test]
+    fn compact_and_default_separators() {
+        let text = "{\"name\": \"f\", \"arguments\": {\"b\": [1, 2.5, null, true], \"a\": {}}}";
+        let v = parse(text, &ParseOptions::python()).unwrap_or(Value::Null);
+        assert_eq!(
+            v.to_json_string(),
+            "{\"name\":\"f\",\"arguments\":{\"b\":[1,2.5,null,true],\"a\":{}}}"
+        );
+        assert_eq!(v.to_json_string_with(&DumpOptions::python_default()), text);
+        let sorted = DumpOptions {
+            compact: false,
+            sort_keys: true,
+        };
+        assert_eq!(
+            v.to_json_string_with(&sorted),
+            "{\"arguments\": {\"a\": {}, \"b\": [1, 2.5, null, true]}, \"name\": \"f\"}"
+        );
+    }
+
+    #[test]
+    fn non_finite_and_big_numbers() {
+        let v = Value::Array(vec![
+            Value::Float(f64::NAN),
+            Value::Float(f64::NEG_INFINITY),
+            Value::BigInt("123456789012345678901234567890".into()),
+            Value::Int(-7),
+            Value::Array(vec![]),
+            Value::Object(Object::new()),
+        ]);
+        assert_eq!(
+            v.to_json_string(),
+            "[NaN,-Infinity,123456789012345678901234567890,-7,[],{}]"
+        );
+    }
+
+    #[test]
+    fn deep_values_serialize_without_recursion() {
+        let mut v = Value::Int(1);
+        for _ in 0..100_000 {
+            v = Value::Array(vec![v]);
+        }
+        let text = v.to_json_string();
+        assert_eq!(text.len(), 200_001);
+        // Drop iteratively too: unwrap the nesting level by level.
+        while let Value::Array(mut items) = v {
+            v = items.pop().unwrap_or(Value::Null);
+        }
+    }
+}

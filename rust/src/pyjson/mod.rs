@@ -1,0 +1,29 @@
+//! JSON with the semantics of Python's `json` module, as the seed trainer sees them.
+//!
+//! The seed decodes tool calls with `json.loads` and encodes canonical calls with
+//! `json.dumps`. To reproduce its results exactly we need behaviour that `serde_json` does
+//! not have (or has differently), which is why this parser is hand-written:
+//!
+//! - `NaN`, `Infinity` and `-Infinity` are accepted as numbers;
+//! - integers keep any size (Python ints); only the 4300-digit limit of CPython's
+//!   int/str conversion applies, which makes `json.loads` raise on longer literals;
+//! - floats are parsed as Python's `float()` does (`1e400` is `inf`, never an error);
+//! - a duplicated key keeps the last value at the position of the first occurrence, like a
+//!   Python dict built from the pairs;
+//! - nesting is bounded by an explicit depth that stands in for Python's recursion limit
+//!   (see [`PYTHON_MAX_DEPTH`]), and the parser itself never recurses;
+//! - `json.dumps` output (float `repr`, `NaN`/`Infinity`, separators, `sort_keys`).
+//!
+//! One deviation is unavoidable: Python keeps lone surrogates (`"\ud800"`) in a `str`, which a
+//! Rust `String` cannot hold; they become U+FFFD here.
+//!
+//! The same parser has a lenient mode for model output (single quotes, `True`/`False`/`None`,
+//! trailing commas, raw control characters in strings), selected by [`ParseOptions`].
+
+mod dump;
+mod parse;
+mod value;
+
+pub use dump::DumpOptions;
+pub use parse::{parse, parse_prefix, ErrorKind, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
+pub use value::{Object, Value};

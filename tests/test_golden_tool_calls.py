@@ -1,0 +1,112 @@
+"""Golden parity: `parse_tool_calls` returns exactly the seed's dicts on the recorded corpus.
+
+The golden file (copied from ../shared/golden/tool_calls.jsonl) holds the seed's output;
+non-finite floats are written there as the strings "nan", "inf", "-inf". Values are compared
+with their Python types (``1``, ``1.0`` and ``True`` are different) and dict key order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentrl.parsing import parse_tool_calls
+
+GOLDEN = Path(__file__).parent / "data" / "tool_calls.jsonl"
+
+
+def typed(value: Any) -> Any:
+    """A comparable form that keeps types, key order and treats NaN as equal to itself."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ("str", "nan")
+        if math.isinf(value):
+            return ("str", "inf" if value > 0 else "-inf")
+        return ("float", value)
+    if isinstance(value, str):
+        return ("str", value)
+    if value is None:
+        return ("none", None)
+    if isinstance(value, list):
+        return ("list", [typed(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", [(k, typed(v)) for k, v in value.items()])
+    raise TypeError(f"unexpected {type(value).__name__} in tool-call output")
+
+
+def load_rows() -> list[dict[str, Any]]:
+    with GOLDEN.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+ROWS = load_rows()
+
+
+def test_golden_file_is_present_and_substantial() -> None:
+    assert len(ROWS) >= 700
+    assert any(call.get("parse_error") is not None for row in ROWS for call in row["calls"])
+    assert any(not call["canonical"] for row in ROWS for call in row["calls"])
+
+
+def test_every_golden_row_matches_the_seed() -> None:
+    mismatches = []
+    for i, row in enumerate(ROWS):
+        got = parse_tool_calls(row["text"])
+        if typed(got) != typed(row["calls"]):
+            mismatches.append((i, row["text"][:120], got, row["calls"]))
+    assert not mismatches, f"{len(mismatches)} of {len(ROWS)} differ; first: {mismatches[0]}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '<tool_call>{"name":"f","arguments":{"x":NaN,"y":-Infinity,"z":1e400}}</tool_call>',
+            [
+                {
+                    "name": "f",
+                    "arguments": {"x": math.nan, "y": -math.inf, "z": math.inf},
+                    "canonical": True,
+                }
+            ],
+        ),
+        (
+            '<tool_call>{"name":"f","arguments":{"n":123456789012345678901234567890}}</tool_call>',
+            [
+                {
+                    "name": "f",
+                    "arguments": {"n": 123456789012345678901234567890},
+                    "canonical": True,
+                }
+            ],
+        ),
+        (
+            '<tool_call>{"name":"f","arguments":{"a":1,"b":2,"a":3}}</tool_call>',
+            [{"name": "f", "arguments": {"a": 3, "b": 2}, "canonical": True}],
+        ),
+        (
+            '<tool_call>{"name":1.5,"arguments":{}}</tool_call>',
+            [{"name": 1.5, "arguments": {}, "canonical": True}],
+        ),
+    ],
+)
+def test_python_json_semantics_survive_the_binding(text: str, expected: list) -> None:
+    assert typed(parse_tool_calls(text)) == typed(expected)
+
+
+def test_parse_error_entries_keep_the_seed_key_order() -> None:
+    (call,) = parse_tool_calls("<tool_call> [1, 2] </tool_call>")
+    assert list(call) == ["name", "arguments", "parse_error", "canonical"]
+    assert call == {"name": "", "arguments": {}, "parse_error": "[1, 2]", "canonical": False}
+
+
+def test_non_string_input_is_converted_with_str() -> None:
+    assert parse_tool_calls(None) == []
+    assert parse_tool_calls(12) == []

@@ -1,0 +1,202 @@
+"""Property tests for `parse_tool_calls`: round-trips, agreement with the seed, no hangs."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentrl import _core
+from agentrl.parsing import parse_tool_calls
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+from seed_baseline import load_seed
+
+SEED = load_seed()
+seed_only = pytest.mark.skipif(SEED is None, reason="seed file ../shared/seeds absent")
+
+EXAMPLES = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def typed(value: Any) -> Any:
+    """Comparable form: keeps types and key order, NaN equal to itself."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", "nan" if math.isnan(value) else value)
+    if isinstance(value, str):
+        return ("str", value)
+    if value is None:
+        return ("none", None)
+    if isinstance(value, list):
+        return ("list", [typed(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", [(k, typed(v)) for k, v in value.items()])
+    raise TypeError(type(value).__name__)
+
+
+# JSON-compatible values; strings never contain the closing tag (it would end the block).
+safe_text = st.text(max_size=20).filter(lambda s: "</tool_call>" not in s)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False)
+    | safe_text
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(safe_text, inner, max_size=4),
+    max_leaves=12,
+)
+arguments = st.dictionaries(safe_text, json_values, max_size=5)
+names = st.text(min_size=1, max_size=30).filter(lambda s: "</tool_call>" not in s)
+
+
+@EXAMPLES
+@given(calls=st.lists(st.tuples(names, arguments), min_size=1, max_size=3), sep=safe_text)
+def test_canonical_calls_round_trip(calls: list[tuple[str, dict]], sep: str) -> None:
+    sep = sep.replace("<tool_call>", "")
+    text = sep.join(
+        "<tool_call>"
+        + json.dumps({"name": n, "arguments": a}, ensure_ascii=False, separators=(",", ":"))
+        + "</tool_call>"
+        for n, a in calls
+    )
+    expected = [{"name": n, "arguments": a, "canonical": True} for n, a in calls]
+    assert typed(parse_tool_calls(text)) == typed(expected)
+
+
+@EXAMPLES
+@given(value=arguments, sort_keys=st.booleans(), compact=st.booleans())
+def test_json_dumps_matches_python(value: dict, sort_keys: bool, compact: bool) -> None:
+    separators = (",", ":") if compact else (", ", ": ")
+    want = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=separators)
+    assert _core.json_dumps(value, sort_keys=sort_keys, compact=compact) == want
+
+
+@EXAMPLES
+@given(value=st.floats())
+def test_json_dumps_float_repr_matches_python(value: float) -> None:
+    assert _core.json_dumps([value]) == json.dumps([value], separators=(",", ":"))
+
+
+# Fragments that exercise every branch of the seed's parser when glued together.
+FRAGMENTS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_call>{",
+    '{"name":"calculate_math","arguments":{"expression":"1+1"}}',
+    '{"name":',
+    '"arguments":',
+    '"args":',
+    '"tool_name":"t"',
+    '"function":{"name":"g"}',
+    '"function":"x"',
+    "}",
+    "]",
+    "[",
+    ",",
+    '"',
+    "'",
+    "\\",
+    "(",
+    ")",
+    "calculate_math(",
+    "calculator (",
+    "python_math\u3000(",
+    "xcalculate_math(",
+    "计算calculate_math(",
+    "expression",
+    "expression=",
+    " = ",
+    '"2*3"',
+    "'4/2'",
+    "NaN",
+    "1e400",
+    "-0",
+    "true",
+    "null",
+    "12345678901234567890",
+    '"\\u00e9\\ud83d\\ude00"',
+    " ",
+    "\n",
+    "\u00a0",
+    "\u2028",
+    "x",
+    "é",
+]
+
+
+@seed_only
+@EXAMPLES
+@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=25))
+def test_agrees_with_the_seed_on_fragment_soup(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert typed(parse_tool_calls(text)) == typed(SEED["parse_tool_calls"](text))
+
+
+@seed_only
+@EXAMPLES
+@given(text=st.text(alphabet=st.sampled_from("()'\"\\ ex=1+calcutor_mh<>/{}:,[]"), max_size=60))
+def test_agrees_with_the_seed_on_small_alphabet_text(text: str) -> None:
+    assert typed(parse_tool_calls(text)) == typed(SEED["parse_tool_calls"](text))
+
+
+@EXAMPLES
+@given(text=st.text(max_size=300))
+def test_random_text_never_raises(text: str) -> None:
+    calls = parse_tool_calls(text)
+    assert isinstance(calls, list)
+    for call in calls:
+        assert isinstance(call["arguments"], dict)
+        assert isinstance(call["canonical"], bool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300))
+def test_random_bytes_decoded_leniently_never_raise(data: bytes) -> None:
+    assert isinstance(parse_tool_calls(data.decode("utf-8", "surrogateescape")), list)
+
+
+MEGABYTE = 1 << 20
+
+
+def _repeat(piece: str) -> str:
+    return piece * (MEGABYTE // len(piece))
+
+
+ADVERSARIAL = {
+    "unclosed_open_tags": _repeat("<tool_call>"),
+    "open_tags_then_one_close": _repeat("<tool_call>") + "</tool_call>",
+    "repeated_open_calls": _repeat("calculate_math("),
+    "repeated_open_calls_with_quote": _repeat('calculate_math("'),
+    "keyword_without_closing_quote": "calculator(" + _repeat("expression='") + ")",
+    "nested_parentheses": "calculate_math(" + "(" * MEGABYTE,
+    "deep_brackets_in_tag": "<tool_call>" + "[" * MEGABYTE + "</tool_call>",
+    "long_string_argument": '<tool_call>{"name":"f","arguments":{"s":"'
+    + "a" * MEGABYTE
+    + '"}}</tool_call>',
+    "many_small_calls": _repeat('<tool_call>{"name":"f","arguments":{"x":1}}</tool_call>'),
+    "long_identifier_runs": _repeat("abcdefghij" * 10 + " "),
+    "quotes_and_escapes": _repeat("calculate_math('\\'\"(\\\"'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_megabyte_adversarial_input_is_fast(name: str) -> None:
+    text = ADVERSARIAL[name]
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        parse_tool_calls(text)
+        best = min(best, time.perf_counter() - start)
+    assert best < 0.1, f"{name}: {best * 1000:.1f} ms"
