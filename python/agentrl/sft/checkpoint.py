@@ -1,0 +1,126 @@
+"""Atomic HF-directory checkpoints with the trainer state needed for an exact resume.
+
+A checkpoint is `checkpoints/step-NNNNNNN/`: the model and tokenizer as an ordinary HF
+directory (loadable by `load_policy`) plus `trainer_state.pt` (optimizer, scheduler, step,
+data position, RNG states). It is written under a temporary name and renamed into place,
+so a crash never leaves a half-written checkpoint that resume would pick up.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+STATE_FILE = "trainer_state.pt"
+_STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+def _has_nonfinite(model: torch.nn.Module) -> bool:
+    return any(not torch.isfinite(p.detach()).all() for p in model.parameters())
+
+
+def publish_into(model: torch.nn.Module, tokenizer: Any, out_dir: Path) -> None:
+    """Place model + tokenizer files directly in `out_dir`, next to files that must stay.
+
+    Each file is written in a temp dir first and moved with `os.replace`, so a reader sees
+    either the old or the new version of every file, never a truncated one.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = out_dir / f".publish-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    model.save_pretrained(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    for item in staging.iterdir():
+        os.replace(item, out_dir / item.name)
+    staging.rmdir()
+
+
+def rng_state() -> dict[str, Any]:
+    """Python and torch RNG states (CUDA too when present)."""
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    root: Path,
+    step: int,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    state: dict[str, Any],
+    keep_last: int = 2,
+) -> Path | None:
+    """Write checkpoint `step` under `root`; returns None (and writes nothing) on NaN weights."""
+    if _has_nonfinite(model):
+        return None
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:07d}"
+    tmp = root / f".tmp-step-{step:07d}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    for old in list_checkpoints(root)[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoints under `root`, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for child in root.iterdir():
+        m = _STEP_RE.match(child.name)
+        if m and (child / STATE_FILE).is_file():
+            found.append((int(m.group(1)), child))
+    return [p for _, p in sorted(found)]
+
+
+def load_trainer_state(path: Path) -> dict[str, Any]:
+    """The trainer state of checkpoint dir `path` (weights are loaded separately)."""
+    return torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
+
+
+def load_weights(model: torch.nn.Module, path: Path) -> None:
+    """Copy the weights saved in checkpoint dir `path` into `model`, strictly."""
+    from safetensors.torch import load_file
+
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{path}: no .safetensors weights in checkpoint")
+    sd: dict[str, torch.Tensor] = {}
+    for file in files:
+        sd.update(load_file(str(file)))
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise ValueError(
+            f"{path}: checkpoint does not match the model (missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]})"
+        )
+    if tied:
+        model.tie_weights()

@@ -1,0 +1,300 @@
+"""Supervised examples from conversations: token ids plus a mask of the assistant tokens.
+
+Loss is taken only on what the model itself must write (assistant turns, including the
+end-of-turn token); system/user prompts and tool responses are context. Each assistant span
+is found by rendering the conversation up to that turn, so any chat template works; the
+pieces are tokenized separately so the boundary tokens match what the model sees when it
+generates after a rendered prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+Message = dict[str, Any]
+# render(messages, tools, add_generation_prompt) -> text
+Renderer = Callable[[list[Message], list[dict[str, Any]] | None, bool], str]
+
+_ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "function": "tool"}
+
+
+class BadConversation(ValueError):
+    """A record that holds no usable demonstration; `reason` is a short counter key."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+@dataclass
+class Conversation:
+    """One demonstration: messages in chat form and the tool specs shown to the model."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class Example:
+    """Token ids of one training sequence and the 0/1 loss mask over them."""
+
+    input_ids: list[int]
+    loss_mask: list[int]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class LoadStats:
+    """What happened to each input record; nothing is dropped without a reason."""
+
+    loaded: int = 0
+    kept: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"loaded": self.loaded, "kept": self.kept, "dropped": dict(self.dropped)}
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith(("[", "{")):
+            try:
+                return json.loads(text)
+            except ValueError:
+                return value
+    return value
+
+
+def normalize_conversation(record: dict[str, Any]) -> Conversation:
+    """Accept `messages` or `conversations` (role/content or from/value) with tools anywhere.
+
+    Raises `BadConversation` naming the problem for a record without a usable conversation.
+    """
+    raw = record.get("messages", record.get("conversations"))
+    if not isinstance(raw, list) or not raw:
+        raise BadConversation("no_messages")
+    tools = _maybe_json(record.get("tools", record.get("functions")))
+    messages: list[Message] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise BadConversation("bad_message", "message is not an object")
+        role = str(item.get("role", item.get("from", ""))).lower()
+        role = _ROLE_ALIASES.get(role, role)
+        if role not in ("system", "user", "assistant", "tool"):
+            raise BadConversation("unknown_role", repr(role))
+        content = item.get("content", item.get("value", ""))
+        msg: Message = {"role": role, "content": "" if content is None else str(content)}
+        if role == "system" and tools is None and item.get("tools") is not None:
+            tools = _maybe_json(item["tools"])
+        calls = _maybe_json(item.get("tool_calls"))
+        if role == "assistant" and calls:
+            if not isinstance(calls, list):
+                raise BadConversation("bad_tool_calls", "tool_calls is not a list")
+            msg["tool_calls"] = [_as_openai_call(c) for c in calls]
+        reasoning = item.get("reasoning_content")
+        if role == "assistant" and reasoning:
+            msg["reasoning_content"] = str(reasoning)
+        messages.append(msg)
+    # A trailing empty assistant turn is a generation slot, not a demonstration.
+    while (
+        messages
+        and messages[-1]["role"] == "assistant"
+        and not messages[-1]["content"]
+        and (not messages[-1].get("tool_calls"))
+    ):
+        messages.pop()
+    if not any(m["role"] == "assistant" for m in messages):
+        raise BadConversation("no_assistant_turn")
+    if tools is not None and not isinstance(tools, list):
+        raise BadConversation("bad_tools", "tools is not a list")
+    return Conversation(messages, tools)
+
+
+def _as_openai_call(call: Any) -> dict[str, Any]:
+    if not isinstance(call, dict):
+        raise BadConversation("bad_tool_calls", "tool call is not an object")
+    fn = call.get("function", call)
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadConversation("bad_tool_calls", "tool call without a name")
+    args = _maybe_json(fn.get("arguments", {}))
+    return {"type": "function", "function": {"name": name, "arguments": args}}
+
+
+def read_conversations(
+    paths: Sequence[str | Path], stats: LoadStats | None = None
+) -> list[Conversation]:
+    """Load every good conversation from JSONL files; bad lines are counted by reason."""
+    stats = stats if stats is not None else LoadStats()
+    out: list[Conversation] = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                stats.loaded += 1
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    stats.dropped["bad_json"] += 1
+                    continue
+                if not isinstance(record, dict):
+                    stats.dropped["not_an_object"] += 1
+                    continue
+                try:
+                    out.append(normalize_conversation(record))
+                except BadConversation as exc:
+                    stats.dropped[exc.reason] += 1
+                    continue
+                stats.kept += 1
+    return out
+
+
+def assistant_spans(
+    conv: Conversation, render: Renderer, eos_text: str | None
+) -> list[tuple[str, list[tuple[int, int]]]]:
+    """Texts to train on, each with the character spans the model must produce.
+
+    Usually one text holds every assistant turn. A template that re-renders earlier turns
+    differently (e.g. drops old reasoning) breaks that; each turn then becomes its own text.
+    """
+    msgs = conv.messages
+    full = render(msgs, conv.tools, False)
+    per_turn: list[tuple[str, tuple[int, int]]] = []
+    for i, msg in enumerate(msgs):
+        if msg["role"] != "assistant":
+            continue
+        before = render(msgs[:i], conv.tools, True)
+        upto = render(msgs[: i + 1], conv.tools, False)
+        if not upto.startswith(before):
+            raise ValueError(f"template output for turn {i} does not extend its prompt")
+        end = len(upto)
+        stripped = upto.rstrip()
+        if eos_text and stripped.endswith(eos_text):
+            end = len(stripped)
+        per_turn.append((upto, (len(before), end)))
+    if all(full.startswith(text) for text, _ in per_turn):
+        return [(full, [span for _, span in per_turn])]
+    return [(text, [span]) for text, span in per_turn]
+
+
+def tokenize_with_mask(tokenizer: Any, text: str, spans: list[tuple[int, int]]) -> Example:
+    """Tokenize `text` piecewise at span edges; tokens inside spans get mask 1."""
+    ids: list[int] = []
+    mask: list[int] = []
+    cursor = 0
+    pieces: list[tuple[str, int]] = []
+    for start, end in sorted(spans):
+        if start > cursor:
+            pieces.append((text[cursor:start], 0))
+        pieces.append((text[start:end], 1))
+        cursor = end
+    if cursor < len(text):
+        pieces.append((text[cursor:], 0))
+    for piece, flag in pieces:
+        piece_ids = tokenizer(piece, add_special_tokens=False)["input_ids"]
+        ids.extend(piece_ids)
+        mask.extend([flag] * len(piece_ids))
+    return Example(ids, mask)
+
+
+def build_examples(
+    conversations: Iterable[Conversation],
+    tokenizer: Any,
+    render: Renderer,
+    max_len: int,
+    stats: LoadStats | None = None,
+) -> list[Example]:
+    """Examples of at most `max_len` tokens; longer ones are dropped and counted."""
+    stats = stats if stats is not None else LoadStats()
+    out: list[Example] = []
+    for conv in conversations:
+        try:
+            texts = assistant_spans(conv, render, tokenizer.eos_token)
+        except ValueError:
+            stats.dropped["template_mismatch"] += 1
+            continue
+        for text, spans in texts:
+            ex = tokenize_with_mask(tokenizer, text, spans)
+            if len(ex) > max_len:
+                stats.dropped["too_long"] += 1
+            elif sum(ex.loss_mask) == 0:
+                stats.dropped["empty_target"] += 1
+            else:
+                out.append(ex)
+    return out
+
+
+def bucketed_batches(
+    lengths: Sequence[int], batch_tokens: int, max_batch: int, seed: int, window: int = 64
+) -> list[list[int]]:
+    """Index batches of similar length, each at most `batch_tokens` padded tokens.
+
+    Shuffles, sorts within windows of `window` batches' worth of examples (so batches still
+    mix the data), then shuffles the batch order. Deterministic for a given seed.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches: list[list[int]] = []
+    chunk = max(1, window * max_batch)
+    for lo in range(0, len(order), chunk):
+        part = sorted(order[lo : lo + chunk], key=lambda i: lengths[i])
+        current: list[int] = []
+        longest = 0
+        for idx in part:
+            longest_if = max(longest, lengths[idx])
+            if current and (
+                longest_if * (len(current) + 1) > batch_tokens or len(current) >= max_batch
+            ):
+                batches.append(current)
+                current, longest_if = [], lengths[idx]
+            current.append(idx)
+            longest = longest_if
+        if current:
+            batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ids, attention mask and loss mask; padding never carries loss."""
+    width = max(len(e) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(examples), width), dtype=torch.long)
+    loss = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, ex in enumerate(examples):
+        n = len(ex)
+        ids[row, :n] = torch.tensor(ex.input_ids, dtype=torch.long)
+        attn[row, :n] = 1
+        loss[row, :n] = torch.tensor(ex.loss_mask, dtype=torch.long)
+    return {"input_ids": ids, "attention_mask": attn, "loss_mask": loss}
+
+
+def epoch_batches(
+    examples: Sequence[Example], batch_tokens: int, max_batch: int, seed: int
+) -> Iterator[list[int]]:
+    """Endless stream of index batches, reshuffled every epoch (epoch k uses seed + k)."""
+    lengths = [len(e) for e in examples]
+    epoch = 0
+    while True:
+        yield from bucketed_batches(lengths, batch_tokens, max_batch, seed + epoch)
+        epoch += 1
+
+
+def estimate_steps_per_epoch(examples: Sequence[Example], batch_tokens: int, max_batch: int) -> int:
+    """Number of batches in one pass, for schedules expressed in epochs."""
+    lengths = [len(e) for e in examples]
+    return max(1, math.ceil(len(bucketed_batches(lengths, batch_tokens, max_batch, 0))))

@@ -1,0 +1,308 @@
+"""The supervised warm-start loop: masked LM loss, AdamW, warm-up + cosine, accumulation.
+
+The loop reads top to bottom: draw `grad_accum` length-bucketed batches, weight every
+assistant token equally across them, clip, step, log; evaluate greedy tool use and save an
+atomic checkpoint at fixed intervals; finally publish the model where RL will look for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from agentrl.models.loading import autocast_context
+from agentrl.sft import checkpoint as ckpt
+from agentrl.sft.data import Example, bucketed_batches, collate
+from agentrl.sft.evaluate import CallParser, EvalTask, Renderer, ToolRunner, evaluate
+
+
+@dataclass
+class SFTConfig:
+    """Everything that shapes a run; stored in each checkpoint and in the summary."""
+
+    output_dir: str = "runs/tiny-sft"
+    steps: int = 600
+    batch_tokens: int = 8192
+    max_batch: int = 32
+    grad_accum: int = 1
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 30
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    clip: float = 1.0
+    eval_interval: int = 0
+    eval_subset: int = 64
+    max_turns: int = 4
+    max_new_tokens: int = 96
+    eval_batch: int = 100
+    save_interval: int = 200
+    keep_last: int = 2
+    log_interval: int = 10
+    max_time: float = 0.0
+    seed: int = 0
+    progress: bool = True
+    resume: bool = False
+
+
+@dataclass
+class EvalEnv:
+    """How held-out episodes are rendered, parsed and answered by tools."""
+
+    render: Renderer
+    parse_calls: CallParser
+    run_tool: ToolRunner
+
+
+@dataclass
+class SFTResult:
+    steps: int
+    seconds: float
+    final_loss: float
+    eval: dict[str, float] = field(default_factory=dict)
+    skipped_steps: int = 0
+
+
+class BatchStream:
+    """Endless, resumable sequence of index batches (epoch k is shuffled with seed + k)."""
+
+    def __init__(self, lengths: Sequence[int], batch_tokens: int, max_batch: int, seed: int):
+        self.lengths, self.batch_tokens, self.max_batch, self.seed = (
+            list(lengths),
+            batch_tokens,
+            max_batch,
+            seed,
+        )
+        self.epoch, self.pos = 0, 0
+        self._batches = self._make()
+
+    def _make(self) -> list[list[int]]:
+        return bucketed_batches(
+            self.lengths, self.batch_tokens, self.max_batch, self.seed + self.epoch
+        )
+
+    def next(self) -> list[int]:
+        if self.pos >= len(self._batches):
+            self.epoch, self.pos = self.epoch + 1, 0
+            self._batches = self._make()
+        batch = self._batches[self.pos]
+        self.pos += 1
+        return batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
+        self._batches = self._make()
+
+
+def lr_factor(step: int, total: int, warmup: int, min_ratio: float) -> float:
+    """Linear warm-up to 1, then cosine decay to `min_ratio` at `total`."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def masked_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Summed next-token cross-entropy over assistant tokens only.
+
+    The LM head runs only on the positions that carry loss (most tokens are prompt and
+    tool output), which saves a large share of the compute of a small-vocabulary model.
+    """
+    ids, attn, mask = batch["input_ids"], batch["attention_mask"], batch["loss_mask"]
+    select = mask[:, 1:].bool()
+    targets = ids[:, 1:][select]
+    body = getattr(model, "base_model", None)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if body is not None and body is not model and head is not None:
+        hidden = body(input_ids=ids, attention_mask=attn).last_hidden_state
+        logits = head(hidden[:, :-1][select])
+    else:
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1][select]
+    return F.cross_entropy(logits.float(), targets, reduction="sum")
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    decay, plain = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else plain).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+
+
+class MetricsLog:
+    """Append-only JSONL of metric records, truncated to `step` on resume."""
+
+    def __init__(self, path: Path, resume_step: int | None):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept: list[str] = []
+        if resume_step is not None and path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    if int(json.loads(line).get("step", 0)) <= resume_step:
+                        kept.append(line)
+                except (ValueError, AttributeError):
+                    continue
+        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def train_sft(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    examples: Sequence[Example],
+    eval_tasks: Sequence[EvalTask],
+    env: EvalEnv,
+    cfg: SFTConfig,
+    log: Callable[[str], None] = print,
+) -> SFTResult:
+    """Train `model` in place on `examples`; evaluate on `eval_tasks`; save under output_dir."""
+    if not examples:
+        raise ValueError("no training examples")
+    out = Path(cfg.output_dir)
+    device = next(model.parameters()).device
+    weight_dtype = next(model.parameters()).dtype
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    model.train()
+    opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio)
+    )
+    stream = BatchStream([len(e) for e in examples], cfg.batch_tokens, cfg.max_batch, cfg.seed)
+    step, skipped = 0, 0
+    latest = ckpt.list_checkpoints(out / "checkpoints") if cfg.resume else []
+    if latest:
+        state = ckpt.load_trainer_state(latest[-1])
+        ckpt.load_weights(model, latest[-1])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        stream.load_state_dict(state["stream"])
+        step, skipped = int(state["step"]), int(state.get("skipped", 0))
+        ckpt.set_rng_state(state["rng"])
+        log(f"resumed from {latest[-1]} at step {step}")
+    metrics = MetricsLog(out / "metrics.jsonl", step if latest else None)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    periodic = list(eval_tasks)[: cfg.eval_subset]
+
+    def run_eval(tasks: Sequence[EvalTask]) -> dict[str, float]:
+        with autocast_context(device, weight_dtype):
+            scores, _ = evaluate(
+                model,
+                tokenizer,
+                tasks,
+                env.render,
+                env.parse_calls,
+                env.run_tool,
+                max_turns=cfg.max_turns,
+                max_new_tokens=cfg.max_new_tokens,
+                batch_size=cfg.eval_batch,
+            )
+        return scores
+
+    def save(at: int) -> None:
+        state = {
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "stream": stream.state_dict(),
+            "skipped": skipped,
+            "config": asdict(cfg),
+        }
+        path = ckpt.save_checkpoint(out / "checkpoints", at, model, tokenizer, state, cfg.keep_last)
+        if path is None:
+            log(f"step {at}: non-finite weights, checkpoint skipped")
+
+    bar = None
+    if cfg.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=step, desc="sft", unit="step", dynamic_ncols=True)
+    start = time.perf_counter()
+    window_tokens, window_start, last_loss = 0, time.perf_counter(), float("nan")
+    while step < cfg.steps:
+        batches = [
+            collate([examples[i] for i in stream.next()], pad_id) for _ in range(cfg.grad_accum)
+        ]
+        n_target = sum(int(b["loss_mask"][:, 1:].sum()) for b in batches)
+        total = 0.0
+        for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            with autocast_context(device, weight_dtype):
+                loss = masked_loss_sum(model, batch) / max(n_target, 1)
+            loss.backward()
+            total += float(loss.detach())
+            window_tokens += int(batch["attention_mask"].sum())
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip))
+        if math.isfinite(total) and math.isfinite(grad_norm):
+            opt.step()
+        else:
+            skipped += 1
+            log(f"step {step + 1}: non-finite loss or gradient, update skipped")
+        opt.zero_grad(set_to_none=True)
+        sched.step()
+        step += 1
+        last_loss = total
+        if step % cfg.log_interval == 0 or step == cfg.steps:
+            now = time.perf_counter()
+            tps = window_tokens / max(now - window_start, 1e-9)
+            metrics.write(
+                {
+                    "step": step,
+                    "loss": total,
+                    "lr": sched.get_last_lr()[0],
+                    "grad_norm": grad_norm,
+                    "tokens_per_s": tps,
+                    "elapsed_s": now - start,
+                    "epoch": stream.epoch,
+                }
+            )
+            if bar is not None:
+                bar.set_postfix(
+                    loss=f"{total:.3f}", tok_s=f"{tps:.0f}", lr=f"{sched.get_last_lr()[0]:.1e}"
+                )
+            window_tokens, window_start = 0, now
+        if bar is not None:
+            bar.update(1)
+        out_of_time = cfg.max_time > 0 and time.perf_counter() - start >= cfg.max_time
+        if (
+            cfg.eval_interval > 0
+            and step % cfg.eval_interval == 0
+            and step < cfg.steps
+            and periodic
+        ):
+            scores = run_eval(periodic)
+            metrics.write({"step": step, **scores})
+            exact = scores["eval/exact_match"]
+            log(f"step {step}: exact match {exact:.3f} on {len(periodic)} tasks")
+        if cfg.save_interval > 0 and step % cfg.save_interval == 0 and step < cfg.steps:
+            save(step)
+        if out_of_time:
+            log(f"time budget of {cfg.max_time:.0f}s reached at step {step}")
+            break
+    if bar is not None:
+        bar.close()
+    train_seconds = time.perf_counter() - start
+    save(step)
+    ckpt.publish_into(model, tokenizer, out)
+    final = run_eval(eval_tasks) if eval_tasks else {}
+    if final:
+        metrics.write({"step": step, "final": True, **final})
+    result = SFTResult(step, train_seconds, last_loss, final, skipped)
+    (out / "sft_summary.json").write_text(
+        json.dumps({**asdict(result), "config": asdict(cfg)}, indent=2), encoding="utf-8"
+    )
+    return result
