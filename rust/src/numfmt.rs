@@ -1,1 +1,135 @@
-//! (being written)
+//! Number formatting identical to the seed's `format_number`.
+//!
+//! A value within 1e-9 of an integer prints as that integer's exact decimal digits (after
+//! Python's round-half-even), so `1e300` prints all of its 301 digits. Anything else prints
+//! with 10 decimals, trailing zeros and a trailing dot removed. Rust's `{:.N}` formatting is
+//! exact and rounds ties to even, like CPython's `PyOS_double_to_string`.
+
+use std::fmt;
+
+/// Why a value has no seed-compatible text form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatError {
+    /// `round(inf)` raises OverflowError in Python.
+    Infinite,
+    /// `round(nan)` raises ValueError in Python.
+    NotANumber,
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormatError::Infinite => write!(f, "cannot format an infinite value as a number"),
+            FormatError::NotANumber => write!(f, "cannot format NaN as a number"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// Python's `round(x)` for floats: nearest integer, ties to even, returned as a float.
+///
+/// Python returns an `int`, so a negative zero result becomes `0.0`.
+pub fn round_half_even(x: f64) -> f64 {
+    let nearest = x.round();
+    let rounded = if (x - nearest).abs() == 0.5 {
+        2.0 * (x / 2.0).round()
+    } else {
+        nearest
+    };
+    if rounded == 0.0 {
+        0.0
+    } else {
+        rounded
+    }
+}
+
+/// The seed's `format_number`: the same string for every finite input, an error otherwise.
+pub fn format_number(value: f64) -> Result<String, FormatError> {
+    if value.is_nan() {
+        return Err(FormatError::NotANumber);
+    }
+    if value.is_infinite() {
+        return Err(FormatError::Infinite);
+    }
+    let rounded = round_half_even(value);
+    if (value - rounded).abs() < 1e-9 {
+        // `rounded` is integral, so `{:.0}` prints its exact digits with nothing to round.
+        return Ok(format!("{rounded:.0}"));
+    }
+    let fixed = format!("{value:.10}");
+    let trimmed = fixed.trim_end_matches('0');
+    Ok(trimmed.strip_suffix('.').unwrap_or(trimmed).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fmt(v: f64) -> String {
+        format_number(v).unwrap_or_else(|e| format!("error: {e}"))
+    }
+
+    #[test]
+    fn integral_values_print_as_integers() {
+        assert_eq!(fmt(3.0), "3");
+        assert_eq!(fmt(-4.0), "-4");
+        assert_eq!(fmt(1024.0), "1024");
+        assert_eq!(fmt(2.0000000000001), "2");
+        assert_eq!(fmt(1.2345678901234568e29), "123456789012345677877719597056");
+        assert_eq!(fmt(1.633123935319537e16), "16331239353195370");
+    }
+
+    #[test]
+    fn huge_integral_values_print_every_digit() {
+        let s = fmt(1e300);
+        assert_eq!(s.len(), 301);
+        assert!(s.starts_with("1000000000000000052504760255204420248704468581108159154915"));
+        assert!(s.ends_with("459400540160"));
+    }
+
+    #[test]
+    fn negative_zero_and_tiny_values_print_zero() {
+        assert_eq!(fmt(-0.0), "0");
+        assert_eq!(fmt(-1e-11), "0");
+        assert_eq!(fmt(4e-10), "0");
+        assert_eq!(fmt(-0.4999999999), "-0.4999999999");
+    }
+
+    #[test]
+    fn fractions_use_ten_decimals_without_trailing_zeros() {
+        assert_eq!(fmt(0.30000000000000004), "0.3");
+        assert_eq!(fmt(1.0 / 3.0), "0.3333333333");
+        assert_eq!(fmt(std::f64::consts::PI), "3.1415926536");
+        assert_eq!(fmt(-0.8178819121159085), "-0.8178819121");
+        assert_eq!(fmt(1e-9), "0.000000001");
+        assert_eq!(fmt(-1e-9), "-0.000000001");
+        assert_eq!(fmt(1000000000000000.5), "1000000000000000.5");
+        assert_eq!(fmt(4503599627370495.5), "4503599627370495.5");
+    }
+
+    #[test]
+    fn ties_at_the_tenth_decimal_round_to_even() {
+        // 1/2048 = 0.00048828125 exactly: the 11th decimal is a tie.
+        assert_eq!(fmt(1.0 / 2048.0), "0.0004882812");
+        assert_eq!(fmt(3.0 / 2048.0), "0.0014648438");
+    }
+
+    #[test]
+    fn round_half_even_matches_python() {
+        assert_eq!(round_half_even(2.5), 2.0);
+        assert_eq!(round_half_even(3.5), 4.0);
+        assert_eq!(round_half_even(-0.5), 0.0);
+        assert!(round_half_even(-0.5).is_sign_positive());
+        assert_eq!(round_half_even(-1.5), -2.0);
+        assert_eq!(round_half_even(0.49999999999999994), 0.0);
+        assert_eq!(round_half_even(4503599627370497.0), 4503599627370497.0);
+    }
+
+    #[test]
+    fn non_finite_values_are_errors() {
+        assert_eq!(format_number(f64::INFINITY), Err(FormatError::Infinite));
+        assert_eq!(format_number(f64::NEG_INFINITY), Err(FormatError::Infinite));
+        assert_eq!(format_number(f64::NAN), Err(FormatError::NotANumber));
+    }
+}

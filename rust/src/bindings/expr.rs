@@ -1,5 +1,117 @@
-use pyo3::prelude::*;
+//! Python bindings of the arithmetic core: type conversion and error mapping only.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use std::borrow::Cow;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyFloat, PyString};
+
+use crate::expr;
+use crate::numfmt::{self, FormatError};
+
+create_exception!(
+    _core,
+    SafeEvalError,
+    PyValueError,
+    "An expression the seed's safe evaluator rejects (syntax, name, domain, overflow, ...)."
+);
+
+/// Inputs at least this long (in bytes) are processed with the GIL released.
+const DETACH_BYTES: usize = 16 * 1024;
+
+/// The text of an argument the way the seed sees it (`str(obj)`), and whether it could be
+/// read without replacing lone surrogates by U+FFFD.
+fn text_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
+    let owned;
+    let s = match obj.cast::<PyString>() {
+        Ok(s) => s,
+        Err(_) => {
+            owned = obj.str()?;
+            return Ok(match owned.to_cow() {
+                Ok(text) => (Cow::Owned(text.into_owned()), true),
+                Err(_) => (Cow::Owned(owned.to_string_lossy().into_owned()), false),
+            });
+        }
+    };
+    Ok(match s.to_cow() {
+        Ok(text) => (text, true),
+        Err(_) => (s.to_string_lossy(), false),
+    })
+}
+
+/// Run `f` on `text`, releasing the GIL when the text is large.
+fn with_text<T: Send>(py: Python<'_>, text: &str, f: impl FnOnce(&str) -> T + Send) -> T {
+    if text.len() >= DETACH_BYTES {
+        py.detach(|| f(text))
+    } else {
+        f(text)
+    }
+}
+
+/// Full-width characters to ASCII, `^` to `**`, whitespace removed.
+#[pyfunction]
+fn canonicalize_expression(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<String> {
+    let (text, lossless) = text_of(text)?;
+    if !lossless {
+        return Err(PyValueError::new_err(
+            "text contains a lone surrogate, which has no canonical form",
+        ));
+    }
+    Ok(with_text(py, &text, expr::canonicalize))
+}
+
+/// Evaluate an arithmetic expression with Python float semantics (never `eval`).
+#[pyfunction]
+fn safe_eval(py: Python<'_>, expr: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let (text, lossless) = text_of(expr)?;
+    if !lossless {
+        return Err(SafeEvalError::new_err(
+            "expression contains a lone surrogate",
+        ));
+    }
+    with_text(py, &text, expr::safe_eval).map_err(|e| SafeEvalError::new_err(e.to_string()))
+}
+
+/// The seed's `format_number`: exact integer digits, else at most 10 decimals.
+#[pyfunction]
+fn format_number(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let number = match value.cast::<PyFloat>() {
+        Ok(f) => f.value(),
+        // The seed starts with `float(value)`, which also accepts ints and numeric strings.
+        Err(_) => value
+            .py()
+            .get_type::<PyFloat>()
+            .call1((value,))?
+            .extract::<f64>()?,
+    };
+    numfmt::format_number(number).map_err(|e| match e {
+        FormatError::Infinite => PyOverflowError::new_err(e.to_string()),
+        FormatError::NotANumber => PyValueError::new_err(e.to_string()),
+    })
+}
+
+/// Arithmetic expressions found in mixed Chinese/English text, each validated.
+#[pyfunction]
+#[pyo3(signature = (text, max_exprs = 8))]
+fn extract_expressions(
+    py: Python<'_>,
+    text: &Bound<'_, PyAny>,
+    max_exprs: i64,
+) -> PyResult<Vec<String>> {
+    // Lone surrogates cannot be part of a valid expression and play no role in where
+    // matches start or end, so reading them as U+FFFD changes nothing.
+    let (text, _) = text_of(text)?;
+    Ok(with_text(py, &text, |t| {
+        expr::extract_expressions(t, max_exprs)
+    }))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SafeEvalError", m.py().get_type::<SafeEvalError>())?;
+    m.add_function(wrap_pyfunction!(canonicalize_expression, m)?)?;
+    m.add_function(wrap_pyfunction!(safe_eval, m)?)?;
+    m.add_function(wrap_pyfunction!(format_number, m)?)?;
+    m.add_function(wrap_pyfunction!(extract_expressions, m)?)?;
     Ok(())
 }

@@ -1,1 +1,231 @@
-//! (being written)
+//! The arithmetic language of the seed's reward: canonical form, safe evaluation with Python
+//! float semantics, and extraction of expressions from mixed Chinese/English text.
+//!
+//! `safe_eval` accepts exactly the Python expressions the seed's AST walker accepts (numeric
+//! literals, `True`/`False`, `pi`, `e`, calls of eight math functions, `+ - * / // % **`,
+//! unary `+ -`, parentheses) and computes what CPython computes, raising where it raises.
+//! The pipeline is `canonicalize` → length and date guards → [`lexer`] → [`parser`] (an AST
+//! arena, no recursion beyond a fixed parenthesis depth) → [`eval`] (one forward pass).
+
+mod eval;
+mod extract;
+mod fold_table;
+mod lexer;
+mod parser;
+
+use std::fmt;
+
+use crate::text::{is_py_digit, is_py_space, translate_fullwidth_char};
+
+pub use extract::{extract_expressions, strip_expression_edges};
+
+/// Longest canonical expression (in characters) the seed evaluates.
+pub const MAX_EXPRESSION_CHARS: usize = 256;
+
+/// What kind of problem stopped an evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Longer than [`MAX_EXPRESSION_CHARS`] after canonicalisation.
+    TooLong,
+    /// A bare date such as `2025-03-07`.
+    DateLike,
+    /// Not a Python expression, or one using syntax outside the allowed language.
+    Syntax,
+    /// A name other than `pi`, `e` or a call of an allowed function.
+    UnknownName,
+    /// Wrong number of arguments for the function.
+    Arguments,
+    /// Division, floor division or modulo by zero, `0 ** negative`, `log(x, 1)`.
+    ZeroDivision,
+    /// A math-domain error such as `sqrt(-1)` or `log(0)`, or `round(nan)`.
+    Domain,
+    /// A result too large for a float where Python raises (`**`, `exp`, `round(inf)`).
+    Overflow,
+    /// A negative number raised to a fractional power (complex in Python).
+    Complex,
+}
+
+/// Why `safe_eval` rejected its input, and where (a character offset in the canonical form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalError {
+    pub kind: ErrorKind,
+    pub offset: Option<usize>,
+    pub message: String,
+}
+
+impl EvalError {
+    pub(crate) fn at(kind: ErrorKind, offset: usize, message: impl Into<String>) -> Self {
+        EvalError {
+            kind,
+            offset: Some(offset),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn whole(kind: ErrorKind, message: impl Into<String>) -> Self {
+        EvalError {
+            kind,
+            offset: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.offset {
+            Some(offset) => write!(f, "{} (at character {offset})", self.message),
+            None => write!(f, "{}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+/// The seed's canonical form: full-width characters to ASCII, `^` to `**`, every Python
+/// whitespace character removed.
+pub fn canonicalize(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars().map(translate_fullwidth_char) {
+        push_canonical(&mut out, c);
+    }
+    out
+}
+
+fn push_canonical(out: &mut String, c: char) {
+    if c == '^' {
+        out.push_str("**");
+    } else if !is_py_space(c) {
+        out.push(c);
+    }
+}
+
+/// The canonical form as characters, or `None` as soon as it exceeds `max_chars` (so that a
+/// megabyte of input costs only as much as its first few hundred characters).
+fn canonical_chars_bounded(s: &str, max_chars: usize) -> Option<Vec<char>> {
+    let mut out = Vec::new();
+    for c in s.chars().map(translate_fullwidth_char) {
+        if c == '^' {
+            out.extend(['*', '*']);
+        } else if !is_py_space(c) {
+            out.push(c);
+        }
+        if out.len() > max_chars {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The seed's date guard: the whole canonical string is `\d{4}-\d{1,2}-\d{1,2}`.
+fn is_date_like(chars: &[char]) -> bool {
+    let digits = |from: usize| {
+        chars[from..]
+            .iter()
+            .take_while(|&&c| is_py_digit(c))
+            .count()
+    };
+    let year = digits(0);
+    if year != 4 || chars.get(4) != Some(&'-') {
+        return false;
+    }
+    let month = digits(5);
+    if !(1..=2).contains(&month) || chars.get(5 + month) != Some(&'-') {
+        return false;
+    }
+    let day_start = 6 + month;
+    let day = digits(day_start);
+    (1..=2).contains(&day) && day_start + day == chars.len()
+}
+
+/// Evaluate an arithmetic expression exactly as the seed's `safe_eval_math` does.
+pub fn safe_eval(s: &str) -> Result<f64, EvalError> {
+    let chars = canonical_chars_bounded(s, MAX_EXPRESSION_CHARS).ok_or_else(|| {
+        EvalError::whole(
+            ErrorKind::TooLong,
+            format!("expression longer than {MAX_EXPRESSION_CHARS} characters"),
+        )
+    })?;
+    if is_date_like(&chars) {
+        return Err(EvalError::whole(
+            ErrorKind::DateLike,
+            "a date is not an arithmetic expression",
+        ));
+    }
+    if let Some(offset) = chars.iter().position(|&c| c == '\0') {
+        return Err(EvalError::at(
+            ErrorKind::Syntax,
+            offset,
+            "source cannot contain null bytes",
+        ));
+    }
+    let tokens = lexer::tokenize(&chars)?;
+    let ast = parser::parse(&tokens, chars.len())?;
+    eval::evaluate(&ast)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_form_matches_seed() {
+        assert_eq!(canonicalize("１２３＋４５６"), "123+456");
+        assert_eq!(canonicalize("2 ^ 10"), "2**10");
+        assert_eq!(canonicalize("请计算 3 × 4。"), "请计算3*4.");
+        assert_eq!(
+            canonicalize("a\u{3000}b\u{85}c\u{1c}d\u{200b}"),
+            "abcd\u{200b}"
+        );
+        assert_eq!(canonicalize("＾"), "**");
+    }
+
+    #[test]
+    fn dates_are_rejected_but_date_arithmetic_is_not() {
+        assert!(is_date_like(&"2025-03-07".chars().collect::<Vec<_>>()));
+        assert!(is_date_like(&"2025-3-7".chars().collect::<Vec<_>>()));
+        assert!(is_date_like(&"٢٠٢٥-3-7".chars().collect::<Vec<_>>()));
+        assert!(!is_date_like(&"2025-3-7+1".chars().collect::<Vec<_>>()));
+        assert!(!is_date_like(&"2025-003-7".chars().collect::<Vec<_>>()));
+        assert!(!is_date_like(&"202-3-7".chars().collect::<Vec<_>>()));
+        assert!(!is_date_like(&"2025-3-".chars().collect::<Vec<_>>()));
+        assert_eq!(
+            safe_eval("2025-03-07").map_err(|e| e.kind),
+            Err(ErrorKind::DateLike)
+        );
+        assert_eq!(safe_eval("2025-3-7+1"), Ok(2016.0));
+    }
+
+    #[test]
+    fn length_limit_counts_canonical_characters() {
+        let ok = format!("1{}", "+1".repeat(127)); // 255 characters
+        assert_eq!(safe_eval(&ok), Ok(128.0));
+        let spaced = format!("1{}", " + 1".repeat(127)); // long, but 255 once canonical
+        assert_eq!(safe_eval(&spaced), Ok(128.0));
+        let long = "1".repeat(257);
+        assert_eq!(
+            safe_eval(&long).map_err(|e| e.kind),
+            Err(ErrorKind::TooLong)
+        );
+        // `^` counts as the two characters of `**`.
+        let carets = format!("2{}", "^1".repeat(85)); // 1 + 85 * 3 = 256 characters
+        assert_eq!(safe_eval(&carets), Ok(2.0));
+        let carets = format!("2{}1", "^1".repeat(85));
+        assert_eq!(
+            safe_eval(&carets).map_err(|e| e.kind),
+            Err(ErrorKind::TooLong)
+        );
+    }
+
+    #[test]
+    fn null_bytes_are_rejected_even_in_comments() {
+        assert!(safe_eval("1+1#\0").is_err());
+        assert_eq!(safe_eval("1+1#comment"), Ok(2.0));
+    }
+
+    #[test]
+    fn errors_say_what_and_where() {
+        let err = safe_eval("1 + x").err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("unknown name 'x' (at character 2)"));
+    }
+}
