@@ -4,10 +4,12 @@
 //! and are tested with `cargo test`. `bindings` is the thin PyO3 layer that converts types
 //! and turns errors into Python exceptions; it contains no logic of its own.
 
+pub mod answer;
 #[cfg(feature = "python")]
 pub mod bindings;
 pub mod expr;
 pub mod numfmt;
 pub mod pyjson;
+pub mod reward;
 pub mod text;
 pub mod toolcall;

@@ -2,6 +2,7 @@
 
 mod expr;
 mod json;
+mod reward;
 mod toolcall;
 
 use pyo3::prelude::*;
@@ -12,5 +13,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     expr::register(m)?;
     toolcall::register(m)?;
+    reward::register(m)?;
     Ok(())
 }

@@ -1,0 +1,429 @@
+//! The final answer of a completion and how it is compared with the ground truth.
+//!
+//! Everything here reproduces the seed's regular expressions with Python semantics (Unicode
+//! `\d` and `\s`, lazy `.*?` across lines, case-insensitive `<answer>` tags in which `ſ`
+//! matches `s`), but each function is a single left-to-right scan: no backtracking, linear
+//! time in the input however it is shaped.
+
+use std::borrow::Cow;
+
+use crate::reward::pychar::{digit_value, is_space, lower as py_lower, strip as py_strip};
+
+const IM_START: &str = "<|im_start|>";
+const IM_END: &str = "<|im_end|>";
+const THINK_END: &str = "</think>";
+const TOOL_CALL: (&str, &str) = ("<tool_call>", "</tool_call>");
+const TOOL_RESPONSE: (&str, &str) = ("<tool_response>", "</tool_response>");
+
+/// Removes chat-template role headers and end markers, keeps only what follows the first
+/// `</think>`, and strips surrounding whitespace.
+pub fn strip_answer(text: &str) -> String {
+    let without_headers = remove_role_headers(text);
+    let without_ends = if without_headers.contains(IM_END) {
+        Cow::Owned(without_headers.replace(IM_END, ""))
+    } else {
+        without_headers
+    };
+    let after_think = match without_ends.find(THINK_END) {
+        Some(pos) => &without_ends[pos + THINK_END.len()..],
+        None => &without_ends[..],
+    };
+    py_strip(after_think).to_string()
+}
+
+/// Each `<|im_start|>` is removed together with the rest of its line and the newline.
+fn remove_role_headers(text: &str) -> Cow<'_, str> {
+    if !text.contains(IM_START) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find(IM_START) {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + IM_START.len()..];
+        rest = match after.find('\n') {
+            Some(nl) => &after[nl + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// Removes every `open ... close` block, pairing each opener with the nearest closer after
+/// it. An opener without a closer (and everything after it) is left alone.
+fn remove_blocks<'a>(text: &'a str, (open, close): (&str, &str)) -> Cow<'a, str> {
+    let mut out = String::new();
+    let mut rest = text;
+    let mut removed = false;
+    while let Some(pos) = rest.find(open) {
+        let body_start = pos + open.len();
+        let Some(close_pos) = rest[body_start..].find(close) else {
+            break;
+        };
+        out.push_str(&rest[..pos]);
+        rest = &rest[body_start + close_pos + close.len()..];
+        removed = true;
+    }
+    if !removed {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// The completion without tool-call and tool-response blocks, chat markers and reasoning.
+pub fn remove_tool_blocks(text: &str) -> String {
+    let no_calls = remove_blocks(text, TOOL_CALL);
+    let no_responses = remove_blocks(&no_calls, TOOL_RESPONSE);
+    strip_answer(&no_responses)
+}
+
+/// What the `<answer>` tags of a completion say about its format, and the answer itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerTags {
+    /// At least one complete `<answer>...</answer>` pair.
+    pub has_answer: bool,
+    /// Exactly one pair and no stray opening or closing tag.
+    pub exactly_one: bool,
+    /// The answer content is not blank.
+    pub nonempty: bool,
+    /// Count of unbalanced or unpaired answer tags.
+    pub malformed: usize,
+    /// The last answer's content (stripped), or the whole cleaned text when there is none.
+    pub content: String,
+    /// The completion without tool blocks, chat markers and reasoning.
+    pub clean: String,
+}
+
+/// Finds `<answer>`/`</answer>` tags (case-insensitive as Python's `re.IGNORECASE` is) and
+/// takes the content of the last complete pair as the answer.
+pub fn answer_tags(text: &str) -> AnswerTags {
+    let clean = remove_tool_blocks(text);
+    let (opens, closes) = find_answer_tags(&clean);
+
+    // Pair like a lazy regex: each opener (after the previous pair) with the first closer
+    // that starts after it; once an opener finds no closer, no later one can.
+    let mut pairs: usize = 0;
+    let mut last: Option<(usize, usize)> = None;
+    let mut close_idx = 0;
+    let mut cursor = 0;
+    for &(open_start, open_end) in &opens {
+        if open_start < cursor {
+            continue;
+        }
+        while close_idx < closes.len() && closes[close_idx].0 < open_end {
+            close_idx += 1;
+        }
+        let Some(&(close_start, close_end)) = closes.get(close_idx) else {
+            break;
+        };
+        pairs += 1;
+        last = Some((open_end, close_start));
+        cursor = close_end;
+        close_idx += 1;
+    }
+
+    let content = match last {
+        Some((start, end)) => strip_answer(&clean[start..end]),
+        None => clean.clone(),
+    };
+    let (open_n, close_n) = (opens.len(), closes.len());
+    AnswerTags {
+        has_answer: pairs > 0,
+        exactly_one: pairs == 1 && open_n == 1 && close_n == 1,
+        nonempty: !py_strip(&content).is_empty(),
+        malformed: open_n.abs_diff(close_n)
+            + open_n.saturating_sub(pairs)
+            + close_n.saturating_sub(pairs),
+        content,
+        clean,
+    }
+}
+
+/// Byte spans of every `<answer>` and `</answer>` tag, in order.
+#[allow(clippy::type_complexity)]
+fn find_answer_tags(text: &str) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    let bytes = text.as_bytes();
+    let mut opens = Vec::new();
+    let mut closes = Vec::new();
+    let mut pos = 0;
+    while let Some(offset) = text[pos..].find('<') {
+        let start = pos + offset;
+        let (closing, name_start) = if bytes.get(start + 1) == Some(&b'/') {
+            (true, start + 2)
+        } else {
+            (false, start + 1)
+        };
+        match match_tag_name(bytes, name_start) {
+            Some(end) => {
+                if closing {
+                    closes.push((start, end));
+                } else {
+                    opens.push((start, end));
+                }
+                pos = end;
+            }
+            None => pos = start + 1,
+        }
+    }
+    (opens, closes)
+}
+
+/// Matches `answer>` case-insensitively at `at`, returning the end of the `>`. Under
+/// Python's Unicode case folding `ſ` (U+017F, long s) also matches `s`.
+fn match_tag_name(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut i = at;
+    for expected in *b"answer" {
+        let b = *bytes.get(i)?;
+        if b.to_ascii_lowercase() == expected {
+            i += 1;
+        } else if expected == b's' && b == 0xC5 && bytes.get(i + 1) == Some(&0xBF) {
+            i += 2;
+        } else {
+            return None;
+        }
+    }
+    (bytes.get(i) == Some(&b'>')).then_some(i + 1)
+}
+
+/// Every number in the text, as Python's `float()` reads the seed's pattern
+/// `[-+]?\d+(?:,\d{3})*(?:\.\d+)?` (thousands separators dropped, Unicode digits allowed).
+pub fn numeric_candidates(text: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut buf = String::new();
+    let mut pos = 0;
+    while let Some(c) = text[pos..].chars().next() {
+        match match_number(text, pos, &mut buf) {
+            Some(end) => {
+                if let Ok(value) = buf.parse::<f64>() {
+                    out.push(value);
+                }
+                pos = end;
+            }
+            None => pos += c.len_utf8(),
+        }
+    }
+    out
+}
+
+/// The char at byte offset `pos` and the offset after it.
+fn char_at(text: &str, pos: usize) -> Option<(char, usize)> {
+    let c = text.get(pos..)?.chars().next()?;
+    Some((c, pos + c.len_utf8()))
+}
+
+/// The value of the decimal digit at `pos` and the offset after it.
+fn digit_at(text: &str, pos: usize) -> Option<(u32, usize)> {
+    let (c, next) = char_at(text, pos)?;
+    Some((digit_value(c)?, next))
+}
+
+/// Pushes the ASCII form of the run of digits at `pos` into `buf`; returns the run's end.
+fn push_digit_run(text: &str, mut pos: usize, buf: &mut String) -> usize {
+    while let Some((value, next)) = digit_at(text, pos) {
+        buf.push(ascii_digit(value));
+        pos = next;
+    }
+    pos
+}
+
+fn ascii_digit(value: u32) -> char {
+    char::from_digit(value, 10).unwrap_or('0')
+}
+
+/// Matches the seed's number pattern at byte offset `start`; on success writes the ASCII
+/// form of the number (commas dropped) into `buf` and returns the end offset.
+fn match_number(text: &str, start: usize, buf: &mut String) -> Option<usize> {
+    buf.clear();
+    let mut pos = start;
+    if let Some((sign @ ('-' | '+'), next)) = char_at(text, pos) {
+        buf.push(sign);
+        pos = next;
+    }
+    let int_start = pos;
+    pos = push_digit_run(text, pos, buf);
+    if pos == int_start {
+        return None;
+    }
+    // Thousands groups: a comma and exactly three digits, as many times as they follow.
+    while let Some((',', after_comma)) = char_at(text, pos) {
+        let mut group = [0u32; 3];
+        let mut cursor = after_comma;
+        let mut complete = true;
+        for slot in &mut group {
+            match digit_at(text, cursor) {
+                Some((value, next)) => {
+                    *slot = value;
+                    cursor = next;
+                }
+                None => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if !complete {
+            break;
+        }
+        buf.extend(group.iter().map(|&v| ascii_digit(v)));
+        pos = cursor;
+    }
+    if let Some(('.', after_dot)) = char_at(text, pos) {
+        if digit_at(text, after_dot).is_some() {
+            buf.push('.');
+            pos = push_digit_run(text, after_dot, buf);
+        }
+    }
+    Some(pos)
+}
+
+/// The seed's text normalisation: lower case, stripped, commas removed, whitespace runs
+/// collapsed to one space.
+pub fn normalize_text(text: &str) -> String {
+    let lowered = py_lower(text);
+    let stripped = py_strip(&lowered);
+    let mut out = String::with_capacity(stripped.len());
+    let mut in_space = false;
+    for c in stripped.chars() {
+        if c == ',' {
+            continue;
+        }
+        if is_space(c) {
+            if !in_space {
+                out.push(' ');
+                in_space = true;
+            }
+        } else {
+            out.push(c);
+            in_space = false;
+        }
+    }
+    out
+}
+
+/// A plain decimal number (`[-+]?\d+(?:\.\d+)?` after stripping and dropping commas), as
+/// the seed reads ground-truth items and tool results; anything else is `None`.
+pub fn parse_plain_number(text: &str) -> Option<f64> {
+    let stripped = py_strip(text);
+    let mut buf = String::with_capacity(stripped.len());
+    let mut chars = stripped.chars().filter(|&c| c != ',').peekable();
+    if let Some(&sign @ ('-' | '+')) = chars.peek() {
+        buf.push(sign);
+        chars.next();
+    }
+    let mut int_digits = 0usize;
+    let mut frac_digits = 0usize;
+    let mut seen_dot = false;
+    for c in chars {
+        if let Some(value) = digit_value(c) {
+            buf.push(ascii_digit(value));
+            if seen_dot {
+                frac_digits += 1;
+            } else {
+                int_digits += 1;
+            }
+        } else if c == '.' && !seen_dot && int_digits > 0 {
+            seen_dot = true;
+            buf.push('.');
+        } else {
+            return None;
+        }
+    }
+    if int_digits == 0 || (seen_dot && frac_digits == 0) {
+        return None;
+    }
+    buf.parse::<f64>().ok()
+}
+
+/// The ground truth as numbers, all or nothing: one non-numeric item gives an empty list.
+pub fn numeric_ground_truth<S: AsRef<str>>(items: &[S]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match parse_plain_number(item.as_ref()) {
+            Some(value) => out.push(value),
+            None => return Vec::new(),
+        }
+    }
+    out
+}
+
+/// The seed's tolerance: equal within 1e-6 absolute or 1e-6 relative to `expected`.
+/// NaN is never close to anything, nor infinity to itself.
+pub fn num_close(got: f64, expected: f64) -> bool {
+    let relative = expected.abs() * 1e-6;
+    // Python's max(1e-6, x) keeps 1e-6 unless x compares greater (a NaN never does).
+    let tolerance = if relative > 1e-6 { relative } else { 1e-6 };
+    (got - expected).abs() <= tolerance
+}
+
+/// How the numbers in the answer line up, in order, with numeric ground truth.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct OrderedNumbers {
+    pub ordered_match_count: usize,
+    pub ordered_cov: f64,
+    pub strict_exact: bool,
+    pub order_ok: bool,
+    pub extra: usize,
+    pub missing: usize,
+}
+
+/// Position-by-position comparison of predicted and expected numbers.
+pub fn ordered_numbers(predicted: &[f64], expected: &[f64]) -> OrderedNumbers {
+    if expected.is_empty() {
+        return OrderedNumbers {
+            extra: predicted.len(),
+            ..OrderedNumbers::default()
+        };
+    }
+    let matched = expected
+        .iter()
+        .zip(predicted)
+        .filter(|(&want, &got)| num_close(got, want))
+        .count();
+    OrderedNumbers {
+        ordered_match_count: matched,
+        ordered_cov: matched as f64 / expected.len() as f64,
+        strict_exact: predicted.len() == expected.len() && matched == expected.len(),
+        order_ok: matched == predicted.len().min(expected.len())
+            && predicted.len() >= expected.len(),
+        extra: predicted.len().saturating_sub(expected.len()),
+        missing: expected.len().saturating_sub(predicted.len()),
+    }
+}
+
+/// How many ground-truth items the answer contains, in any order. Numeric items each take
+/// one unused close number from `predicted`; other items must appear as a substring of the
+/// normalised answer. Items that normalise to nothing are skipped.
+pub fn count_ground_truth_matches<S: AsRef<str>>(
+    predicted: &[f64],
+    normalized_answer: &str,
+    items: &[S],
+) -> usize {
+    let mut used = vec![false; predicted.len()];
+    let mut matched = 0;
+    for item in items {
+        let item = item.as_ref();
+        let normalized = normalize_text(item);
+        if normalized.is_empty() {
+            continue;
+        }
+        let found = match parse_plain_number(item) {
+            Some(expected) => {
+                let hit = predicted
+                    .iter()
+                    .enumerate()
+                    .position(|(i, &got)| !used[i] && num_close(got, expected));
+                if let Some(i) = hit {
+                    used[i] = true;
+                }
+                hit.is_some()
+            }
+            None => normalized_answer.contains(&normalized),
+        };
+        if found {
+            matched += 1;
+        }
+    }
+    matched
+}

@@ -1,0 +1,158 @@
+//! Python's Unicode character classes as the seed's regular expressions and `float()` see them.
+//!
+//! The seed matches numbers with `\d` and tokenises with `\w+|[^\w\s]` on `str` patterns, so
+//! both classes are Unicode-wide: `\d` is every decimal digit (`str.isdecimal()`, category
+//! Nd) and `\w` is `str.isalnum()` plus `_`. Rust's `char::is_alphanumeric` is a different
+//! set (it counts combining vowel signs and circled letters), so the non-ASCII ranges come
+//! from a table generated with CPython 3.11's `unicodedata` (Unicode 14.0.0):
+//!
+//! ```text
+//! word:   [c for c in range(0x80, 0x110000) if chr(c).isalnum()]          (as ranges)
+//! digits: [c for c in range(0x80, 0x110000) if chr(c).isdecimal() and int(chr(c)) == 0]
+//! print:  [c for c in range(0x80, 0x110000) if not chr(c).isprintable()]   (as ranges)
+//! lower:  letters newer than Unicode 14.0 that Rust's `to_lowercase` changes
+//! ```
+//!
+//! Decimal digits always come in runs of ten starting at a zero, so a digit's value is its
+//! distance from the nearest zero at or below it.
+
+#[path = "pychar_tables.rs"]
+mod tables;
+
+/// Python `\w` on a `str` pattern: `str.isalnum()` or the underscore.
+pub fn is_word(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric() || c == '_';
+    }
+    let cp = c as u32;
+    let idx = tables::WORD_RANGES.partition_point(|&(lo, _)| lo <= cp);
+    idx > 0 && cp <= tables::WORD_RANGES[idx - 1].1
+}
+
+/// The value of a Python `\d` character (any Unicode decimal digit), or `None`.
+pub fn digit_value(c: char) -> Option<u32> {
+    if c.is_ascii_digit() {
+        return Some(c as u32 - '0' as u32);
+    }
+    if c.is_ascii() {
+        return None;
+    }
+    let cp = c as u32;
+    let idx = tables::DIGIT_ZEROS.partition_point(|&zero| zero <= cp);
+    if idx == 0 {
+        return None;
+    }
+    let offset = cp - tables::DIGIT_ZEROS[idx - 1];
+    (offset < 10).then_some(offset)
+}
+
+/// Python `\d` on a `str` pattern.
+pub fn is_digit(c: char) -> bool {
+    digit_value(c).is_some()
+}
+
+/// Python `\s` on a `str` pattern, which is also `str.isspace()` (and what `str.strip()`
+/// removes): ASCII whitespace, the information separators U+001C..U+001F, and the Unicode
+/// space and line/paragraph separators.
+pub fn is_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t'..='\r'
+            | '\u{1c}'..='\u{20}'
+            | '\u{85}'
+            | '\u{a0}'
+            | '\u{1680}'
+            | '\u{2000}'..='\u{200a}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202f}'
+            | '\u{205f}'
+            | '\u{3000}'
+    )
+}
+
+/// Python `str.isprintable()` for one character: what `repr()` leaves unescaped.
+pub fn is_printable(c: char) -> bool {
+    if c.is_ascii() {
+        return (' '..='~').contains(&c);
+    }
+    let cp = c as u32;
+    let idx = tables::NONPRINTABLE_RANGES.partition_point(|&(lo, _)| lo <= cp);
+    !(idx > 0 && cp <= tables::NONPRINTABLE_RANGES[idx - 1].1)
+}
+
+/// Python `str.lower()`: full Unicode lower-casing with the final-sigma rule, except for the
+/// few letters newer than CPython 3.11's Unicode 14.0, which Python leaves as they are.
+pub fn lower(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_ascii_lowercase();
+    }
+    let is_unchanged = |c: char| tables::LOWER_UNCHANGED.binary_search(&(c as u32)).is_ok();
+    if !s.chars().any(is_unchanged) {
+        return s.to_lowercase();
+    }
+    // Such a letter is unassigned for Python, so it also bounds the final-sigma context:
+    // lower-case the pieces between them separately.
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(pos) = rest.find(is_unchanged) {
+        out.push_str(&rest[..pos].to_lowercase());
+        let kept = rest[pos..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&rest[pos..pos + kept]);
+        rest = &rest[pos + kept..];
+    }
+    out.push_str(&rest.to_lowercase());
+    out
+}
+
+/// Python `str.strip()` with no arguments.
+pub fn strip(s: &str) -> &str {
+    s.trim_matches(is_space)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_class_is_python_isalnum_not_rust_alphabetic() {
+        assert!(is_word('a') && is_word('_') && is_word('9'));
+        assert!(is_word('中') && is_word('é') && is_word('²') && is_word('Ⅻ'));
+        // Devanagari vowel sign AA is Alphabetic in Rust but not alphanumeric in Python.
+        assert!('\u{93e}'.is_alphabetic());
+        assert!(!is_word('\u{93e}'));
+        // Circled latin capital A: Other_Alphabetic in Rust, not isalnum in Python.
+        assert!(!is_word('Ⓐ'));
+        assert!(!is_word('-') && !is_word(' ') && !is_word('，'));
+    }
+
+    #[test]
+    fn unicode_decimal_digits_have_their_values() {
+        assert_eq!(digit_value('7'), Some(7));
+        assert_eq!(digit_value('٣'), Some(3)); // Arabic-Indic three
+        assert_eq!(digit_value('९'), Some(9)); // Devanagari nine
+        assert_eq!(digit_value('５'), Some(5)); // full-width five
+        assert_eq!(digit_value('\u{1D7D8}'), Some(0)); // mathematical double-struck zero
+        assert_eq!(digit_value('\u{1D7E1}'), Some(9));
+        // Superscripts and CJK numerals are numeric but not decimal digits.
+        assert_eq!(digit_value('²'), None);
+        assert_eq!(digit_value('三'), None);
+        assert_eq!(digit_value('a'), None);
+    }
+
+    #[test]
+    fn lower_follows_python_including_final_sigma() {
+        assert_eq!(lower("ABC"), "abc");
+        assert_eq!(lower("ΑΣ ΑΣΑ"), "ας ασα");
+        assert_eq!(lower("İ"), "i\u{307}");
+        // Added in Unicode 16: unassigned for CPython 3.11, so unchanged.
+        assert_eq!(lower("\u{A7CB}Ä"), "\u{A7CB}ä");
+    }
+
+    #[test]
+    fn strip_removes_python_whitespace_only() {
+        assert_eq!(strip("\u{3000}\u{1f} x y \u{85}"), "x y");
+        assert_eq!(strip("\u{200b}x"), "\u{200b}x"); // zero-width space is not whitespace
+        assert!(is_space('\u{1c}') && !is_space('\u{180e}'));
+    }
+}

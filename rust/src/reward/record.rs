@@ -1,0 +1,196 @@
+//! One row to score, read from a JSON object in the schema of the golden reward file:
+//! `messages` (or `prompt`/`task` text), `gt`, `completion`, optional `tool_events`,
+//! `unfinished`, `tools` and `config`.
+
+use std::fmt;
+
+use crate::pyjson::Value;
+use crate::reward::config::ConfigValue;
+
+/// A trajectory to score.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trajectory {
+    /// The task's chat messages (dicts with `role` and `content`).
+    pub messages: Vec<Value>,
+    /// A rendered prompt or plain task text, used when `messages` is empty.
+    pub prompt: String,
+    /// Expected answers. A scalar `gt` becomes a one-item list, `null` an empty one, as the
+    /// seed's prompt pool normalises it.
+    pub gt: Vec<Value>,
+    /// The whole assistant text of the episode.
+    pub completion: String,
+    /// The executed tool calls; `None` means "parse and run the completion's calls".
+    pub tool_events: Option<Vec<Value>>,
+    /// The episode ran out of turns while still calling tools.
+    pub unfinished: bool,
+    /// Tool specs offered to the model; they decide which calls the standalone path allows.
+    pub tools: Option<Vec<Value>>,
+    /// Per-row overrides of the batch's reward settings.
+    pub config: Vec<(String, ConfigValue)>,
+}
+
+/// Why a row could not be read; the field is named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "field {:?}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+fn wrong_type(field: &'static str, expected: &str, got: &Value) -> RecordError {
+    RecordError {
+        field,
+        message: format!("expected {expected}, got {}", got.type_name()),
+    }
+}
+
+/// Takes a list field out of its value; `null` reads as missing.
+fn list(field: &'static str, value: Value) -> Result<Option<Vec<Value>>, RecordError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Array(items) => Ok(Some(items)),
+        other => Err(wrong_type(field, "a list", &other)),
+    }
+}
+
+fn text(field: &'static str, value: Value) -> Result<String, RecordError> {
+    match value {
+        Value::Null => Ok(String::new()),
+        Value::Str(s) => Ok(s),
+        other => Err(wrong_type(field, "a string", &other)),
+    }
+}
+
+/// A JSON value as a config setting (integers beyond i64 are rejected).
+pub fn config_value(value: &Value) -> Option<ConfigValue> {
+    match value {
+        Value::Null => Some(ConfigValue::None),
+        Value::Bool(b) => Some(ConfigValue::Bool(*b)),
+        Value::Int(i) => Some(ConfigValue::Int(*i)),
+        Value::Float(x) => Some(ConfigValue::Float(*x)),
+        Value::Str(s) => Some(ConfigValue::Str(s.clone())),
+        Value::BigInt(_) | Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+impl Trajectory {
+    /// Reads a row from a JSON object. Unknown keys (such as a previous `reward`) are
+    /// ignored; a known key with the wrong type is an error.
+    pub fn from_value(value: Value) -> Result<Trajectory, RecordError> {
+        let Value::Object(obj) = value else {
+            return Err(wrong_type("<row>", "a JSON object", &value));
+        };
+        let mut row = Trajectory::default();
+        let mut has_completion = false;
+        for (key, value) in obj.into_pairs() {
+            match key.as_str() {
+                "messages" => row.messages = list("messages", value)?.unwrap_or_default(),
+                "prompt" | "task" => {
+                    let prompt = text("prompt", value)?;
+                    if row.prompt.is_empty() {
+                        row.prompt = prompt;
+                    }
+                }
+                "gt" => {
+                    row.gt = match value {
+                        Value::Null => Vec::new(),
+                        Value::Array(items) => items,
+                        scalar => vec![scalar],
+                    }
+                }
+                "completion" => {
+                    row.completion = text("completion", value)?;
+                    has_completion = true;
+                }
+                "tool_events" => row.tool_events = list("tool_events", value)?,
+                "unfinished" => row.unfinished = value.is_truthy(),
+                "tools" => row.tools = list("tools", value)?,
+                "config" => {
+                    row.config = match value {
+                        Value::Null => Vec::new(),
+                        Value::Object(cfg) => cfg
+                            .into_pairs()
+                            .into_iter()
+                            .map(|(name, v)| match config_value(&v) {
+                                Some(cv) => Ok((name, cv)),
+                                None => Err(RecordError {
+                                    field: "config",
+                                    message: format!(
+                                        "setting {name:?} has an unsupported value of type {}",
+                                        v.type_name()
+                                    ),
+                                }),
+                            })
+                            .collect::<Result<_, _>>()?,
+                        other => return Err(wrong_type("config", "an object", &other)),
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !has_completion {
+            return Err(RecordError {
+                field: "completion",
+                message: "missing".to_string(),
+            });
+        }
+        Ok(row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyjson::{parse, ParseOptions};
+
+    fn row(text: &str) -> Result<Trajectory, RecordError> {
+        Trajectory::from_value(parse(text, &ParseOptions::python()).unwrap())
+    }
+
+    #[test]
+    fn reads_the_golden_schema() {
+        let t = row(r#"{"messages":[{"role":"user","content":"1+1"}],"gt":["2"],
+            "completion":"<answer>2</answer>","tool_events":[],"unfinished":true,
+            "config":{"current_step":5},"reward":1.0}"#)
+        .unwrap();
+        assert_eq!(t.messages.len(), 1);
+        assert_eq!(t.gt, vec![Value::Str("2".into())]);
+        assert_eq!(t.tool_events, Some(vec![]));
+        assert!(t.unfinished);
+        assert_eq!(
+            t.config,
+            vec![("current_step".to_string(), ConfigValue::Int(5))]
+        );
+    }
+
+    #[test]
+    fn scalar_gt_becomes_a_list_and_missing_events_mean_standalone() {
+        let t = row(r#"{"task":"1+1","gt":2,"completion":""}"#).unwrap();
+        assert_eq!(t.gt, vec![Value::Int(2)]);
+        assert_eq!(t.prompt, "1+1");
+        assert_eq!(t.tool_events, None);
+        let t = row(r#"{"gt":null,"completion":"x","tool_events":null}"#).unwrap();
+        assert!(t.gt.is_empty() && t.tool_events.is_none());
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let err = row(r#"{"completion": 5}"#).unwrap_err();
+        assert_eq!(err.field, "completion");
+        let err = row(r#"{"completion": "", "tool_events": {}}"#).unwrap_err();
+        assert!(err.to_string().contains("tool_events"));
+        let err = row(r#"{"gt": []}"#).unwrap_err();
+        assert!(err.to_string().contains("missing"));
+        let err = row("[1]").unwrap_err();
+        assert!(err.to_string().contains("object"));
+        let err = row(r#"{"completion":"","config":{"x":[1]}}"#).unwrap_err();
+        assert!(err.to_string().contains("\"x\""));
+    }
+}
