@@ -1,0 +1,104 @@
+"""The data contract between rollout and training.
+
+A `Trajectory` is one episode of one prompt; a `RolloutGroup` is the G episodes of one
+prompt, produced by one policy version. The trainer packs groups into tensors
+(`agentrl.rl.pack`), so the alignment rules below are checked where trajectories are made
+and again where they are packed.
+
+Alignment invariants of a trajectory (`check_alignment`):
+- ``response_ids``, ``response_mask``, ``response_logps`` and ``response_versions`` have the
+  same length;
+- generated tokens have mask 1, a real behaviour log-prob (<= 0) and the policy version
+  that sampled them (>= 0);
+- observation tokens (tool responses and template glue added by the environment) have
+  mask 0, log-prob 0.0 and version -1.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Trajectory:
+    prompt: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    gt: list[Any]
+    completion: str
+    context: str
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    response_logps: list[float] = field(default_factory=list)
+    response_versions: list[int] = field(default_factory=list)
+    turn_outputs: list[str] = field(default_factory=list)
+    tool_events: list[dict[str, Any]] = field(default_factory=list)
+    unfinished: bool = False
+    policy_version: int = 0
+    data_index: int = -1
+    rollout_time: float = 0.0
+    # Token counts and per-turn timings, for statistics only.
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def check_alignment(self) -> None:
+        """Raise ValueError naming the first broken invariant."""
+        n = len(self.response_ids)
+        lengths = {
+            "response_mask": len(self.response_mask),
+            "response_logps": len(self.response_logps),
+            "response_versions": len(self.response_versions),
+        }
+        for name, length in lengths.items():
+            if length != n:
+                raise ValueError(f"{name} has {length} entries, response_ids has {n}")
+        for i, (mask, logp, version) in enumerate(
+            zip(self.response_mask, self.response_logps, self.response_versions, strict=True)
+        ):
+            if mask == 1:
+                if not (math.isfinite(logp) and logp <= 0.0) or version < 0:
+                    raise ValueError(
+                        f"generated token {i}: log-prob {logp} and version {version} "
+                        "must be a finite log-prob <= 0 and a version >= 0"
+                    )
+            elif mask == 0:
+                if logp != 0.0 or version != -1:
+                    raise ValueError(
+                        f"observation token {i}: log-prob {logp} and version {version} "
+                        "must be 0.0 and -1"
+                    )
+            else:
+                raise ValueError(f"token {i}: mask {mask} is neither 0 nor 1")
+
+
+@dataclass
+class RolloutGroup:
+    prompt: str
+    data_index: int
+    policy_version: int
+    trajectories: list[Trajectory]
+    created_at: float
+
+
+class PolicyVersion:
+    """A version counter shared by the trainer and rollout threads."""
+
+    def __init__(self, initial: int = 0) -> None:
+        self._value = int(initial)
+        self._lock = threading.Lock()
+
+    def get(self) -> int:
+        with self._lock:
+            return self._value
+
+    def bump(self) -> int:
+        with self._lock:
+            self._value += 1
+            return self._value
+
+    def set(self, value: int) -> None:
+        with self._lock:
+            self._value = int(value)
