@@ -100,9 +100,10 @@ def _group_atom(rng: random.Random, cfg: ExprConfig) -> str:
 
 def _atom(rng: random.Random, cfg: ExprConfig) -> str:
     roll = rng.random()
-    if cfg.functions and roll < cfg.func_prob:
+    func_prob = cfg.func_prob if cfg.functions else 0.0
+    if roll < func_prob:
         return _function_atom(rng, cfg)
-    if roll < cfg.func_prob + cfg.paren_prob:
+    if roll < func_prob + cfg.paren_prob:
         return _group_atom(rng, cfg)
     return _number(rng, cfg.max_digits, cfg.decimal_prob)
 

@@ -57,6 +57,8 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     params: dict[str, str] = {}
     section: str | None = None
     current: str | None = None
+    numpy_style = False
+    arg_indent: int | None = None
     index = 0
     while index < len(lines):
         line = lines[index]
@@ -71,27 +73,29 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             continue
         header = _SECTION_RE.match(line)
         if header:
-            section, current = header.group(1).lower(), None
+            section, current, arg_indent = header.group(1).lower(), None, None
             # NumPy style underlines the header with dashes.
-            if index < len(lines) and set(lines[index].strip()) == {"-"}:
+            numpy_style = index < len(lines) and set(lines[index].strip()) == {"-"}
+            if numpy_style:
                 index += 1
             continue
         if section is None:
             description.append(line)
             continue
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
         if section in _ARG_SECTION:
-            indented = line[:1].isspace()
-            google = _GOOGLE_ARG_RE.match(line)
-            numpy = _NUMPY_ARG_RE.match(line.strip()) if not indented else None
-            if google and (not indented or current is None):
-                current = google.group(1)
-                params[current] = google.group(3).strip()
-            elif numpy and not indented:
-                current = numpy.group(1)
-                params[current] = ""
-            elif current is not None and line.strip():
+            if arg_indent is None:
+                arg_indent = indent
+            if indent <= arg_indent:
+                match = (_NUMPY_ARG_RE if numpy_style else _GOOGLE_ARG_RE).match(line.strip())
+                current = match.group(1) if match else None
+                if current is not None:
+                    params[current] = "" if numpy_style else match.group(3).strip()
+            elif current is not None:
                 params[current] = (params[current] + " " + line.strip()).strip()
-        elif section == "rest" and current is not None and line[:1].isspace():
+        elif section == "rest" and current is not None and indent > 0:
             params[current] = (params[current] + " " + line.strip()).strip()
     text = "\n".join(description).strip()
     # One paragraph per blank-line group, each paragraph on one line.
@@ -193,7 +197,7 @@ def function_schema(
             schema["description"] = doc_params[param.name]
         if param.default is param.empty:
             required.append(param.name)
-        elif _json_safe(param.default):
+        elif param.default is not None and _json_safe(param.default):
             schema["default"] = param.default
         properties[param.name] = schema
     return {
