@@ -24,16 +24,13 @@ CALCULATE_MATH_SPEC: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "calculate_math",
-        "description": (
-            "Evaluate one arithmetic expression exactly: + - * / // % ** and sqrt, log, exp, "
-            "sin, cos, tan, abs, round. 计算一个算术表达式。"
-        ),
+        "description": "Evaluate an arithmetic expression. 计算算术表达式。",
         "parameters": {
             "type": "object",
             "properties": {
                 "expression": {
                     "type": "string",
-                    "description": "The expression to evaluate, for example (12+7)*3 or 2**10.",
+                    "description": "For example (12+7)*3 or sqrt(16)+2**10.",
                 }
             },
             "required": ["expression"],
@@ -45,10 +42,7 @@ UNIT_CONVERTER_SPEC: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "unit_converter",
-        "description": (
-            "Convert a value between km/miles, kg/pounds, meters/feet or celsius/fahrenheit. "
-            "Only for explicit unit-conversion requests. 单位换算。"
-        ),
+        "description": "Convert km/miles, kg/pounds, meters/feet, celsius/fahrenheit. 单位换算。",
         "parameters": {
             "type": "object",
             "properties": {
@@ -65,10 +59,7 @@ CURRENT_TIME_SPEC: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_current_time",
-        "description": (
-            "Current date and time in a timezone such as Asia/Tokyo. Only when the user asks "
-            "for the time. 查询时间。"
-        ),
+        "description": "Current time in a timezone such as Asia/Tokyo. 查询时间。",
         "parameters": {
             "type": "object",
             "properties": {"timezone": {"type": "string"}},

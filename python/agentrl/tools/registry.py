@@ -90,7 +90,7 @@ def tool(
     """
 
     def build(func: Callable[..., Any]) -> Tool:
-        tool_name = name or func.__name__
+        tool_name = name or getattr(func, "__name__", type(func).__name__)
         return Tool(
             name=tool_name,
             fn=func,

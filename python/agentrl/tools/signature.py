@@ -181,6 +181,7 @@ def function_schema(
     Parameters without a default are required. ``*args``, ``**kwargs`` and positional-only
     parameters cannot be called with a JSON object of arguments, so they are refused.
     """
+    name = name or getattr(fn, "__name__", type(fn).__name__)
     signature = inspect.signature(fn)
     hints = _resolved_hints(fn)
     doc_text, doc_params = parse_docstring(inspect.getdoc(fn))
@@ -189,7 +190,7 @@ def function_schema(
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise TypeError(
-                f"tool {name or fn.__name__!r}: parameter {param.name!r} must be an ordinary "
+                f"tool {name!r}: parameter {param.name!r} must be an ordinary "
                 "named parameter (no *args, **kwargs or positional-only parameters)"
             )
         schema = json_schema_for(hints.get(param.name, param.annotation))
@@ -203,7 +204,7 @@ def function_schema(
     return {
         "type": "function",
         "function": {
-            "name": name or fn.__name__,
+            "name": name,
             "description": description if description is not None else doc_text,
             "parameters": {"type": "object", "properties": properties, "required": required},
         },
