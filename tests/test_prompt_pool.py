@@ -457,3 +457,15 @@ def test_task_text_helpers() -> None:
     assert task_text_from_prompt("  plain 1+1 ") == "plain 1+1"
     # An unclosed turn is not a turn; linear even when repeated many times.
     assert task_text_from_prompt("<|im_start|>user\nopen" * 20000).startswith("<|im_start|>")
+
+
+def test_identical_tools_are_shared_and_still_counted_per_prompt(tmp_path) -> None:
+    records = [{"prompt": f"q{i}", "gt": "1", "tools": [CALC]} for i in range(3)]
+    pool = PromptPool(_write(tmp_path, records), augment_calculator_alias=True)
+    assert pool[0].tools is pool[1].tools is pool[2].tools
+    assert pool.stats["augmented_calculator_alias"] == 3
+    # Same names, different key order: rendered differently, so not shared.
+    reordered = {"function": {"parameters": {}, "name": "calculate_math"}, "type": "function"}
+    mixed = [records[0], {"prompt": "q", "gt": "1", "tools": [reordered]}]
+    pool2 = PromptPool(_write(tmp_path, mixed, "m.jsonl"))
+    assert list(pool2[1].tools[0]["function"]) == ["parameters", "name"]

@@ -34,7 +34,7 @@ from agentrl.tools.schema import (
     MATH_TOOL,
     ToolSchemaError,
     append_calculator_alias,
-    merge_tool_specs,
+    merged_tool_names,
     normalize_tool_schema,
     parse_tool_schema,
     resolve_tool_specs,
@@ -248,6 +248,7 @@ class PromptPool:
         self.samples: list[PromptSample] = []
         self.stats = _new_stats()
         self.skipped: list[SkippedLine] = []
+        self._tools_cache: dict[str, tuple[Any, dict[str, bool]]] = {}
         for one in self.paths:
             if not self._load(one):
                 break
@@ -393,6 +394,45 @@ class PromptPool:
                 out.append(text)
         return out
 
+    def _resolve_tools(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The tools a prompt offers after defaults, forcing, the allow-list and the alias.
+
+        Prompts with identical tools share one resolved list (datasets repeat the same
+        tools on every line), which keeps a large pool small; treat ``sample.tools`` as
+        read-only. The seed's tool counters are still counted per prompt.
+        """
+        key = json.dumps(tools, ensure_ascii=False, default=str)
+        cached = self._tools_cache.get(key)
+        if cached is None:
+            allowed = set(self.allowed_tools) if self.allowed_tools else None
+            alias = self.augment_calculator_alias
+            own_count = len(merged_tool_names(tools, None, alias, allowed))
+            default_count = len(merged_tool_names(self.default_tools, None, alias, allowed))
+            resolved = resolve_tool_specs(
+                tools, self.default_tools, self.force_all_tools, alias, allowed
+            )
+            resolved_count = len(tool_name_set(resolved))
+            flags = {
+                "defaulted_tools": own_count <= 0 < default_count and resolved_count > 0,
+                "forced_default_tools": self.force_all_tools and resolved_count > own_count,
+                "augmented_calculator_alias": False,
+            }
+            if alias:
+                had_alias = "calculator" in tool_name_set(resolved)
+                resolved = append_calculator_alias(resolved)
+                flags["augmented_calculator_alias"] = (
+                    not had_alias and "calculator" in tool_name_set(resolved)
+                )
+            if len(self._tools_cache) >= 4096:
+                self._tools_cache.clear()
+            cached = (resolved, flags)
+            self._tools_cache[key] = cached
+        resolved, flags = cached
+        for counter, hit in flags.items():
+            if hit:
+                self.stats[counter] += 1
+        return resolved
+
     def _normalize(self, record: Any) -> PromptSample:
         if not isinstance(record, dict):
             raise _Skip("not_object", f"line is a JSON {type(record).__name__}, not an object")
@@ -404,26 +444,7 @@ class PromptPool:
         messages, message_tools = self._messages(record)
         tools = message_tools or tools
 
-        allowed = set(self.allowed_tools) if self.allowed_tools else None
-        keep_alias = self.augment_calculator_alias
-        own_count = len(tool_name_set(merge_tool_specs(tools, None, keep_alias, allowed)))
-        default_count = len(
-            tool_name_set(merge_tool_specs(self.default_tools, None, keep_alias, allowed))
-        )
-        tools = resolve_tool_specs(
-            tools, self.default_tools, self.force_all_tools, keep_alias, allowed
-        )
-        resolved_count = len(tool_name_set(tools))
-        if own_count <= 0 < default_count and resolved_count > 0:
-            self.stats["defaulted_tools"] += 1
-        if self.force_all_tools and resolved_count > own_count:
-            self.stats["forced_default_tools"] += 1
-        if self.augment_calculator_alias:
-            had_alias = "calculator" in tool_name_set(tools)
-            tools = append_calculator_alias(tools)
-            if not had_alias and "calculator" in tool_name_set(tools):
-                self.stats["augmented_calculator_alias"] += 1
-
+        tools = self._resolve_tools(tools)
         if self.require_gt and not gt:
             raise _Skip("skip_no_gt", "no ground truth")
         names = supported_tool_names(tools)

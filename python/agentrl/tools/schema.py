@@ -126,8 +126,36 @@ def tool_name_set(tool_specs: Iterable[Any] | None) -> set[str]:
 
 
 def clone_tool_spec(spec: ToolSpec) -> ToolSpec:
-    """A deep copy, so that a prompt's tools can be edited without touching the defaults."""
-    return copy.deepcopy(spec)
+    """A deep copy, so that a prompt's tools can be edited without touching the defaults.
+
+    Specs are JSON data, and a JSON round trip copies them several times faster than
+    ``copy.deepcopy``; anything that is not JSON falls back to ``deepcopy``.
+    """
+    try:
+        return json.loads(json.dumps(spec, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return copy.deepcopy(spec)
+
+
+def merged_tool_names(
+    primary: Iterable[Any] | None,
+    extra: Iterable[Any] | None,
+    keep_alias: bool = False,
+    allowed_names: Collection[str] | None = None,
+) -> list[str]:
+    """The names :func:`merge_tool_specs` would keep, in order, without copying specs."""
+    names: list[str] = []
+    for source in (primary or [], extra or []):
+        for spec in source:
+            name = tool_spec_name(spec)
+            if not name or name in names:
+                continue
+            if name == ALIAS_TOOL and not keep_alias:
+                continue
+            if allowed_names is not None and name not in allowed_names:
+                continue
+            names.append(name)
+    return names
 
 
 def merge_tool_specs(
@@ -194,6 +222,7 @@ __all__ = [
     "append_calculator_alias",
     "clone_tool_spec",
     "merge_tool_specs",
+    "merged_tool_names",
     "normalize_tool_schema",
     "parse_tool_schema",
     "resolve_tool_specs",
