@@ -208,7 +208,9 @@ def test_normalize_message_accepts_aliases_and_content_shapes() -> None:
             "tool_calls": '{"name": "f", "arguments": "{\\"a\\": 1}"}',
         }
     )
-    assert call["tool_calls"] == [{"name": "f", "arguments": {"a": 1}}]
+    assert call["tool_calls"] == [
+        {"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -367,3 +369,18 @@ def test_multi_turn_alignment_with_the_builtin_template(tokenizer) -> None:
     final = render_chat(messages, TOOLS) + script[-1]
     assert prompt_ids + response == _ids(tokenizer, final)
     assert sum(mask) == sum(len(_ids(tokenizer, s)) for s in script)
+
+
+def test_nested_tool_calls_reach_templates_that_expect_the_openai_form() -> None:
+    # A Llama-style template reads tool_call.function.name and fails on the flat form.
+    template = (
+        "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+        "{{ c.function.name }}({{ c.function.arguments | tojson }}){% endfor %}"
+        "{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    )
+    llama_like = _tokenizer(template)
+    messages = [
+        {"role": "user", "content": "q "},
+        {"role": "assistant", "tool_calls": [{"name": "f", "arguments": '{"x": 1}'}]},
+    ]
+    assert apply_chat_template(llama_like, messages, add_generation_prompt=False) == 'q f({"x": 1})'

@@ -156,9 +156,8 @@ def test_assistant_tool_calls_and_reasoning_are_kept(tmp_path) -> None:
         "gt": "2",
     }
     messages = _one(tmp_path, record)[0].messages
-    assert messages[1]["tool_calls"] == [
-        {"name": "calculate_math", "arguments": {"expression": "1+1"}}
-    ]
+    call = {"name": "calculate_math", "arguments": {"expression": "1+1"}}
+    assert messages[1]["tool_calls"] == [{"type": "function", "function": call}]
     assert messages[1]["reasoning_content"] == "hm"
     assert messages[2] == {"role": "tool", "content": '{"result": "2"}'}
 

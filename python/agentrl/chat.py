@@ -153,7 +153,10 @@ def _content_text(content: Any) -> str:
 
 
 def _normalize_tool_calls(raw: Any) -> list[dict[str, Any]]:
-    """Assistant ``tool_calls`` (list, one object, or a JSON string) as ``{name, arguments}``."""
+    """Assistant ``tool_calls`` (list, one object, or a JSON string; flat ``{name,
+    arguments}`` as in MiniMind's data or OpenAI's nested form) in the OpenAI form
+    ``{"type": "function", "function": {name, arguments}}`` that HF chat templates read.
+    Arguments given as a JSON object string are decoded."""
     if raw is None or raw == "" or raw == []:
         return []
     if isinstance(raw, str):
@@ -181,7 +184,7 @@ def _normalize_tool_calls(raw: Any) -> list[dict[str, Any]]:
                 decoded = None
             if isinstance(decoded, dict):
                 arguments = decoded
-        calls.append({"name": name, "arguments": arguments})
+        calls.append({"type": "function", "function": {"name": name, "arguments": arguments}})
     return calls
 
 
@@ -269,6 +272,7 @@ def render_chat(
             for n, call in enumerate(msg.get("tool_calls", [])):
                 if n > 0 or content:
                     parts.append("\n")
+                call = call["function"]
                 arguments = call["arguments"]
                 if not isinstance(arguments, str):
                     arguments = json.dumps(arguments, ensure_ascii=False)
