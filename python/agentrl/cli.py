@@ -12,6 +12,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("agentrl.commands.demo", "Parse and score a few built-in completions."),
     "gen-data": ("agentrl.commands.gen_data", "Generate synthetic tool-use tasks or SFT demos."),
+    "sft": ("agentrl.commands.sft", "Supervised warm start on tool-use demonstrations."),
 }
 
 

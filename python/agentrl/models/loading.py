@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from agentrl.models.errors import (
     CheckpointNotFoundError,
     ModelLoadError,

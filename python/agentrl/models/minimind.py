@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import LlamaConfig, PretrainedConfig, Qwen3Config, Qwen3MoeConfig
+
 from agentrl.models.errors import (
     CheckpointNotFoundError,
     ModelLoadError,
     ShapeMismatchError,
     UnsupportedArchitectureError,
 )
-from transformers import LlamaConfig, PretrainedConfig, Qwen3Config, Qwen3MoeConfig
 
 # MiniMind's token layout: <|endoftext|> pads, <|im_start|> begins, <|im_end|> ends a turn.
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2

@@ -24,8 +24,6 @@ Message = dict[str, Any]
 # render(messages, tools, add_generation_prompt) -> text
 Renderer = Callable[[list[Message], list[dict[str, Any]] | None, bool], str]
 
-_ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "function": "tool"}
-
 
 class BadConversation(ValueError):
     """A record that holds no usable demonstration; `reason` is a short counter key."""
@@ -66,71 +64,44 @@ class LoadStats:
         return {"loaded": self.loaded, "kept": self.kept, "dropped": dict(self.dropped)}
 
 
-def _maybe_json(value: Any) -> Any:
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith(("[", "{")):
-            try:
-                return json.loads(text)
-            except ValueError:
-                return value
-    return value
-
-
 def normalize_conversation(record: dict[str, Any]) -> Conversation:
-    """Accept `messages` or `conversations` (role/content or from/value) with tools anywhere.
+    """Accept `messages` or `conversations` (role/content or from/value), tools anywhere.
 
-    Raises `BadConversation` naming the problem for a record without a usable conversation.
+    Message shapes are normalised by `agentrl.chat` and tool fields by `agentrl.tools`, the
+    same code the prompt pool and the renderer use. Raises `BadConversation` with a reason
+    key for a record that holds no usable demonstration.
     """
+    from agentrl.chat import MessageError, normalize_messages
+    from agentrl.tools import ToolSchemaError, parse_tool_schema
+
     raw = record.get("messages", record.get("conversations"))
     if not isinstance(raw, list) or not raw:
         raise BadConversation("no_messages")
-    tools = _maybe_json(record.get("tools", record.get("functions")))
-    messages: list[Message] = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise BadConversation("bad_message", "message is not an object")
-        role = str(item.get("role", item.get("from", ""))).lower()
-        role = _ROLE_ALIASES.get(role, role)
-        if role not in ("system", "user", "assistant", "tool"):
-            raise BadConversation("unknown_role", repr(role))
-        content = item.get("content", item.get("value", ""))
-        msg: Message = {"role": role, "content": "" if content is None else str(content)}
-        if role == "system" and tools is None and item.get("tools") is not None:
-            tools = _maybe_json(item["tools"])
-        calls = _maybe_json(item.get("tool_calls"))
-        if role == "assistant" and calls:
-            if not isinstance(calls, list):
-                raise BadConversation("bad_tool_calls", "tool_calls is not a list")
-            msg["tool_calls"] = [_as_openai_call(c) for c in calls]
-        reasoning = item.get("reasoning_content")
-        if role == "assistant" and reasoning:
-            msg["reasoning_content"] = str(reasoning)
-        messages.append(msg)
+    try:
+        messages = normalize_messages(raw)
+    except MessageError as exc:
+        raise BadConversation(exc.reason, exc.detail) from None
+    tools_field = record.get("tools", record.get("functions"))
+    if tools_field is None:
+        tools_field = next(
+            (m.get("tools") for m in raw if isinstance(m, dict) and m.get("tools") is not None),
+            None,
+        )
+    try:
+        tools = parse_tool_schema(tools_field)
+    except ToolSchemaError as exc:
+        raise BadConversation("bad_tools", str(exc)) from None
     # A trailing empty assistant turn is a generation slot, not a demonstration.
     while (
         messages
         and messages[-1]["role"] == "assistant"
         and not messages[-1]["content"]
-        and (not messages[-1].get("tool_calls"))
+        and not messages[-1].get("tool_calls")
     ):
         messages.pop()
     if not any(m["role"] == "assistant" for m in messages):
         raise BadConversation("no_assistant_turn")
-    if tools is not None and not isinstance(tools, list):
-        raise BadConversation("bad_tools", "tools is not a list")
     return Conversation(messages, tools)
-
-
-def _as_openai_call(call: Any) -> dict[str, Any]:
-    if not isinstance(call, dict):
-        raise BadConversation("bad_tool_calls", "tool call is not an object")
-    fn = call.get("function", call)
-    name = fn.get("name")
-    if not isinstance(name, str) or not name:
-        raise BadConversation("bad_tool_calls", "tool call without a name")
-    args = _maybe_json(fn.get("arguments", {}))
-    return {"type": "function", "function": {"name": name, "arguments": args}}
 
 
 def read_conversations(

@@ -9,7 +9,6 @@ truth in order and in count (non-numeric ground truth: every item appears in the
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -18,13 +17,13 @@ from typing import Any
 
 import torch
 
+from agentrl.tools import tool_message
+
 Message = dict[str, Any]
 Renderer = Callable[[list[Message], list[dict[str, Any]] | None, bool], str]
 CallParser = Callable[[str], list[dict[str, Any]]]
 # run_tool(parsed call, tool specs of the task) -> event {ok, name, args, result, canonical}
 ToolRunner = Callable[[dict[str, Any], list[dict[str, Any]] | None], dict[str, Any]]
-
-TOOL_RESULT_CHARS = 1024
 
 _IM_START_RE = re.compile(r"<\|im_start\|>[^\n]*\n?")
 _TOOL_BLOCK_RE = re.compile(r"<tool_call>.*?</tool_call>|<tool_response>.*?</tool_response>", re.S)
@@ -100,12 +99,6 @@ def exact_match(completion: str, gt: Sequence[Any]) -> bool:
     items = [re.sub(r"\s+", " ", str(g).lower().strip().replace(",", "")) for g in gt]
     items = [g for g in items if g]
     return bool(items) and all(g in norm for g in items)
-
-
-def tool_message(event: dict[str, Any]) -> Message:
-    """The tool turn fed back to the model: the result as compact JSON, capped in length."""
-    text = json.dumps(event.get("result"), ensure_ascii=False, separators=(",", ":"))
-    return {"role": "tool", "content": text[:TOOL_RESULT_CHARS]}
 
 
 @torch.no_grad()
@@ -185,7 +178,7 @@ def run_episodes(
                 for call in calls:
                     event = run_tool(call, ep.task.tools)
                     ep.tool_events.append(event)
-                    ep.messages.append(tool_message(event))
+                    ep.messages.append({"role": "tool", "content": tool_message(event["result"])})
     finally:
         model.train(was_training)
     for ep in episodes:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
 from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
@@ -48,6 +49,9 @@ class SFTConfig:
     keep_last: int = 2
     log_interval: int = 10
     max_time: float = 0.0
+    # Stop (with a checkpoint) after this many steps while the schedule still spans `steps`:
+    # lets a run be split into pieces that resume into the same trajectory.
+    stop_after: int = 0
     seed: int = 0
     progress: bool = True
     resume: bool = False
@@ -292,6 +296,8 @@ def train_sft(
             save(step)
         if out_of_time:
             log(f"time budget of {cfg.max_time:.0f}s reached at step {step}")
+            break
+        if cfg.stop_after > 0 and step >= cfg.stop_after:
             break
     if bar is not None:
         bar.close()

@@ -1,0 +1,87 @@
+"""Where SFT gets its demonstrations, held-out tasks and tool environment by default.
+
+Demonstrations come from the synthetic generator (`agentrl gen-data --sft` writes the same
+records) or any JSONL of conversations; held-out tasks from a later, disjoint slice of a
+different generator stream, or a prompt-pool file. Held-out prompts go through the same
+instruction injection the RL prompt pool applies, so the warm-started model is measured on
+exactly the prompts RL will show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl.sft.data import Conversation, LoadStats, read_conversations
+from agentrl.sft.evaluate import EvalTask
+from agentrl.sft.train import EvalEnv
+
+# Stream seeds of the built-in data: training demonstrations and held-out tasks differ.
+TRAIN_SEED = 0
+HELDOUT_SEED = 1
+
+
+def tool_env(tokenizer: Any) -> EvalEnv:
+    """Render with the tokenizer's template, parse with the Rust parser, run built-ins."""
+    from agentrl.chat import apply_chat_template
+    from agentrl.parsing import parse_tool_calls
+    from agentrl.tools import builtin_registry, supported_tool_names
+
+    registry = builtin_registry(time_mode="fixed")
+    default_names = registry.supported_names()
+
+    def render(messages: list[dict[str, Any]], tools: Any, generation: bool) -> str:
+        return apply_chat_template(tokenizer, messages, tools, add_generation_prompt=generation)
+
+    def run_tool(call: dict[str, Any], tools: Any) -> dict[str, Any]:
+        valid = set(supported_tool_names(tools or [])) or default_names
+        return dict(registry.execute(call, valid))
+
+    return EvalEnv(render=render, parse_calls=parse_tool_calls, run_tool=run_tool)
+
+
+def generated_demos(n: int, seed: int = TRAIN_SEED) -> list[Conversation]:
+    """`n` demonstrations from the generator stream `seed`."""
+    from agentrl.data.synthetic import TaskGenerator
+
+    generator = TaskGenerator(seed=seed)
+    tools = generator.tools()
+    return [Conversation(t.demo_messages(), tools) for t in generator.tasks(n)]
+
+
+def generated_heldout(
+    n: int, exclude: Sequence[Conversation] = (), seed: int = HELDOUT_SEED
+) -> list[EvalTask]:
+    """`n` generated tasks whose prompt text appears in none of `exclude`."""
+    from agentrl.data import inject_instruction
+    from agentrl.data.synthetic import TaskGenerator
+
+    seen = {m["content"] for c in exclude for m in c.messages if m["role"] == "user"}
+    generator = TaskGenerator(seed=seed)
+    tools = generator.tools()
+    out: list[EvalTask] = []
+    index = 0
+    while len(out) < n:
+        task = generator.task(index)
+        index += 1
+        if task.text in seen:
+            continue
+        messages = inject_instruction([{"role": "user", "content": task.text}])
+        out.append(EvalTask(messages, tools, list(task.gt)))
+    return out
+
+
+def load_demos(paths: Sequence[str | Path]) -> tuple[list[Conversation], LoadStats]:
+    """Conversations from JSONL files, with per-reason counts of what was skipped."""
+    stats = LoadStats()
+    return read_conversations(paths, stats), stats
+
+
+def load_heldout(path: str | Path, limit: int) -> list[EvalTask]:
+    """Held-out tasks from a prompt-pool JSONL (any record shape the prompt pool reads)."""
+    from agentrl.data import PromptPool
+    from agentrl.tools import builtin_registry
+
+    pool = PromptPool(str(path), max_samples=limit, default_tools=builtin_registry().specs())
+    return [EvalTask(list(s.messages), s.tools, list(s.gt)) for s in pool]
