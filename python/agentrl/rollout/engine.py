@@ -1,0 +1,597 @@
+"""Batched, KV-cached generation with any Hugging Face causal LM (`TorchEngine`).
+
+Why batched: a rollout step of one sequence leaves a CPU or GPU mostly idle; a step over
+every live sequence costs little more. So the engine takes a list of token-id prompts of
+different lengths and generates for all of them at once:
+
+* prompts are left-padded; attention masks hide the padding and explicit position ids
+  give every row the positions it would have alone, so a row's output does not depend on
+  its batch-mates (greedy batched == greedy one at a time);
+* identical prompts (the G samples of a group) are prefilled once; their KV cache rows are
+  then copied G times;
+* each row stops on its own: an end token (EOS, also the pad token), a stop string in its
+  generated text, or its own token budget; finished rows are dropped from the batch (the
+  cache is compacted) once enough of them have accumulated;
+* behaviour log-probs come from the raw policy distribution (see `sampling`).
+
+`update_weights` loads new policy weights between generations (the engine lock makes it
+wait for a running `generate`), skipping weights with non-finite values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
+
+AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
+
+# Finish reasons of a generation.
+FINISH_EOS = "eos"
+FINISH_STOP = "stop"
+FINISH_LENGTH = "length"
+
+
+@dataclass
+class Generation:
+    """What one prompt row produced.
+
+    ``token_ids`` excludes the end token that stopped it (the seed drops EOS from the
+    response); ``end_token_id``/``end_logp`` keep it for callers that want to train on it.
+    ``version`` is the engine's weight version when the tokens were sampled.
+    """
+
+    token_ids: list[int]
+    logps: list[float]
+    sample_logps: list[float]
+    text: str
+    finish_reason: str
+    end_token_id: int | None
+    end_logp: float | None
+    version: int
+    prompt_tokens: int
+
+
+def _new_stats() -> dict[str, int]:
+    return {
+        "sequences": 0,
+        "generate_calls": 0,
+        "forward_calls": 0,
+        "prefill_tokens": 0,
+        "prefill_tokens_shared": 0,
+        "decode_rows": 0,
+        "generated_tokens": 0,
+        "compactions": 0,
+        "nonfinite_rows": 0,
+        "nonfinite_steps": 0,
+        "fallback_rows": 0,
+        "bad_prompt_ids": 0,
+        "weight_updates": 0,
+        "weight_updates_skipped": 0,
+    }
+
+
+def _forward_kwarg_names(model: torch.nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
+    """The cache restricted to (or repeated along) ``index`` of its batch dimension."""
+    if hasattr(cache, "batch_select_indices"):
+        cache.batch_select_indices(index)
+        return cache
+    if isinstance(cache, tuple | list):
+        return tuple(tuple(t.index_select(0, index) for t in layer) for layer in cache)
+    raise TypeError(f"cannot select rows of a {type(cache).__name__} cache")
+
+
+def _model_output_cache(output: Any) -> Any:
+    """The KV cache of a forward output (``cache`` in transformers 5, else the old name)."""
+    for name in ("cache", "past_key_values"):
+        value = output.get(name) if isinstance(output, Mapping) else getattr(output, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+class _StopMatcher:
+    """Finds stop strings in generated text, decoding only when a token could end one.
+
+    A token "could end" a stop string when its own text contains the string's last
+    character (or is an incomplete UTF-8 piece, for non-ASCII endings). The check then
+    decodes a short window of the row's last tokens, long enough to hold any stop string.
+    """
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], vocab_size: int) -> None:
+        self.tokenizer = tokenizer
+        self.stops = tuple(stops)
+        longest = max(len(s.encode("utf-8")) for s in self.stops)
+        self.window = 2 * longest + 4
+        finals = {s[-1] for s in self.stops}
+        partial = any(ord(c) > 127 for c in finals)
+        texts = tokenizer.batch_decode([[i] for i in range(vocab_size)], skip_special_tokens=False)
+        self.may_end = [
+            any(c in text for c in finals) or (partial and "\ufffd" in text) for text in texts
+        ]
+
+    def hit(self, generated: list[int]) -> bool:
+        last = generated[-1]
+        if last >= len(self.may_end) or not self.may_end[last]:
+            return False
+        text = self.tokenizer.decode(generated[-self.window :], skip_special_tokens=False)
+        return any(s in text for s in self.stops)
+
+
+class TorchEngine:
+    """Generate for many prompts at once with a Hugging Face causal LM (see module doc).
+
+    ``eos_token_ids`` default: the tokenizer's EOS and pad ids plus the model's generation
+    config EOS ids. ``autocast``: None picks bf16 autocast for fp32 weights on CUDA,
+    True/False force it on/off, or pass a factory returning a context manager.
+    ``max_batch_rows`` caps rows per forward pass (0: no cap). ``compact_fraction``: drop
+    finished rows from the batch once they are at least this share of it.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        device: str | torch.device | None = None,
+        autocast: bool | AutocastFactory | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        seed: int = 0,
+        version: int = 0,
+        max_batch_rows: int = 0,
+        compact_fraction: float = 0.125,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        first = next(iter(model.parameters()), None)
+        default_device = first.device if first is not None else torch.device("cpu")
+        self.device = torch.device(device) if device is not None else default_device
+        if first is not None and first.device != self.device:
+            self.model.to(self.device)
+        self.weight_dtype = first.dtype if first is not None else torch.float32
+        self._autocast = self._autocast_factory(autocast)
+        self.eos_token_ids = self._end_ids(eos_token_ids)
+        self.fallback_token_id = (
+            tokenizer.eos_token_id
+            if getattr(tokenizer, "eos_token_id", None) is not None
+            else min(self.eos_token_ids, default=0)
+        )
+        self.max_batch_rows = max(0, int(max_batch_rows))
+        self.compact_fraction = min(max(float(compact_fraction), 0.0), 1.0)
+        self.version = int(version)
+        self.lock = threading.RLock()
+        self.stats = _new_stats()
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(int(seed))
+        names = _forward_kwarg_names(model)
+        self._cache_kwarg = "cache" if "cache" in names else "past_key_values"
+        self._takes_positions = "position_ids" in names or not names
+        self._takes_logits_to_keep = "logits_to_keep" in names
+        self._stop_matchers: dict[tuple[str, ...], _StopMatcher] = {}
+
+    # ---- configuration helpers ----
+
+    def _autocast_factory(self, autocast: bool | AutocastFactory | None) -> AutocastFactory:
+        if callable(autocast):
+            return autocast
+        if autocast is False:
+            return contextlib.nullcontext
+        if autocast is True:
+            if self.device.type == "cuda":
+                return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+            return lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+        from agentrl.models.loading import autocast_context
+
+        return lambda: autocast_context(self.device, self.weight_dtype)
+
+    def _end_ids(self, explicit: Sequence[int] | None) -> frozenset[int]:
+        if explicit is not None:
+            return frozenset(int(t) for t in explicit)
+        ids: set[int] = set()
+        for name in ("eos_token_id", "pad_token_id"):
+            value = getattr(self.tokenizer, name, None)
+            if isinstance(value, int):
+                ids.add(value)
+        config = getattr(self.model, "generation_config", None)
+        value = getattr(config, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+        return frozenset(ids)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the sampling random stream (same seed + same calls = same tokens)."""
+        self._generator.manual_seed(int(seed))
+
+    def reset_stats(self) -> dict[str, int]:
+        """Return the counters and start new ones."""
+        with self.lock:
+            old, self.stats = self.stats, _new_stats()
+        return old
+
+    # ---- weights ----
+
+    def update_weights(
+        self,
+        source: Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str],
+        version: int | None = None,
+        *,
+        strict: bool = False,
+    ) -> bool:
+        """Load policy weights (state dict, module, or a .safetensors/.pt file).
+
+        Returns False, and leaves the weights alone, when any floating tensor is not
+        finite. Otherwise sets ``version`` (default: current + 1) and returns True.
+        """
+        state = _state_dict_of(source)
+        for tensor in state.values():
+            if (
+                torch.is_tensor(tensor)
+                and tensor.is_floating_point()
+                and not bool(torch.isfinite(tensor).all())
+            ):
+                with self.lock:
+                    self.stats["weight_updates_skipped"] += 1
+                return False
+        with self.lock, torch.no_grad():
+            own = self.model.state_dict()
+            matched = [k for k in state if k in own]
+            if not matched:
+                raise ValueError(
+                    "no parameter of the given weights matches the rollout model "
+                    f"(first given key: {next(iter(state), None)!r})"
+                )
+            result = self.model.load_state_dict(state, strict=strict)
+            unexpected = list(getattr(result, "unexpected_keys", []))
+            if unexpected and strict:
+                raise ValueError(f"unexpected weight names: {unexpected[:5]}")
+            self.version = self.version + 1 if version is None else int(version)
+            self.stats["weight_updates"] += 1
+        return True
+
+    # ---- generation ----
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        num_samples: int = 1,
+        max_new_tokens: int | Sequence[int] | None = None,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major).
+
+        ``max_new_tokens``: one budget for all, or one per output row (length
+        ``len(prompts) * num_samples``); default ``params.max_new_tokens``.
+        """
+        params = params or SamplingParams()
+        samples = max(1, int(num_samples))
+        rows = [list(map(int, p)) for p in prompts for _ in range(samples)]
+        for i, ids in enumerate(rows):
+            if not ids:
+                raise ValueError(f"prompt {i // samples} is empty")
+        if max_new_tokens is None:
+            budgets = [params.max_new_tokens] * len(rows)
+        elif isinstance(max_new_tokens, int):
+            budgets = [max_new_tokens] * len(rows)
+        else:
+            budgets = [int(b) for b in max_new_tokens]
+            if len(budgets) != len(rows):
+                raise ValueError(
+                    f"{len(budgets)} token budgets for {len(rows)} output rows "
+                    f"({len(prompts)} prompts x {samples} samples)"
+                )
+        budgets = [max(0, b) for b in budgets]
+        results: list[Generation | None] = [None] * len(rows)
+        with self.lock:
+            if seed is not None:
+                self.reseed(seed)
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                with torch.inference_mode():
+                    for chunk in self._chunks(rows):
+                        outs = self._generate_rows(
+                            [rows[i] for i in chunk], [budgets[i] for i in chunk], params
+                        )
+                        for i, out in zip(chunk, outs, strict=True):
+                            results[i] = out
+            finally:
+                self.model.train(was_training)
+            self.stats["generate_calls"] += 1
+            self.stats["sequences"] += len(rows)
+        return [r for r in results if r is not None]
+
+    def _chunks(self, rows: list[list[int]]) -> list[list[int]]:
+        """Row indices in forward-pass chunks: similar lengths together, copies adjacent."""
+        if self.max_batch_rows <= 0 or len(rows) <= self.max_batch_rows:
+            return [list(range(len(rows)))]
+        order = sorted(range(len(rows)), key=lambda i: (len(rows[i]), rows[i]))
+        step = self.max_batch_rows
+        return [order[i : i + step] for i in range(0, len(order), step)]
+
+    def _forward(
+        self, ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache: Any
+    ) -> tuple[torch.Tensor, Any]:
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attn, "use_cache": True}
+        if self._takes_positions:
+            kwargs["position_ids"] = positions
+        if cache is not None:
+            kwargs[self._cache_kwarg] = cache
+        if self._takes_logits_to_keep:
+            kwargs["logits_to_keep"] = 1
+        with self._autocast():
+            out = self.model(**kwargs)
+        self.stats["forward_calls"] += 1
+        logits = out["logits"] if isinstance(out, Mapping) else out.logits
+        return logits[:, -1, :].float(), _model_output_cache(out)
+
+    def _stop_matcher(self, stops: tuple[str, ...], vocab: int) -> _StopMatcher | None:
+        if not stops:
+            return None
+        key = (*stops, str(vocab))
+        matcher = self._stop_matchers.get(key)
+        if matcher is None:
+            matcher = _StopMatcher(self.tokenizer, stops, vocab)
+            self._stop_matchers[key] = matcher
+        return matcher
+
+    def _generate_rows(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams
+    ) -> list[Generation]:
+        n = len(rows)
+        version = self.version
+        out_ids: list[list[int]] = [[] for _ in range(n)]
+        out_logps: list[list[float]] = [[] for _ in range(n)]
+        out_sample: list[list[float]] = [[] for _ in range(n)]
+        reasons = [FINISH_LENGTH] * n
+        end_ids: list[int | None] = [None] * n
+        end_logps: list[float | None] = [None] * n
+        live = [i for i in range(n) if budgets[i] > 0]
+        if live:
+            self._decode(
+                rows,
+                budgets,
+                live,
+                params,
+                out_ids,
+                out_logps,
+                out_sample,
+                reasons,
+                end_ids,
+                end_logps,
+            )
+        texts = self.tokenizer.batch_decode(out_ids, skip_special_tokens=True)
+        return [
+            Generation(
+                token_ids=out_ids[i],
+                logps=out_logps[i],
+                sample_logps=out_sample[i],
+                text=texts[i],
+                finish_reason=reasons[i],
+                end_token_id=end_ids[i],
+                end_logp=end_logps[i],
+                version=version,
+                prompt_tokens=len(rows[i]),
+            )
+            for i in range(n)
+        ]
+
+    def _decode(
+        self,
+        rows: list[list[int]],
+        budgets: list[int],
+        live: list[int],
+        params: SamplingParams,
+        out_ids: list[list[int]],
+        out_logps: list[list[float]],
+        out_sample: list[list[float]],
+        reasons: list[str],
+        end_ids: list[int | None],
+        end_logps: list[float | None],
+    ) -> None:
+        """Prefill the distinct prompts of ``live`` rows, then decode until all are done."""
+        device = self.device
+        end_set = self.eos_token_ids | set(params.stop_token_ids)
+        vocab_limit = _embedding_rows(self.model)
+        # Distinct prompts: each prefilled once, then its cache row copied to its rows.
+        distinct: dict[tuple[int, ...], int] = {}
+        row_source: list[int] = []
+        for i in live:
+            key = tuple(rows[i])
+            row_source.append(distinct.setdefault(key, len(distinct)))
+        prompts = [list(k) for k in distinct]
+        width = max(len(p) for p in prompts)
+        pad = self.fallback_token_id
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn[r, width - len(p) :] = 1
+        if vocab_limit is not None:
+            bad = (ids < 0) | (ids >= vocab_limit)
+            if bool(bad.any()):
+                self.stats["bad_prompt_ids"] += int((bad & attn.bool()).sum())
+                ids = ids.masked_fill(bad, pad)
+        ids, attn = ids.to(device), attn.to(device)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        self.stats["prefill_tokens"] += sum(len(p) for p in prompts)
+        self.stats["prefill_tokens_shared"] += sum(len(rows[i]) for i in live) - sum(
+            len(p) for p in prompts
+        )
+        logits, cache = self._forward(ids, attn, positions, None)
+        source = torch.tensor(row_source, dtype=torch.long, device=device)
+        if len(prompts) != len(live) or row_source != list(range(len(live))):
+            cache = _select_cache_rows(cache, source)
+            logits = logits.index_select(0, source)
+            attn = attn.index_select(0, source)
+        next_pos = attn.sum(-1)
+        seen = None
+        if params.repetition_penalty != 1.0:
+            seen = seen_mask([rows[i] for i in live], logits.size(-1), device)
+        matcher = self._stop_matcher(params.stop, logits.size(-1))
+        slots = list(live)  # batch row -> output row
+        done = [False] * len(slots)
+        n_done = 0
+        while True:
+            step = sample_tokens(
+                logits,
+                params,
+                seen=seen,
+                generator=self._generator,
+                fallback_token_id=self.fallback_token_id,
+            )
+            bad_rows = int(step.nonfinite_rows.sum())
+            if bad_rows:
+                self.stats["nonfinite_rows"] += bad_rows
+                self.stats["nonfinite_steps"] += 1
+            self.stats["fallback_rows"] += int(step.fallback_rows.sum())
+            tokens = step.tokens.tolist()
+            logps = step.logps.tolist()
+            sample_logps = step.sample_logps.tolist()
+            for b, slot in enumerate(slots):
+                if done[b]:
+                    continue
+                token = tokens[b]
+                if token in end_set:
+                    reasons[slot] = FINISH_EOS
+                    end_ids[slot] = token
+                    end_logps[slot] = _finite_logp(logps[b])
+                    done[b] = True
+                    n_done += 1
+                    continue
+                out_ids[slot].append(token)
+                out_logps[slot].append(_finite_logp(logps[b]))
+                out_sample[slot].append(_finite_logp(sample_logps[b]))
+                self.stats["generated_tokens"] += 1
+                if matcher is not None and matcher.hit(out_ids[slot]):
+                    reasons[slot] = FINISH_STOP
+                    done[b] = True
+                    n_done += 1
+                elif len(out_ids[slot]) >= budgets[slot]:
+                    done[b] = True
+                    n_done += 1
+            if n_done == len(slots):
+                return
+            token_col = step.tokens.unsqueeze(-1)
+            if seen is not None:
+                seen.scatter_(1, token_col, True)
+            if n_done >= max(1, math.ceil(self.compact_fraction * len(slots))):
+                keep_rows = [b for b in range(len(slots)) if not done[b]]
+                keep = torch.tensor(keep_rows, dtype=torch.long, device=device)
+                cache = _select_cache_rows(cache, keep)
+                attn = attn.index_select(0, keep)
+                next_pos = next_pos.index_select(0, keep)
+                token_col = token_col.index_select(0, keep)
+                if seen is not None:
+                    seen = seen.index_select(0, keep)
+                slots = [slots[b] for b in keep_rows]
+                done = [False] * len(slots)
+                n_done = 0
+                self.stats["compactions"] += 1
+            attn = torch.cat([attn, attn.new_ones((attn.size(0), 1))], dim=-1)
+            self.stats["decode_rows"] += len(slots)
+            logits, cache = self._forward(token_col, attn, next_pos.unsqueeze(-1), cache)
+            next_pos = next_pos + 1
+
+
+def _finite_logp(value: float) -> float:
+    """A stored log-prob: finite and <= 0 (sanitised logits make this a formality)."""
+    if not math.isfinite(value):
+        return 0.0
+    return min(value, 0.0)
+
+
+def _embedding_rows(model: torch.nn.Module) -> int | None:
+    try:
+        emb = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    weight = getattr(emb, "weight", None)
+    return int(weight.shape[0]) if weight is not None else None
+
+
+def _strip_prefixes(state: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in state.items():
+        name = key
+        for prefix in ("module.", "_orig_mod."):
+            while name.startswith(prefix):
+                name = name[len(prefix) :]
+        out[name] = value
+    return out
+
+
+def _state_dict_of(
+    source: Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str],
+) -> dict[str, Any]:
+    if isinstance(source, torch.nn.Module):
+        return _strip_prefixes(source.state_dict())
+    if isinstance(source, Mapping):
+        return _strip_prefixes(source)
+    path = Path(source)
+    if path.is_dir():
+        found = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
+        if not found:
+            raise FileNotFoundError(f"no .safetensors or .bin weights in {path}")
+        state: dict[str, Any] = {}
+        for part in found:
+            state.update(_state_dict_of(part))
+        return state
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return _strip_prefixes(load_file(str(path)))
+    loaded = torch.load(str(path), map_location="cpu", weights_only=True)
+    if isinstance(loaded, Mapping) and isinstance(loaded.get("model"), Mapping):
+        loaded = loaded["model"]
+    if not isinstance(loaded, Mapping):
+        raise ValueError(f"{path} does not hold a state dict")
+    return _strip_prefixes(loaded)
+
+
+@torch.no_grad()
+def forward_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    autocast: AutocastFactory | None = None,
+) -> torch.Tensor:
+    """Raw-policy log-prob of every token after the first: shape ``[batch, len - 1]``.
+
+    The reference computation behind the rollout's behaviour log-probs (no cache, one
+    forward pass over whole sequences), used to check them and by evaluation code.
+    """
+    context = autocast() if autocast is not None else contextlib.nullcontext()
+    with context:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return gather_logprobs(logits[:, :-1, :], input_ids[:, 1:])
+
+
+__all__ = [
+    "FINISH_EOS",
+    "FINISH_LENGTH",
+    "FINISH_STOP",
+    "Generation",
+    "TorchEngine",
+    "forward_logprobs",
+]
