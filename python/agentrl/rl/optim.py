@@ -1,0 +1,256 @@
+"""Optimisation: AdamW, cosine schedule, micro-batches, gradient accumulation, safe steps.
+
+One training step may be split into micro-batches (bounded activation memory) and an
+optimizer step may span several training steps (gradient accumulation). Two promises:
+
+- Micro-batching does not change the objective: each micro-batch's loss is weighted by
+  its share of the reduction's denominator (the second seed's rule: rows for
+  grpo/dr_grpo, tokens for bnpo; likewise for the other reductions), so the weighted
+  sum is the full-batch loss.
+- A step whose loss or gradient is not finite is skipped and reported, and nothing else
+  moves: the parameters, the optimizer state, the scheduler and the gradient already
+  accumulated from earlier steps stay exactly as they were. The gradient of earlier
+  steps is set aside while a step runs and added back only if the step was clean.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import CosineAnnealingLR
+
+__all__ = [
+    "OptimConfig",
+    "Optimization",
+    "StepReport",
+    "build_optimizer",
+    "build_scheduler",
+    "clip_and_step",
+    "merge_microbatch_metrics",
+    "microbatch_slices",
+    "microbatch_weights",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class OptimConfig:
+    """Optimizer options under the first seed's flag names and defaults."""
+
+    learning_rate: float = 2e-7
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    grad_clip: float = 0.5
+    accumulation_steps: int = 2
+    micro_batch_size: int = 0  # rows per micro-batch; 0 = the whole batch at once
+
+
+def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters, betas (0.9, 0.95) as in the seed."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(
+        params,
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        weight_decay=config.weight_decay,
+    )
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, total_steps: int, config: OptimConfig
+) -> CosineAnnealingLR:
+    """Cosine decay over the run's optimizer steps, down to a tenth of the peak rate."""
+    t_max = max(1, math.ceil(max(int(total_steps), 1) / max(1, config.accumulation_steps)))
+    return CosineAnnealingLR(optimizer, T_max=t_max, eta_min=config.learning_rate / 10)
+
+
+def microbatch_slices(num_rows: int, size: int) -> list[slice]:
+    """Consecutive row ranges of at most ``size`` rows (one range when size <= 0)."""
+    if size <= 0 or size >= num_rows:
+        return [slice(0, num_rows)]
+    return [slice(start, min(start + size, num_rows)) for start in range(0, num_rows, size)]
+
+
+def microbatch_weights(denominators: Sequence[float], total: float) -> list[float]:
+    """Weight of each micro-batch: its denominator over the whole batch's.
+
+    With loss_c = numerator_c / denominator_c, sum(weight_c * loss_c) = sum(numerator_c)
+    / total = the full-batch loss.
+    """
+    total = float(total)
+    if total <= 0:
+        raise ValueError("the batch denominator must be positive")
+    return [float(d) / total for d in denominators]
+
+
+def merge_microbatch_metrics(
+    parts: Sequence[tuple[dict[str, float], float, float]],
+) -> dict[str, float]:
+    """Combine (metrics, row share, token share) of each micro-batch into batch metrics.
+
+    Clip fractions and KL saturation are fractions of tokens, so they are averaged by
+    token share; ``*_max``/``*_min`` keys take the max/min; everything else by row share
+    (percentiles merged this way are an approximation).
+    """
+    merged: dict[str, float] = {}
+    for metrics, row_share, token_share in parts:
+        for key, value in metrics.items():
+            if key.endswith("_max") or key.endswith("_min"):
+                pick = max if key.endswith("_max") else min
+                merged[key] = pick(merged[key], value) if key in merged else value
+                continue
+            token_level = "clip_frac" in key or key.endswith("_saturation")
+            share = token_share if token_level else row_share
+            merged[key] = merged.get(key, 0.0) + share * float(value)
+    return merged
+
+
+def _params(model_or_params: torch.nn.Module | Sequence[torch.nn.Parameter]):
+    if isinstance(model_or_params, torch.nn.Module):
+        return [p for p in model_or_params.parameters() if p.requires_grad]
+    return list(model_or_params)
+
+
+def _grads_finite(params: Sequence[torch.nn.Parameter]) -> bool:
+    return all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)
+
+
+def clip_and_step(
+    params: Sequence[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    grad_clip: float,
+) -> tuple[bool, float]:
+    """Clip, then step optimizer and scheduler; on a non-finite gradient step nothing.
+
+    Returns (stepped, gradient norm before clipping). The gradient is cleared either way.
+    """
+    grad_norm = 0.0
+    if grad_clip > 0:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip).item())
+    if not math.isfinite(grad_norm) or not _grads_finite(params):
+        optimizer.zero_grad(set_to_none=True)
+        return False, grad_norm
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return True, grad_norm
+
+
+@dataclass
+class StepReport:
+    stepped: bool  # the optimizer moved the weights at the end of this step
+    skipped: str | None  # why this step's gradient was thrown away, if it was
+    grad_norm: float
+    loss: float  # sum of the weighted micro-batch losses that were back-propagated
+    opt_step: int
+    lr: float
+
+
+class Optimization:
+    """AdamW + cosine schedule + accumulation over training steps, with safe skipping.
+
+    Per training step: :meth:`begin`, then :meth:`backward` once per micro-batch with
+    its weight (stop when it returns False), then :meth:`finish`. The optimizer steps
+    after ``accumulation_steps`` clean training steps.
+    """
+
+    def __init__(self, model: torch.nn.Module, config: OptimConfig, total_steps: int) -> None:
+        self.config = config
+        self.params = _params(model)
+        self.optimizer = build_optimizer(model, config)
+        self.scheduler = build_scheduler(self.optimizer, total_steps, config)
+        self.opt_step = 0
+        self.pending = 0  # clean training steps accumulated since the last optimizer step
+        self._stash: list[torch.Tensor | None] | None = None
+        self._bad: str | None = None
+        self._loss = 0.0
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def begin(self) -> None:
+        """Set the gradient accumulated so far aside, so this step's can be judged alone."""
+        self._stash = [p.grad for p in self.params]
+        for p in self.params:
+            p.grad = None
+        self._bad, self._loss = None, 0.0
+
+    def backward(self, loss: torch.Tensor, weight: float = 1.0) -> bool:
+        """Back-propagate weight * loss / accumulation_steps; False if not finite (no backward)."""
+        if self._stash is None:
+            raise RuntimeError("Optimization.backward called outside begin()/finish()")
+        if self._bad is not None:
+            return False
+        if not bool(torch.isfinite(loss.detach()).all()):
+            self._bad = f"non-finite loss ({float(loss.detach().float().sum())})"
+            return False
+        scaled = loss * (float(weight) / max(1, self.config.accumulation_steps))
+        scaled.backward()
+        self._loss += float(loss.detach()) * float(weight)
+        return True
+
+    def finish(self, skip: str | None = None) -> StepReport:
+        """Keep or discard this step's gradient, then step the optimizer when a window is full.
+
+        ``skip`` discards the step for a caller's reason (e.g. the hard KL stop).
+        """
+        if self._stash is None:
+            raise RuntimeError("Optimization.finish called without begin()")
+        reason = skip or self._bad
+        if reason is None and not _grads_finite(self.params):
+            reason = "non-finite gradient"
+        stash, self._stash = self._stash, None
+        for p, old in zip(self.params, stash, strict=True):
+            if reason is not None:
+                p.grad = old
+            elif old is not None:
+                p.grad = old if p.grad is None else p.grad.add_(old)
+        if reason is not None:
+            logger.warning("training step skipped: %s", reason)
+            return StepReport(False, reason, 0.0, self._loss, self.opt_step, self.lr)
+        self.pending += 1
+        if self.pending < max(1, self.config.accumulation_steps):
+            return StepReport(False, None, 0.0, self._loss, self.opt_step, self.lr)
+        self.pending = 0
+        stepped, norm = clip_and_step(
+            self.params, self.optimizer, self.scheduler, self.config.grad_clip
+        )
+        if not stepped:
+            logger.warning("optimizer step skipped: non-finite accumulated gradient")
+            return StepReport(False, "non-finite gradient norm", norm, self._loss, self.opt_step,
+                              self.lr)  # fmt: skip
+        self.opt_step += 1
+        return StepReport(True, None, norm, self._loss, self.opt_step, self.lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume mid-run, accumulated gradient included."""
+        grads = None
+        if self.pending > 0:
+            grads = [None if p.grad is None else p.grad.detach().cpu().clone() for p in self.params]
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "opt_step": self.opt_step,
+            "pending": self.pending,
+            "pending_grads": grads,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.opt_step = int(state["opt_step"])
+        self.pending = int(state.get("pending", 0))
+        grads = state.get("pending_grads")
+        for i, p in enumerate(self.params):
+            g = grads[i] if grads else None
+            p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype).clone()
