@@ -25,6 +25,20 @@ def _has_nonfinite(model: torch.nn.Module) -> bool:
     return any(not torch.isfinite(p.detach()).all() for p in model.parameters())
 
 
+def _save_hf(model: torch.nn.Module, tokenizer: Any, directory: Path) -> None:
+    """save_pretrained for model and tokenizer, without transformers' per-shard progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(str(directory))
+        tokenizer.save_pretrained(str(directory))
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def publish_into(model: torch.nn.Module, tokenizer: Any, out_dir: Path) -> None:
     """Place model + tokenizer files directly in `out_dir`, next to files that must stay.
 
@@ -36,8 +50,7 @@ def publish_into(model: torch.nn.Module, tokenizer: Any, out_dir: Path) -> None:
     staging = out_dir / f".publish-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
-    model.save_pretrained(str(staging))
-    tokenizer.save_pretrained(str(staging))
+    _save_hf(model, tokenizer, staging)
     for item in staging.iterdir():
         os.replace(item, out_dir / item.name)
     staging.rmdir()
@@ -75,8 +88,7 @@ def save_checkpoint(
     tmp = root / f".tmp-step-{step:07d}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
+    _save_hf(model, tokenizer, tmp)
     torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     if final.exists():
         shutil.rmtree(final)

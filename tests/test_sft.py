@@ -1,0 +1,335 @@
+"""Supervised warm start: loss masks, batching, the loop, checkpoints, greedy tool eval."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from agentrl.chat import apply_chat_template
+from agentrl.models import load_policy
+from agentrl.models.tiny import TinySpec, build_model, build_tokenizer, demo_corpus
+from agentrl.sft import checkpoint as ckpt
+from agentrl.sft.data import (
+    Conversation,
+    LoadStats,
+    assistant_spans,
+    bucketed_batches,
+    build_examples,
+    collate,
+    read_conversations,
+)
+from agentrl.sft.evaluate import EvalTask, answer_region, exact_match, run_episodes
+from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
+from agentrl.sft.train import SFTConfig, lr_factor, masked_loss_sum, train_sft
+
+SPEC = TinySpec(
+    vocab_size=3072,
+    hidden_size=32,
+    num_layers=2,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=16,
+    intermediate_size=64,
+    corpus_tasks=150,
+)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer(SPEC, demo_corpus(SPEC.corpus_tasks, SPEC.corpus_seed))
+
+
+@pytest.fixture(scope="module")
+def env(tok):
+    return tool_env(tok)
+
+
+@pytest.fixture(scope="module")
+def demos():
+    return generated_demos(48, seed=5)
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+# ---- masks ----
+
+
+def test_mask_covers_exactly_the_assistant_turns(tok, env):
+    calls = [{"name": "calculate_math", "arguments": {"expression": "12*3"}}]
+    conv = Conversation(
+        [
+            {"role": "system", "content": "Use tools."},
+            {"role": "user", "content": "Compute 12*3."},
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "content": '{"value":36.0,"result":"36"}'},
+            {"role": "assistant", "content": "<answer>36</answer>"},
+        ]
+    )
+    (example,) = build_examples([conv], tok, env.render, max_len=512)
+    runs, current = [], []
+    for token, flag in zip(example.input_ids, example.loss_mask, strict=True):
+        if flag:
+            current.append(token)
+        elif current:
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    decoded = [tok.decode(r) for r in runs]
+    assert decoded == [
+        '<tool_call>\n{"name": "calculate_math", "arguments": {"expression": "12*3"}}\n'
+        "</tool_call><|im_end|>",
+        "<answer>36</answer><|im_end|>",
+    ]
+    # Everything else (prompt, generation prompts, tool response) is context only.
+    full = tok.decode(example.input_ids)
+    assert full == env.render(conv.messages, None, False)
+
+
+def test_piecewise_tokens_match_what_generation_sees(tok, env, demos):
+    conv = demos[0]
+    (example,) = build_examples([conv], tok, env.render, max_len=1024)
+    first = example.loss_mask.index(1)
+    prompt = env.render(conv.messages[:2], conv.tools, True)
+    assert example.input_ids[:first] == tok(prompt, add_special_tokens=False)["input_ids"]
+
+
+def test_template_that_rewrites_history_gives_one_example_per_turn(tok):
+    def forgetful(messages, tools, generation):
+        # Like Qwen3's template: assistant turns before the last user turn lose their
+        # content, so the full conversation no longer extends each turn's prefix.
+        last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+        kept = [
+            {**m, "content": "..."} if m["role"] == "assistant" and i < last_user else m
+            for i, m in enumerate(messages)
+        ]
+        return apply_chat_template(tok, kept, tools, add_generation_prompt=generation)
+
+    conv = Conversation(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "first"},
+            {"role": "user", "content": "b"},
+            {"role": "assistant", "content": "second"},
+        ]
+    )
+    pieces = assistant_spans(conv, forgetful, tok.eos_token)
+    assert len(pieces) == 2
+    assert [text[s:e] for text, ((s, e),) in pieces] == ["first<|im_end|>", "second<|im_end|>"]
+
+
+def test_bad_demonstration_lines_are_counted_by_reason(tmp_path):
+    good = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+    lines = [
+        json.dumps(good),
+        "{broken",
+        json.dumps([1, 2]),
+        json.dumps({"messages": []}),
+        json.dumps({"messages": [{"role": "user", "content": "only a prompt"}]}),
+        json.dumps({"messages": [{"role": "wizard", "content": "x"}]}),
+        json.dumps({**good, "tools": "{not json"}),
+    ]
+    path = tmp_path / "demos.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    stats = LoadStats()
+    convs = read_conversations([path], stats)
+    assert len(convs) == 1 and convs[0].messages[1] == {"role": "assistant", "content": "yo"}
+    assert stats.loaded == 7 and stats.kept == 1
+    assert dict(stats.dropped) == {
+        "bad_json": 1,
+        "not_an_object": 1,
+        "no_messages": 1,
+        "no_assistant_turn": 1,
+        "unknown_role": 1,
+        "bad_tools": 1,
+    }
+
+
+def test_too_long_examples_are_dropped_and_counted(tok, env, demos):
+    stats = LoadStats()
+    kept = build_examples(demos[:5], tok, env.render, max_len=40, stats=stats)
+    assert kept == [] and stats.dropped["too_long"] == 5
+
+
+# ---- batching ----
+
+
+def test_buckets_respect_the_token_budget_and_cover_every_example():
+    lengths = [5, 50, 7, 48, 6, 49, 30, 31] * 5
+    batches = bucketed_batches(lengths, batch_tokens=100, max_batch=4, seed=3)
+    seen = sorted(i for b in batches for i in b)
+    assert seen == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) <= 4
+        assert len(b) == 1 or max(lengths[i] for i in b) * len(b) <= 100
+    assert batches == bucketed_batches(lengths, batch_tokens=100, max_batch=4, seed=3)
+    assert batches != bucketed_batches(lengths, batch_tokens=100, max_batch=4, seed=4)
+
+
+def test_collate_pads_without_loss(tok, env, demos):
+    examples = build_examples(demos[:3], tok, env.render, max_len=1024)
+    batch = collate(examples, pad_id=0)
+    for row, ex in enumerate(examples):
+        n = len(ex)
+        assert batch["attention_mask"][row, n:].sum() == 0
+        assert batch["loss_mask"][row, n:].sum() == 0
+        assert batch["loss_mask"][row, :n].tolist() == ex.loss_mask
+
+
+def test_loss_counts_only_masked_next_tokens(tok, env, demos):
+    torch.manual_seed(0)
+    model = build_model(SPEC, len(tok))
+    examples = build_examples(demos[:4], tok, env.render, max_len=1024)
+    batch = collate(examples, pad_id=0)
+    got = masked_loss_sum(model, batch)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    sel = batch["loss_mask"][:, 1:].bool()
+    want = torch.nn.functional.cross_entropy(
+        logits[:, :-1][sel], batch["input_ids"][:, 1:][sel], reduction="sum"
+    )
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    values = [lr_factor(s, total=100, warmup=10, min_ratio=0.1) for s in range(101)]
+    assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
+    assert values[10] == pytest.approx(1.0) and values[100] == pytest.approx(0.1)
+    assert all(a >= b for a, b in itertools.pairwise(values[10:]))
+
+
+# ---- training loop and checkpoints ----
+
+
+def _config(out: Path, **overrides) -> SFTConfig:
+    base = dict(
+        output_dir=str(out), steps=24, batch_tokens=4096, max_batch=16, lr=1e-2,
+        warmup_steps=4, eval_interval=0, save_interval=0, log_interval=4, progress=False,
+    )  # fmt: skip
+    base.update(overrides)
+    return SFTConfig(**base)
+
+
+def test_short_sft_run_lowers_the_loss(tmp_path, tok, env, demos):
+    examples = build_examples(demos, tok, env.render, max_len=1024)
+    model = build_model(SPEC, len(tok))
+    result = train_sft(model, tok, examples, [], env, _config(tmp_path), log=_quiet)
+    records = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert result.steps == 24 and len(losses) == 6
+    assert losses[-1] < 0.6 * losses[0]
+    # The published directory is an ordinary HF model dir that load_policy reads.
+    loaded, _ = load_policy(str(tmp_path), device="cpu")
+    ids = torch.tensor([examples[0].input_ids])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, model.eval()(ids).logits)
+
+
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tok, env, demos):
+    examples = build_examples(demos, tok, env.render, max_len=1024)
+    whole = build_model(SPEC, len(tok))
+    train_sft(whole, tok, examples, [], env, _config(tmp_path / "a", steps=8), log=_quiet)
+    part = build_model(SPEC, len(tok))
+    cfg = _config(tmp_path / "b", steps=8, stop_after=4)
+    train_sft(part, tok, examples, [], env, cfg, log=_quiet)
+    resumed = build_model(SPEC, len(tok))  # fresh weights: all state must come from disk
+    cfg = _config(tmp_path / "b", steps=8, resume=True)
+    train_sft(resumed, tok, examples, [], env, cfg, log=_quiet)
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+    steps = [
+        json.loads(x)["step"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == [4, 8]
+
+
+def test_checkpoints_are_atomic_and_pruned(tmp_path, tok):
+    model = build_model(SPEC, len(tok))
+    for step in (1, 2, 3):
+        ckpt.save_checkpoint(tmp_path, step, model, tok, {"x": step}, keep_last=2)
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["step-0000002", "step-0000003"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    # A half-written directory (no trainer state) is never picked up for resume.
+    (tmp_path / "step-0000009").mkdir()
+    assert ckpt.list_checkpoints(tmp_path)[-1].name == "step-0000003"
+    with torch.no_grad():
+        next(model.parameters())[0, 0] = float("nan")
+    assert ckpt.save_checkpoint(tmp_path, 4, model, tok, {}) is None
+
+
+# ---- greedy tool-use evaluation ----
+
+
+class ScriptedLM(torch.nn.Module):
+    """Stands in for a model: answers each turn with a fixed text, greedily 'generated'."""
+
+    def __init__(self, tokenizer, replies):
+        super().__init__()
+        self.anchor = torch.nn.Parameter(torch.zeros(1))
+        self.tok, self.replies, self.calls = tokenizer, replies, 0
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **_):
+        reply = self.replies[min(self.calls, len(self.replies) - 1)]
+        self.calls += 1
+        new = self.tok(reply, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
+        rows = [torch.cat([row, torch.tensor(new[:max_new_tokens])]) for row in input_ids]
+        return torch.stack(rows)
+
+
+def test_tool_loop_runs_tools_and_scores_the_final_answer(tok, env):
+    call = (
+        '<tool_call>\n{"name": "calculate_math", "arguments": {"expression": "6*7"}}\n</tool_call>'
+    )
+    task = EvalTask([{"role": "user", "content": "Compute 6*7."}], None, ["42"])
+    lm = ScriptedLM(tok, [call, "<answer>42</answer>"])
+    (episode,) = run_episodes(lm, tok, [task], env.render, env.parse_calls, env.run_tool)
+    assert episode.finished and episode.exact
+    assert [e["result"]["result"] for e in episode.tool_events] == ["42"]
+    assert episode.messages[-1] == {"role": "tool", "content": '{"value":42.0,"result":"42"}'}
+    wrong = ScriptedLM(tok, [call, "<answer>41</answer>"])
+    (episode,) = run_episodes(wrong, tok, [task], env.render, env.parse_calls, env.run_tool)
+    assert episode.finished and not episode.exact
+
+
+def test_episode_stops_after_max_turns(tok, env):
+    call = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "1+1"}}</tool_call>'
+    task = EvalTask([{"role": "user", "content": "loop"}], None, ["2"])
+    lm = ScriptedLM(tok, [call])
+    (episode,) = run_episodes(
+        lm, tok, [task], env.render, env.parse_calls, env.run_tool, max_turns=3
+    )
+    assert not episode.finished and len(episode.turns) == 3 and len(episode.tool_events) == 3
+
+
+@pytest.mark.parametrize(
+    ("completion", "gt", "expected"),
+    [
+        ("<answer>36, 2.5</answer>", ["36", "2.5"], True),
+        ("<answer>2.5, 36</answer>", ["36", "2.5"], False),  # order matters
+        ("<answer>36</answer>", ["36", "2.5"], False),  # count matters
+        ("<answer>1,234</answer>", ["1234"], True),
+        ("<tool_call>{}</tool_call>\n<answer>7</answer>", ["7"], True),
+        ("The result is 7.", ["7"], True),  # no tag: the whole cleaned text
+        ("<answer>2025-03-07 14:30:00</answer>", ["2025-03-07 14:30:00"], True),
+        ("<answer>14:30</answer>", ["2025-03-07 14:30:00"], False),
+    ],
+)
+def test_exact_match_follows_the_seed_rule(completion, gt, expected):
+    assert exact_match(completion, gt) is expected
+
+
+def test_answer_region_ignores_tool_blocks_and_thinking():
+    text = "<think>x</think><tool_response>9</tool_response>\n<answer> 5 </answer>"
+    assert answer_region(text) == "5"
+
+
+def test_heldout_tasks_avoid_training_prompts(demos):
+    heldout = generated_heldout(30, exclude=demos)
+    train_texts = {m["content"] for c in demos for m in c.messages if m["role"] == "user"}
+    assert len(heldout) == 30
+    assert all(t.messages[-1]["content"] not in train_texts for t in heldout)
+    assert heldout[0].messages[0]["role"] == "system"  # same instruction RL prompts carry
