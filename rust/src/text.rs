@@ -77,6 +77,11 @@ pub fn is_py_digit(c: char) -> bool {
     if cp < 0x80 {
         return c.is_ascii_digit();
     }
+    // Quick rejections for the common non-ASCII text: Latin, Greek, Cyrillic, ... below the
+    // first non-ASCII block, and CJK, kana and Hangul, which lie in gaps between blocks.
+    if cp < 0x660 || (0x1C5A..0xA620).contains(&cp) || (0xABFA..0xFF10).contains(&cp) {
+        return false;
+    }
     // The last block starting at or before `cp` is the only one that can contain it.
     let idx = DIGIT_BLOCKS.partition_point(|&start| start <= cp);
     if idx == 0 {

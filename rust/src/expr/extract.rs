@@ -35,18 +35,86 @@
 
 use std::collections::HashSet;
 
-use super::{canonicalize, safe_eval};
-use crate::text::{
-    is_py_digit, is_py_space, py_rstrip, py_strip, translate_fullwidth, translate_fullwidth_char,
-};
+use super::{canonicalize, safe_eval_chars};
+use crate::text::{is_py_digit, is_py_space, translate_fullwidth_char};
 
 /// "No match" in the position tables.
 const FAIL: u32 = u32::MAX;
 
-/// Characters `(?i)[A-Za-z0-9_]` matches in Python: ASCII word characters plus the four
-/// non-ASCII letters whose simple case mapping lands in ASCII (found by brute force).
-fn is_ascii_word_ci(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '\u{130}' | '\u{131}' | '\u{17F}' | '\u{212A}')
+// Character classes the pattern distinguishes, computed once per character.
+/// `\s`.
+const SPACE: u8 = 1;
+/// `\d` (Unicode decimal digit).
+const DIGIT: u8 = 2;
+/// A `\d` outside ASCII: the lookarounds' `[A-Za-z0-9_]` does not match it.
+const WIDE_DIGIT: u8 = 4;
+/// `(?i)[A-Za-z0-9_]`, the class of both lookarounds.
+const WORD: u8 = 8;
+const OPEN: u8 = 16;
+const CLOSE: u8 = 32;
+/// A single-character operator `[+\-*/×÷^%]`.
+const OPERATOR: u8 = 64;
+/// Can start a function name under IGNORECASE (`s c t l e a r`, either case, and `ſ`).
+const NAME_START: u8 = 128;
+
+const fn ascii_classes() -> [u8; 128] {
+    let mut table = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        let c = i as u8;
+        let mut class = 0;
+        if matches!(c, b'\t'..=b'\r' | 0x1C..=b' ') {
+            class |= SPACE;
+        }
+        if c.is_ascii_digit() {
+            class |= DIGIT;
+        }
+        if c.is_ascii_alphanumeric() || c == b'_' {
+            class |= WORD;
+        }
+        if matches!(
+            c.to_ascii_lowercase(),
+            b's' | b'c' | b't' | b'l' | b'e' | b'a' | b'r'
+        ) {
+            class |= NAME_START;
+        }
+        if matches!(c, b'+' | b'-' | b'*' | b'/' | b'^' | b'%') {
+            class |= OPERATOR;
+        }
+        if c == b'(' {
+            class |= OPEN;
+        }
+        if c == b')' {
+            class |= CLOSE;
+        }
+        table[i] = class;
+        i += 1;
+    }
+    table
+}
+
+const ASCII_CLASSES: [u8; 128] = ascii_classes();
+
+fn classify(c: char) -> u8 {
+    if c.is_ascii() {
+        return ASCII_CLASSES[c as usize];
+    }
+    // CJK, kana and Hangul (the bulk of non-ASCII input) belong to no class.
+    let cp = u32::from(c);
+    if (0x3001..0xA620).contains(&cp) || (0xAC00..0xFF00).contains(&cp) {
+        return 0;
+    }
+    match c {
+        // Under IGNORECASE, `ſ` matches `s` (so it can start `sqrt`/`sin`), `İ` and `ı`
+        // match `i`, and the Kelvin sign matches `k` (found by brute force over all code
+        // points).
+        '\u{17F}' => WORD | NAME_START,
+        '\u{130}' | '\u{131}' | '\u{212A}' => WORD,
+        '×' | '÷' => OPERATOR,
+        _ if is_py_space(c) => SPACE,
+        _ if is_py_digit(c) => DIGIT | WIDE_DIGIT,
+        _ => 0,
+    }
 }
 
 /// The ASCII lowercase letter a character matches under IGNORECASE, for the letters of the
@@ -64,21 +132,17 @@ fn ci_letter(c: char) -> Option<char> {
 
 const FUNCTION_NAMES: [&str; 8] = ["sqrt", "sin", "cos", "tan", "log", "exp", "abs", "round"];
 
-fn is_operator_char(c: char) -> bool {
-    matches!(c, '+' | '-' | '*' | '/' | '×' | '÷' | '^' | '%')
-}
-
 /// Position tables over the (full-width translated) text; see the module documentation.
 struct Scanner<'a> {
     chars: &'a [char],
-    /// First index `>= i` that is not whitespace.
-    space_end: Vec<u32>,
-    /// First index `>= i` that is not a `\d` digit.
-    digit_end: Vec<u32>,
-    /// First index `>= i` holding `(` or `)`, or the text length.
-    paren_next: Vec<u32>,
+    /// `classify` of every character, plus a 0 sentinel at the end.
+    class: Vec<u8>,
+    /// For whitespace or a digit at `i`: the end of its run of whitespace or digits.
+    run_end: Vec<u32>,
+    /// First index `> i` holding `(` or `)`, or the text length (used after a `(`).
+    paren_after: Vec<u32>,
     /// For a digit at `i`: the last index `>= i` of its run holding a non-ASCII digit.
-    last_unicode_digit: Vec<u32>,
+    last_wide_digit: Vec<u32>,
     /// `next(q)` for every `q` just after a digit or `)`; `FAIL` elsewhere.
     next: Vec<u32>,
 }
@@ -86,56 +150,52 @@ struct Scanner<'a> {
 impl<'a> Scanner<'a> {
     fn new(chars: &'a [char]) -> Self {
         let n = chars.len();
+        let mut class: Vec<u8> = chars.iter().map(|&c| classify(c)).collect();
+        class.push(0);
         let mut scanner = Scanner {
             chars,
-            space_end: vec![0; n + 1],
-            digit_end: vec![0; n + 1],
-            paren_next: vec![0; n + 1],
-            last_unicode_digit: vec![FAIL; n + 1],
+            class,
+            run_end: vec![0; n + 1],
+            paren_after: vec![0; n + 1],
+            last_wide_digit: vec![FAIL; n + 1],
             next: vec![FAIL; n + 1],
         };
         let end = pos(n);
-        scanner.space_end[n] = end;
-        scanner.digit_end[n] = end;
-        scanner.paren_next[n] = end;
-        for i in (0..=n).rev() {
-            if i < n {
-                let c = chars[i];
-                let here = pos(i);
-                scanner.space_end[i] = if is_py_space(c) {
-                    scanner.space_end[i + 1]
+        scanner.run_end[n] = end;
+        scanner.paren_after[n] = end;
+        let mut paren_seen = end;
+        for i in (0..n).rev() {
+            let here = pos(i);
+            let c = scanner.class[i];
+            let c_next = scanner.class[i + 1];
+            let same_run = c & c_next & (SPACE | DIGIT) != 0;
+            scanner.run_end[i] = if same_run {
+                scanner.run_end[i + 1]
+            } else if c & (SPACE | DIGIT) != 0 {
+                here + 1
+            } else {
+                here
+            };
+            scanner.paren_after[i] = paren_seen;
+            if c & (OPEN | CLOSE) != 0 {
+                paren_seen = here;
+            }
+            if c & DIGIT != 0 {
+                let later = if c_next & DIGIT != 0 {
+                    scanner.last_wide_digit[i + 1]
                 } else {
-                    here
+                    FAIL
                 };
-                let digit = is_py_digit(c);
-                scanner.digit_end[i] = if digit {
-                    scanner.digit_end[i + 1]
-                } else {
-                    here
-                };
-                scanner.paren_next[i] = if c == '(' || c == ')' {
+                scanner.last_wide_digit[i] = if later == FAIL && c & WIDE_DIGIT != 0 {
                     here
                 } else {
-                    scanner.paren_next[i + 1]
+                    later
                 };
-                if digit {
-                    let later = if i + 1 < n && is_py_digit(chars[i + 1]) {
-                        scanner.last_unicode_digit[i + 1]
-                    } else {
-                        FAIL
-                    };
-                    scanner.last_unicode_digit[i] = if later != FAIL {
-                        later
-                    } else if !c.is_ascii() {
-                        here
-                    } else {
-                        FAIL
-                    };
-                }
             }
             // Boundaries are only ever queried just after an atom: after a digit or ')'.
-            if i > 0 && (is_py_digit(chars[i - 1]) || chars[i - 1] == ')') {
-                scanner.next[i] = scanner.compute_next(i);
+            // `next` at i+1 only needs entries to its right, all filled by now.
+            if c & (DIGIT | CLOSE) != 0 {
+                scanner.next[i + 1] = scanner.compute_next(i + 1);
             }
         }
         scanner
@@ -145,21 +205,31 @@ impl<'a> Scanner<'a> {
         self.chars.get(i).copied()
     }
 
+    fn has(&self, i: usize, class: u8) -> bool {
+        self.class.get(i).is_some_and(|&c| c & class != 0)
+    }
+
+    /// First index `>= i` that is not whitespace.
+    fn skip_spaces(&self, i: usize) -> usize {
+        if self.has(i, SPACE) {
+            self.run_end[i] as usize
+        } else {
+            i
+        }
+    }
+
     /// The lookahead `(?![A-Za-z0-9_])` at `q`.
     fn lookahead_ok(&self, q: usize) -> bool {
-        self.at(q).is_none_or(|c| !is_ascii_word_ci(c))
+        !self.has(q, WORD)
     }
 
     /// `after(q)`: continue with more iterations if possible, else stop at `q`.
-    fn after(&self, q: u32) -> u32 {
-        if q == FAIL {
-            return FAIL;
-        }
-        let next = self.next[q as usize];
+    fn after(&self, q: usize) -> u32 {
+        let next = self.next[q];
         if next != FAIL {
             next
-        } else if self.lookahead_ok(q as usize) {
-            q
+        } else if self.lookahead_ok(q) {
+            pos(q)
         } else {
             FAIL
         }
@@ -167,27 +237,25 @@ impl<'a> Scanner<'a> {
 
     /// `next(q)`: `\s* OP \s* ATOM` from `q`, followed by `after` of the atom's end.
     fn compute_next(&self, q: usize) -> u32 {
-        let s = self.space_end[q] as usize;
-        let Some(c) = self.at(s) else {
+        let s = self.skip_spaces(q);
+        if !self.has(s, OPERATOR) {
             return FAIL;
-        };
+        }
+        let c = self.chars[s];
         let op_len = if (c == '*' || c == '/') && self.at(s + 1) == Some(c) {
             2
-        } else if is_operator_char(c) {
-            1
         } else {
-            return FAIL;
+            1
         };
         // When `**` or `//` fails, the engine retries a single `*` or `/`; the atom would
         // then have to start at the second `*` or `/`, which no atom can.
-        let r = self.space_end[s + op_len] as usize;
-        self.iteration_atom(r)
+        self.iteration_atom(self.skip_spaces(s + op_len))
     }
 
     /// End of `[^()]+ \)` after an opening parenthesis at `open`, if there is one.
     fn paren_body_end(&self, open: usize) -> Option<usize> {
-        let close = self.paren_next[open + 1] as usize;
-        (close > open + 1 && self.at(close) == Some(')')).then_some(close + 1)
+        let close = self.paren_after[open] as usize;
+        (close > open + 1 && self.has(close, CLOSE)).then_some(close + 1)
     }
 
     /// Length of a function name (matched case-insensitively) starting at `r`.
@@ -203,12 +271,15 @@ impl<'a> Scanner<'a> {
 
     /// End of a function-call or parenthesised atom starting at `r`.
     fn paren_atom_end(&self, r: usize) -> Option<usize> {
-        if self.at(r) == Some('(') {
+        if self.has(r, OPEN) {
             return self.paren_body_end(r);
         }
+        if !self.has(r, NAME_START) {
+            return None;
+        }
         let name_len = self.function_name_len(r)?;
-        let open = self.space_end[r + name_len] as usize;
-        if self.at(open) == Some('(') {
+        let open = self.skip_spaces(r + name_len);
+        if self.has(open, OPEN) {
             self.paren_body_end(open)
         } else {
             None
@@ -223,13 +294,12 @@ impl<'a> Scanner<'a> {
         } else {
             r
         };
-        if !self.at(first).is_some_and(is_py_digit) {
+        if !self.has(first, DIGIT) {
             return None;
         }
-        let int_end = self.digit_end[first] as usize;
-        let has_fraction =
-            self.at(int_end) == Some('.') && self.at(int_end + 1).is_some_and(is_py_digit);
-        let frac_end = has_fraction.then(|| self.digit_end[int_end + 1] as usize);
+        let int_end = self.run_end[first] as usize;
+        let has_fraction = self.at(int_end) == Some('.') && self.has(int_end + 1, DIGIT);
+        let frac_end = has_fraction.then(|| self.run_end[int_end + 1] as usize);
         Some((first, int_end, frac_end))
     }
 
@@ -237,7 +307,7 @@ impl<'a> Scanner<'a> {
     /// lookahead holds (the next digit is not ASCII).
     fn shorter_digit_end(&self, run_start: usize, run_end: usize) -> u32 {
         if run_start + 1 < run_end {
-            self.last_unicode_digit[run_start + 1]
+            self.last_wide_digit[run_start + 1]
         } else {
             FAIL
         }
@@ -247,14 +317,14 @@ impl<'a> Scanner<'a> {
     /// a complete match, and where that match ends.
     fn iteration_atom(&self, r: usize) -> u32 {
         if let Some(end) = self.paren_atom_end(r) {
-            return self.after(pos(end));
+            return self.after(end);
         }
         let Some((first, int_end, frac_end)) = self.number_parts(r) else {
             return FAIL;
         };
         match frac_end {
             Some(frac_end) => {
-                let full = self.after(pos(frac_end));
+                let full = self.after(frac_end);
                 if full != FAIL {
                     return full;
                 }
@@ -262,10 +332,10 @@ impl<'a> Scanner<'a> {
                 if shorter != FAIL {
                     return shorter;
                 }
-                self.after(pos(int_end))
+                self.after(int_end)
             }
             None => {
-                let full = self.after(pos(int_end));
+                let full = self.after(int_end);
                 if full != FAIL {
                     return full;
                 }
@@ -277,7 +347,7 @@ impl<'a> Scanner<'a> {
     /// The match starting at `p`, if any: the lookbehind, a first atom, then `next` of its
     /// end (only the longest end of a number can be followed by an operator).
     fn match_at(&self, p: usize) -> u32 {
-        if p > 0 && is_ascii_word_ci(self.chars[p - 1]) {
+        if p > 0 && self.has(p - 1, WORD) {
             return FAIL;
         }
         let end = if let Some(end) = self.paren_atom_end(p) {
@@ -313,17 +383,32 @@ fn pos(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(FAIL - 1)
 }
 
-/// The seed's `_strip_expr_edges`: trim whitespace and sentence punctuation, then drop
-/// characters from the right while there are more `)` than `(`.
-pub fn strip_expression_edges(s: &str) -> String {
-    const EDGE_PUNCTUATION: &str = " \t\r\n:;,.?？!！、，。；：";
-    let translated = translate_fullwidth(s);
-    let trimmed = py_strip(&translated).trim_matches(|c| EDGE_PUNCTUATION.contains(c));
-    let mut opens = trimmed.chars().filter(|&c| c == '(').count();
-    let mut closes = trimmed.chars().filter(|&c| c == ')').count();
-    let mut kept = trimmed;
+/// The characters the seed strips from both ends after the whitespace.
+const EDGE_PUNCTUATION: [char; 17] = [
+    ' ', '\t', '\r', '\n', ':', ';', ',', '.', '?', '？', '!', '！', '、', '，', '。', '；', '：',
+];
+
+fn trim_start_by(s: &[char], strip: impl Fn(char) -> bool) -> &[char] {
+    let skip = s.iter().take_while(|&&c| strip(c)).count();
+    &s[skip..]
+}
+
+fn trim_end_by(s: &[char], strip: impl Fn(char) -> bool) -> &[char] {
+    let keep = s.len() - s.iter().rev().take_while(|&&c| strip(c)).count();
+    &s[..keep]
+}
+
+/// The seed's `_strip_expr_edges` on already translated characters: `strip()`, then strip
+/// sentence punctuation, then drop characters from the right while there are more `)` than
+/// `(` (counting once and updating as characters go, so it stays linear).
+fn strip_edges(span: &[char]) -> &[char] {
+    let s = trim_end_by(trim_start_by(span, is_py_space), is_py_space);
+    let is_edge = |c: char| EDGE_PUNCTUATION.contains(&c);
+    let mut s = trim_end_by(trim_start_by(s, is_edge), is_edge);
+    let mut opens = s.iter().filter(|&&c| c == '(').count();
+    let mut closes = s.iter().filter(|&&c| c == ')').count();
     while closes > opens {
-        let Some(last) = kept.chars().next_back() else {
+        let Some((&last, rest)) = s.split_last() else {
             break;
         };
         match last {
@@ -331,18 +416,26 @@ pub fn strip_expression_edges(s: &str) -> String {
             '(' => opens -= 1,
             _ => {}
         }
-        kept = py_rstrip(&kept[..kept.len() - last.len_utf8()]);
+        s = trim_end_by(rest, is_py_space);
     }
-    kept.to_string()
+    s
 }
 
-/// The seed's `_candidate_has_real_operator`: an operator other than a leading sign.
-fn has_binary_operator(expr: &str) -> bool {
-    let canonical = canonicalize(expr);
-    let rest = canonical
-        .strip_prefix(['+', '-'])
-        .unwrap_or(canonical.as_str());
-    rest.contains(['+', '-', '*', '/', '%'])
+/// The seed's `_strip_expr_edges` (full-width translation included).
+pub fn strip_expression_edges(s: &str) -> String {
+    let chars: Vec<char> = s.chars().map(translate_fullwidth_char).collect();
+    strip_edges(&chars).iter().collect()
+}
+
+/// The seed's `_candidate_has_real_operator` on translated characters: the canonical form
+/// (whitespace dropped, `^` read as `**`) has an operator other than a leading sign.
+fn has_binary_operator(expr: &[char]) -> bool {
+    let mut visible = expr.iter().copied().filter(|&c| !is_py_space(c));
+    let mut rest = visible.clone();
+    if matches!(visible.next(), Some('+' | '-')) {
+        rest = visible;
+    }
+    rest.any(|c| matches!(c, '+' | '-' | '*' | '/' | '%' | '^'))
 }
 
 /// The seed's `extract_arithmetic_expressions`: validated expressions in text order, at
@@ -354,12 +447,14 @@ pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
     let wanted = usize::try_from(max_exprs.max(1)).unwrap_or(usize::MAX);
     let mut candidates: Vec<String> = Vec::new();
     for (start, end) in scanner.spans() {
-        let span: String = chars[start..end].iter().collect();
-        let expr = strip_expression_edges(&span);
-        if expr.is_empty() || !has_binary_operator(&expr) || safe_eval(&expr).is_err() {
+        let expr = strip_edges(&chars[start..end]);
+        if expr.is_empty()
+            || !has_binary_operator(expr)
+            || safe_eval_chars(expr.iter().copied()).is_err()
+        {
             continue;
         }
-        candidates.push(expr);
+        candidates.push(expr.iter().collect());
         if candidates.len() >= wanted {
             break;
         }
@@ -466,14 +561,22 @@ mod tests {
         assert_eq!(strip_expression_edges("(1+2) )"), "(1+2)");
         assert_eq!(strip_expression_edges("1+2 ) "), "1+2");
         assert_eq!(strip_expression_edges("?!"), "");
+        // Whitespace first, punctuation second: a vertical tab behind a dot survives.
+        assert_eq!(strip_expression_edges(" \u{b}. \u{b}1"), "\u{b}1");
+        assert_eq!(strip_expression_edges("）1+2）"), "");
+        assert_eq!(strip_expression_edges("(1+2)) 3)"), "(1+2)");
     }
 
     #[test]
     fn binary_operator_check_ignores_a_leading_sign() {
-        assert!(!has_binary_operator("-5"));
-        assert!(has_binary_operator("-5-1"));
-        assert!(has_binary_operator("2^3"));
-        assert!(!has_binary_operator("(5)"));
+        let check = |s: &str| has_binary_operator(&s.chars().collect::<Vec<_>>());
+        assert!(!check("-5"));
+        assert!(!check(" -5"));
+        assert!(check("-5-1"));
+        assert!(check("--5"));
+        assert!(check("2^3"));
+        assert!(check("^3"));
+        assert!(!check("(5)"));
     }
 
     #[test]

@@ -102,9 +102,12 @@ fn push_canonical(out: &mut String, c: char) {
 
 /// The canonical form as characters, or `None` as soon as it exceeds `max_chars` (so that a
 /// megabyte of input costs only as much as its first few hundred characters).
-fn canonical_chars_bounded(s: &str, max_chars: usize) -> Option<Vec<char>> {
+fn canonical_chars_bounded(
+    chars: impl Iterator<Item = char>,
+    max_chars: usize,
+) -> Option<Vec<char>> {
     let mut out = Vec::new();
-    for c in s.chars().map(translate_fullwidth_char) {
+    for c in chars.map(translate_fullwidth_char) {
         if c == '^' {
             out.extend(['*', '*']);
         } else if !is_py_space(c) {
@@ -140,6 +143,11 @@ fn is_date_like(chars: &[char]) -> bool {
 
 /// Evaluate an arithmetic expression exactly as the seed's `safe_eval_math` does.
 pub fn safe_eval(s: &str) -> Result<f64, EvalError> {
+    safe_eval_chars(s.chars())
+}
+
+/// [`safe_eval`] on a sequence of characters (saves building a string during extraction).
+pub(crate) fn safe_eval_chars(s: impl Iterator<Item = char>) -> Result<f64, EvalError> {
     let chars = canonical_chars_bounded(s, MAX_EXPRESSION_CHARS).ok_or_else(|| {
         EvalError::whole(
             ErrorKind::TooLong,
