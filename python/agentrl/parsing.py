@@ -1,11 +1,15 @@
 """Text parsing and safe arithmetic, backed by the Rust core (`agentrl._core`).
 
-These functions are the reward's contract: they reproduce the seed trainer's behaviour
+Most functions here are the reward's contract: they reproduce the seed trainer's behaviour
 exactly (see tests/test_golden_parsing.py) while running in linear time on any input.
+`parse_message` is the exception: the lenient multi-format parser the rollout loop uses to
+decide which calls to execute.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl import _core
@@ -35,14 +39,76 @@ def extract_expressions(text: str, max_exprs: int = 8) -> list[str]:
 
 
 def parse_tool_calls(text: str) -> list[dict[str, Any]]:
-    """Seed-compatible tool-call parsing: tagged JSON blocks, else function-style calls."""
+    """Seed-compatible tool-call parsing: tagged JSON blocks, else function-style calls.
+
+    Each entry is the seed's dict: ``name``, ``arguments``, ``canonical`` (and
+    ``parse_error`` for a tagged block that is not a usable JSON object).
+    """
     return _core.parse_tool_calls(text)
 
 
+MESSAGE_FORMATS: tuple[str, ...] = ("hermes", "json", "llama3", "mistral", "deepseek", "pythonic")
+"""Call formats `parse_message` knows; pass a subset as ``formats`` to look for fewer."""
+
+
+@dataclass(frozen=True)
+class ParsedMessage:
+    """A model message taken apart: what to show, what the model thought, what to run.
+
+    ``calls`` are ``{"name": str, "arguments": dict}`` plus ``"unknown_tool": True`` when
+    tools were declared and the name is not one of them; ``errors`` hold one
+    ``{"format", "reason", "offset", "text"}`` per refused block, so the model can be told.
+    """
+
+    content: str
+    reasoning: str | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _tool_name(tool: Any) -> str:
+    """The name of a declared tool given as a name, a schema dict or a tool object."""
+    if isinstance(tool, str):
+        return tool
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        if isinstance(name, str):
+            return name
+        raise ValueError(f"tool schema without a string name: {tool!r}")
+    name = getattr(tool, "name", None)
+    if isinstance(name, str):
+        return name
+    raise TypeError(f"cannot read a tool name from {type(tool).__name__}")
+
+
+def parse_message(
+    text: str,
+    tools: Iterable[Any] | None = None,
+    formats: Iterable[str] | str | None = None,
+) -> ParsedMessage:
+    """Content, reasoning, tool calls and refused blocks of one model message.
+
+    ``tools`` are the episode's declared tools (names, OpenAI-style schemas, or objects with
+    a ``name``); with them, unknown names are flagged and fenced JSON or pythonic lists
+    count only when they name a declared tool. ``formats`` restricts the formats looked for
+    (see `MESSAGE_FORMATS`). Linear time on any input; nothing is evaluated.
+    """
+    names = None if tools is None else [_tool_name(t) for t in tools]
+    if isinstance(formats, str):
+        formats = [formats]
+    wanted = None if formats is None else [str(f) for f in formats]
+    content, reasoning, calls, errors = _core.parse_message(str(text), names, wanted)
+    return ParsedMessage(content=content, reasoning=reasoning, calls=calls, errors=errors)
+
+
 __all__ = [
+    "MESSAGE_FORMATS",
+    "ParsedMessage",
     "canonicalize_expression",
     "extract_expressions",
     "format_number",
+    "parse_message",
     "parse_tool_calls",
     "safe_eval",
 ]

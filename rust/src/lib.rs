@@ -8,6 +8,7 @@ pub mod answer;
 #[cfg(feature = "python")]
 pub mod bindings;
 pub mod expr;
+pub mod message;
 pub mod numfmt;
 pub mod pyjson;
 pub mod reward;

@@ -2,6 +2,7 @@
 
 mod expr;
 mod json;
+mod message;
 mod reward;
 mod toolcall;
 

@@ -41,7 +41,8 @@ fn parse_tool_calls<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_tool_calls, m)?)?;
-    // The JSON helpers live beside the parser they serve.
+    // The JSON helpers and the lenient message parser live beside the parser they extend.
     super::json::register(m)?;
+    super::message::register(m)?;
     Ok(())
 }

@@ -37,6 +37,8 @@ pub struct ParseOptions {
     pub trailing_commas: bool,
     /// Raw control characters (U+0000..U+001F) inside strings (`json.loads(strict=False)`).
     pub control_chars: bool,
+    /// `true`, `false`, `null` (off to read Python literals, where they are plain names).
+    pub json_literals: bool,
 }
 
 impl ParseOptions {
@@ -50,6 +52,7 @@ impl ParseOptions {
             python_literals: false,
             trailing_commas: false,
             control_chars: false,
+            json_literals: true,
         }
     }
 
@@ -327,9 +330,9 @@ impl<'a> Parser<'a> {
             _ => {}
         }
         let words: [(&[u8], bool, Value); 8] = [
-            (b"null", true, Value::Null),
-            (b"true", true, Value::Bool(true)),
-            (b"false", true, Value::Bool(false)),
+            (b"null", opts.json_literals, Value::Null),
+            (b"true", opts.json_literals, Value::Bool(true)),
+            (b"false", opts.json_literals, Value::Bool(false)),
             (b"NaN", opts.nonfinite, Value::Float(f64::NAN)),
             (b"Infinity", opts.nonfinite, Value::Float(f64::INFINITY)),
             (b"None", opts.python_literals, Value::Null),
@@ -687,6 +690,15 @@ mod tests {
         assert!(lenient("[,]").is_err());
         assert!(lenient("{,}").is_err());
         assert!(lenient("[1,,]").is_err());
+        let python_only = ParseOptions {
+            json_literals: false,
+            nonfinite: false,
+            ..ParseOptions::lenient()
+        };
+        assert_eq!(parse("None", &python_only), Ok(Value::Null));
+        for name in ["null", "true", "NaN", "Infinity", "-Infinity"] {
+            assert!(parse(name, &python_only).is_err(), "{name}");
+        }
     }
 
     #[test]

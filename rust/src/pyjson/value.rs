@@ -163,6 +163,12 @@ impl Object {
         }
     }
 
+    /// Removes a key, returning its value (`d.pop(key, None)`).
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let index = self.entries.iter().position(|(k, _)| k == key)?;
+        Some(self.entries.remove(index).1)
+    }
+
     pub fn iter(&self) -> std::slice::Iter<'_, (String, Value)> {
         self.entries.iter()
     }

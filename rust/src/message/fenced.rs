@@ -1,0 +1,54 @@
+//! Bare JSON in a Markdown code fence, taken as a call only when it names a declared tool.
+//!
+//! ```` ```json\n{"name": "get_weather", "arguments": {...}}\n``` ```` is how some models
+//! call tools without special tokens, but the same fence is also how they show JSON to the
+//! user. So the fence is a call block only if its whole body is JSON (one call object or a
+//! list of them) and some `name` in it is one of the episode's tools; otherwise it is
+//! content.
+
+use std::collections::HashSet;
+
+use super::common::{calls_in, json_value, skip_ws, Outcome, LENIENT};
+use crate::pyjson::Value;
+use crate::text::is_py_space;
+
+/// The fence opened by the backticks at `open` and closed by those at `close`.
+pub(super) fn parse(text: &str, open: usize, close: usize, tools: &HashSet<String>) -> Outcome {
+    let Some(newline) = text[open + 3..close].find('\n') else {
+        return Outcome::NotABlock;
+    };
+    let info = text[open + 3..open + 3 + newline].trim_matches(is_py_space);
+    if !(info.is_empty() || info.eq_ignore_ascii_case("json")) {
+        return Outcome::NotABlock;
+    }
+    let body = skip_ws(text, open + 3 + newline + 1, close);
+    let Ok((value, after)) = json_value(text, body, close, &LENIENT) else {
+        return Outcome::NotABlock;
+    };
+    if skip_ws(text, after, close) != close {
+        return Outcome::NotABlock;
+    }
+    let declared = |obj: &Value| {
+        let name = match obj.as_object() {
+            Some(o) => o.get("name").or_else(|| {
+                o.get("function")
+                    .and_then(Value::as_object)
+                    .and_then(|f| f.get("name"))
+            }),
+            None => None,
+        };
+        name.and_then(Value::as_str)
+            .is_some_and(|n| tools.contains(n))
+    };
+    let names_a_tool = match &value {
+        Value::Array(items) => items.iter().any(declared),
+        other => declared(other),
+    };
+    if !names_a_tool {
+        return Outcome::NotABlock;
+    }
+    Outcome::Block {
+        end: close + 3,
+        items: calls_in(value),
+    }
+}
