@@ -110,3 +110,26 @@ def test_parse_error_entries_keep_the_seed_key_order() -> None:
 def test_non_string_input_is_converted_with_str() -> None:
     assert parse_tool_calls(None) == []
     assert parse_tool_calls(12) == []
+
+
+def test_integer_literals_longer_than_cpython_allows_make_a_parse_error() -> None:
+    ok = '<tool_call>{"name":"f","arguments":{"n":' + "7" * 4300 + "}}</tool_call>"
+    assert parse_tool_calls(ok)[0]["arguments"]["n"] == int("7" * 4300)
+    too_long = '<tool_call>{"name":"f","arguments":{"n":' + "7" * 4301 + "}}</tool_call>"
+    assert "parse_error" in parse_tool_calls(too_long)[0]
+
+
+def test_nesting_limit_is_the_seed_rollout_paths_recursion_limit() -> None:
+    def block(depth: int) -> str:
+        # The outer call object is one level; the arguments add depth - 1 more.
+        inner = "[" * (depth - 2) + "]" * (depth - 2)
+        return '<tool_call>{"name":"f","arguments":{"a":' + inner + "}}</tool_call>"
+
+    assert "parse_error" not in parse_tool_calls(block(989))[0]
+    assert "parse_error" in parse_tool_calls(block(990))[0]
+
+
+def test_lone_surrogate_escapes_become_replacement_characters() -> None:
+    # Python would keep "\ud800" in a str; Rust strings cannot hold it (documented deviation).
+    (call,) = parse_tool_calls('<tool_call>{"name":"f","arguments":{"a":"\\ud800x"}}</tool_call>')
+    assert call["arguments"] == {"a": "\ufffdx"}
