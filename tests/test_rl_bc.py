@@ -1,0 +1,164 @@
+"""Behaviour-cloning auxiliary loss: schedule, demonstrations, truncation, cross-entropy."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from agentrl.rl.bc import (
+    IGNORE_INDEX,
+    BCConfig,
+    BCExample,
+    bc_coef_at_step,
+    bc_cross_entropy,
+    bc_tensors,
+    build_math_bc_examples,
+    canonical_tool_call,
+    compute_bc_aux_loss,
+    tokenize_bc_examples,
+)
+
+X = IGNORE_INDEX  # unlabelled position
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        (0, 0.16),
+        (1200, 0.16),  # end of hold
+        (2200, 0.16 * (1 - 1000 / 4000)),  # = 0.12
+        (4400, 0.16 * (1 - 3200 / 4000)),  # = 0.032
+        (5000, 0.03),  # 0.16 * 0.05 = 0.008 < floor 0.03
+        (10_000, 0.03),
+    ],
+)
+def test_bc_coefficient_holds_decays_and_floors(step: int, expected: float) -> None:
+    assert bc_coef_at_step(step, BCConfig()) == pytest.approx(expected)
+
+
+def test_bc_coefficient_stop_and_edge_settings() -> None:
+    assert bc_coef_at_step(3000, BCConfig(bc_stop_steps=3000)) == pytest.approx(0.16 * 0.55)
+    assert bc_coef_at_step(3001, BCConfig(bc_stop_steps=3000)) == 0.0
+    assert bc_coef_at_step(1201, BCConfig(bc_decay_steps=0)) == 0.03
+    assert bc_coef_at_step(0, BCConfig(bc_coef=0.0)) == 0.0
+
+
+def test_canonical_tool_call_is_compact_json_keeping_non_ascii() -> None:
+    assert (
+        canonical_tool_call("calculate_math", {"expression": "1+2"})
+        == '<tool_call>{"name":"calculate_math","arguments":{"expression":"1+2"}}</tool_call>'
+    )
+    assert "时区" in canonical_tool_call("t", {"z": "时区"})
+
+
+def _render(messages, tools) -> str:
+    return json.dumps([m["role"] + ":" + str(m["content"]) for m in messages], ensure_ascii=False)
+
+
+def _examples(gt):
+    messages = [{"role": "user", "content": "请计算 12+30 和 7*6"}]
+    return build_math_bc_examples(
+        [messages], [None], [gt], render=_render, default_tools=[{"type": "function"}]
+    )
+
+
+def test_demonstrations_are_the_calls_then_the_answer() -> None:
+    first, second = _examples(["42", "42"])
+    call = '<tool_call>{"name":"calculate_math","arguments":{"expression":"%s"}}</tool_call>'
+    assert first.prefix == json.dumps(["user:请计算 12+30 和 7*6"], ensure_ascii=False)
+    assert first.target == (call % "12+30") + "\n" + (call % "7*6")
+    assert second.target == "<answer>42, 42</answer>"
+    roles = json.loads(second.prefix)
+    assert roles[1].startswith("assistant:<tool_call>")
+    assert roles[2] == 'tool:{"value":42.0,"result":"42"}'
+
+
+def test_answer_falls_back_to_tool_results_when_the_ground_truth_count_differs() -> None:
+    assert _examples(["42"])[1].target == "<answer>42, 42</answer>"
+    assert _examples(["x", "y"])[1].target == "<answer>x, y</answer>"
+
+
+def test_prompts_without_arithmetic_give_no_demonstration_and_max_examples_holds() -> None:
+    none = build_math_bc_examples(
+        [[{"role": "user", "content": "hello"}]], [None], [None], render=_render, default_tools=None
+    )
+    assert none == []
+    many = build_math_bc_examples(
+        [[{"role": "user", "content": f"{i}+1"}] for i in range(5)],
+        [None] * 5,
+        [None] * 5,
+        render=_render,
+        default_tools=None,
+        max_examples=3,
+    )
+    assert len(many) == 3
+
+
+def _encode(text: str) -> list[int]:
+    return [ord(c) for c in text]
+
+
+def test_tokenization_keeps_the_target_and_cuts_the_prefix_from_the_left() -> None:
+    x, y, e, f = ord("x"), ord("y"), ord("e"), ord("f")
+    rows = tokenize_bc_examples([BCExample("abcdef", "xy")], _encode, eos_id=0, max_len=5)
+    # target [x, y, EOS] (3) leaves 2 prefix tokens: [e, f]
+    assert rows == [([e, f, x, y, 0], [X, X, x, y, 0])]
+    rows = tokenize_bc_examples([BCExample("abcdef", "xy")], _encode, eos_id=0, max_len=2)
+    # target longer than max_len: its tail alone, all labelled
+    assert rows == [([y, 0], [y, 0])]
+    # a one-token row has nothing to predict
+    assert tokenize_bc_examples([BCExample("", "")], _encode, eos_id=0, max_len=4) == []
+
+
+class Uniform(torch.nn.Module):
+    """Equal logits over 4 tokens: the cross-entropy of any label is ln 4."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(4))
+
+    def forward(self, input_ids, attention_mask):
+        return SimpleNamespace(logits=self.bias.expand(*input_ids.shape, 4))
+
+
+def test_cross_entropy_averages_over_labelled_positions() -> None:
+    ids, att, labels = bc_tensors([([1, 2, 3], [X, 2, 3]), ([1, 2], [X, 2])], pad_id=0)
+    assert ids.tolist() == [[1, 2, 3], [1, 2, 0]]
+    assert att.tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert labels.tolist() == [[X, 2, 3], [X, 2, X]]
+    loss = bc_cross_entropy(Uniform(), ids, att, labels)
+    assert loss.item() == pytest.approx(math.log(4))
+
+
+def test_aux_loss_is_zero_when_the_coefficient_is_zero() -> None:
+    tok = SimpleNamespace(pad_token_id=0, eos_token_id=0)
+    loss, m = compute_bc_aux_loss(
+        Uniform(), tok, [[{"role": "user", "content": "1+1"}]], [None], [None],
+        step=10, config=BCConfig(bc_coef=0.0), render=_render, default_tools=None,
+    )  # fmt: skip
+    assert loss.item() == 0.0
+    assert m == {"bc/loss": 0.0, "bc/coef": 0.0, "bc/examples": 0.0}
+
+
+class CharTokenizer:
+    """Characters to ids 0..3, so the Uniform model above can score them."""
+
+    pad_token_id = 0
+    eos_token_id = 3
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        return {"input_ids": [ord(c) % 4 for c in text]}
+
+
+def test_aux_loss_end_to_end_builds_two_rows_per_math_prompt() -> None:
+    loss, m = compute_bc_aux_loss(
+        Uniform(), CharTokenizer(), [[{"role": "user", "content": "2*3"}]], [None], [["6"]],
+        step=0, config=BCConfig(bc_max_len=64), render=_render, default_tools=None,
+    )  # fmt: skip
+    assert m["bc/examples"] == 2.0
+    assert m["bc/coef"] == 0.16
+    assert loss.item() == pytest.approx(math.log(4))
+    assert loss.requires_grad
