@@ -1,0 +1,516 @@
+"""The RL trainer's typed configuration: every option of the first seed, under its name.
+
+Values come, lowest priority first, from a preset (``tiny``: the built-in CPU run, or
+``seed``: the first seed's defaults exactly), a TOML file (``--config run.toml``: top-level
+keys or section tables), and command-line flags spelled as in the seed
+(``--learning_rate 1e-5``). The reward options are :class:`agentrl.rewards.RewardConfig`'s
+own fields, so the scorer and the trainer can never disagree on a name or a default.
+
+Options that need hardware or services this build does not drive (DDP over several GPUs,
+an SGLang server, a reward model) are accepted under their names; their help says what
+happens to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from agentrl.rewards.config import RewardConfig
+from agentrl.training.presets import DEFAULT_PRESET, PRESETS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 only
+    import tomli as tomllib
+
+SECTIONS = ("run", "model", "data", "rollout", "optim", "loss", "kl", "bc", "eval", "reward")
+
+
+def _opt(section: str, default: Any, doc: str, choices: tuple[Any, ...] = ()) -> Any:
+    return field(default=default, metadata={"section": section, "doc": doc, "choices": choices})
+
+
+_FLAG = (0, 1)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every trainer option; names and defaults are the first seed's unless marked (ours)."""
+
+    # ---- run: output, schedule, logging ----
+    save_dir: str = _opt(
+        "run", "../out", "directory for runs; a run writes to save_dir/save_weight"
+    )
+    save_weight: str = _opt("run", "agentic_async_rl_tooluse_v5_fix", "run name")
+    epochs: int = _opt("run", 1, "passes over the prompts when total_steps is 0")
+    total_steps: int = _opt("run", 0, "training steps (0: epochs x prompts / batch_size)")
+    scale_total_steps_by_world_size: int = _opt(
+        "run", 1, "divide total_steps by the DDP world size (single process: no effect)", _FLAG
+    )
+    batch_size: int = _opt("run", 2, "prompt groups per training step")
+    log_interval: int = _opt("run", 1, "steps between log lines")
+    save_interval: int = _opt("run", 100, "steps between checkpoints (0: only at the end)")
+    seed: int = _opt("run", 42, "random seed of the run")
+    from_resume: int = _opt("run", 0, "resume from the run's latest checkpoint", _FLAG)
+    device: str = _opt("run", "auto", "cpu, cuda, cuda:N; auto picks CUDA when present")
+    dtype: str = _opt(
+        "run",
+        "bfloat16",
+        "compute dtype under CUDA autocast; weights stay float32, CPU runs in float32",
+        ("bfloat16", "float16", "float32"),
+    )
+    use_compile: int = _opt("run", 0, "torch.compile the trained model", _FLAG)
+    use_wandb: bool = _opt("run", True, "log to wandb when it is installed (never required)")
+    wandb_project: str = _opt("run", "MiniMind-Agentic-Async-RL", "wandb project name")
+    debug_interval: int = _opt("run", 0, "steps between printed sample trajectories (0: off)")
+    keep_last: int = _opt("run", 3, "(ours) checkpoints kept (0: all)")
+    progress: int = _opt("run", 1, "(ours) show a progress bar on a terminal", _FLAG)
+    tensorboard_dir: str = _opt("run", "", "(ours) TensorBoard log dir when installed ('': off)")
+    report: int = _opt("run", 1, "(ours) write report.png with the curves at the end", _FLAG)
+    max_time: float = _opt("run", 0.0, "(ours) stop cleanly after this many seconds (0: none)")
+
+    # ---- model ----
+    model: str = _opt("model", "", "(ours) policy spec: tiny, HF dir or .pth ('': from_weight)")
+    tokenizer: str = _opt("model", "", "(ours) tokenizer dir for a MiniMind .pth checkpoint")
+    from_weight: str = _opt(
+        "model", "full_sft", "seed naming: loads save_dir/<from_weight>_<hidden_size>.pth"
+    )
+    hidden_size: int = _opt("model", 768, "MiniMind width (names the .pth; else inferred)")
+    num_hidden_layers: int = _opt("model", 8, "MiniMind depth (inferred from the weights)")
+    use_moe: int = _opt("model", 0, "MiniMind mixture-of-experts checkpoint naming", _FLAG)
+    max_seq_len: int = _opt("model", 1024, "MiniMind position budget (inferred from the weights)")
+    ref_from_rl_checkpoint: int = _opt(
+        "model", 0, "on resume, load the reference policy from the RL checkpoint too", _FLAG
+    )
+
+    # ---- data and tools ----
+    data_path: str = _opt(
+        "data",
+        "/workspace/minimind/dataset/agent_rl_math.jsonl",
+        "prompt-pool JSONL ('': generated tasks)",
+    )
+    max_samples: int = _opt("data", 0, "keep at most this many prompts (0: all)")
+    filter_mode: str = _opt(
+        "data", "math_only", "keep every prompt or only arithmetic tasks", ("all", "math_only")
+    )
+    require_gt: int = _opt("data", 1, "skip prompts without ground truth", _FLAG)
+    time_mode: str = _opt("data", "fixed", "get_current_time answers", ("fixed", "live"))
+    tool_subset: str = _opt(
+        "data", "calculate_math,unit_converter,get_current_time", "comma-separated active tools"
+    )
+    inject_answer_instruction: int = _opt(
+        "data", 1, "add the <answer> instruction to math prompts", _FLAG
+    )
+    augment_calculator_alias: int = _opt("data", 0, "also offer the calculator alias", _FLAG)
+    force_all_tools: int = _opt("data", 0, "offer every active tool to every prompt", _FLAG)
+    generated_tasks: int = _opt("data", 4000, "(ours) generated prompts when data_path is ''")
+
+    # ---- rollout ----
+    num_generations: int = _opt("rollout", 4, "trajectories per prompt (the group size G)")
+    max_turns: int = _opt("rollout", 3, "assistant turns per episode")
+    thinking_ratio: float = _opt("rollout", 0.0, "share of prompts rendered with thinking on")
+    temperature: float = _opt("rollout", 0.7, "sampling temperature")
+    top_p: float = _opt("rollout", 0.88, "nucleus sampling mass")
+    top_k: int = _opt("rollout", 40, "top-k filter (0: off)")
+    repetition_penalty: float = _opt("rollout", 1.03, "penalty on tokens already generated")
+    torch_rollout_use_cache: int = _opt(
+        "rollout", 1, "KV cache in generation (the engine always caches)", _FLAG
+    )
+    max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
+    max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
+    max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")
+    rollout_engine: str = _opt(
+        "rollout", "torch", "torch (in process); sglang needs a running server", ("torch", "sglang")
+    )
+    multi_gpu_mode: str = _opt(
+        "rollout",
+        "trainer_rollout",
+        "multi-GPU layout (one process here: no effect)",
+        ("trainer_rollout", "ddp"),
+    )
+    sglang_base_url: str = _opt("rollout", "http://localhost:8998", "SGLang server URL")
+    sglang_model_path: str = _opt("rollout", "../model", "model path the SGLang server loads")
+    sglang_shared_path: str = _opt(
+        "rollout", "./sglang_ckpt_agentic_async", "where weights are shared with SGLang"
+    )
+    async_workers: int = _opt("rollout", 1, "rollout threads (0: rollout in the trainer loop)")
+    max_version_gap: int = _opt(
+        "rollout", -1, "drop groups more versions behind (-1: max_head_offpolicyness)"
+    )
+    max_head_offpolicyness: int = _opt("rollout", 1, "default version gap")
+    max_queue_groups: int = _opt("rollout", 0, "queue capacity (0: (gap + 1) x batch_size)")
+    global_prefetch_groups: int = _opt("rollout", 0, "multi-rank prefetch (one process: unused)")
+    prefill_queue_groups: int = _opt("rollout", 0, "groups queued before training starts")
+    prefill_timeout_sec: float = _opt("rollout", 180.0, "wait for the initial queue fill")
+    fetch_timeout_sec: float = _opt("rollout", 180.0, "wait for a batch of groups")
+    policy_sync_interval: int = _opt("rollout", 1, "optimizer steps between weight syncs")
+    async_stale_discount: float = _opt("rollout", 0.65, "loss weight x discount^staleness")
+    strict_group_packing: int = _opt("rollout", 1, "train only on complete groups", _FLAG)
+
+    # ---- optimisation ----
+    learning_rate: float = _opt("optim", 2e-7, "AdamW peak rate (cosine to a tenth)")
+    weight_decay: float = _opt("optim", 0.01, "AdamW weight decay")
+    accumulation_steps: int = _opt("optim", 2, "training steps per optimizer step")
+    grad_clip: float = _opt("optim", 0.5, "gradient-norm clip (0: off)")
+    micro_batch_size: int = _opt("optim", 0, "(ours) rows per forward pass (0: whole batch)")
+
+    # ---- loss and advantages ----
+    epsilon: float = _opt("loss", 0.20, "PPO clip width")
+    epsilon_high: float = _opt("loss", 0.0, "(ours) upper clip width, clip-higher (0: epsilon)")
+    use_decoupled_ppo: int = _opt("loss", 1, "decoupled PPO with a proximal policy", _FLAG)
+    prox_logp_method: str = _opt(
+        "loss", "loglinear", "proximal log-probs", ("loglinear", "behavior")
+    )
+    behav_imp_weight_cap: float = _opt("loss", 1.5, "cap of the behaviour importance weight")
+    m2_threshold: float = _opt("loss", 0.0, "mask tokens with (behav - prox)^2 above (0: off)")
+    loss_reduction: str = _opt(
+        "loss",
+        "sequence",
+        "token/sequence (seed); grpo, bnpo, dr_grpo, dapo (ours)",
+        ("token", "sequence", "grpo", "bnpo", "dr_grpo", "dapo"),
+    )
+    importance_sampling_level: str = _opt(
+        "loss", "token", "(ours) token ratio or GSPO sequence ratio", ("token", "sequence")
+    )
+    kl_estimator: str = _opt("loss", "k3", "(ours) KL estimator", ("k1", "k2", "k3"))
+    max_completion_length: int = _opt("loss", 0, "(ours) dr_grpo length (0: max_gen_len)")
+    advantage_mode: str = _opt(
+        "loss",
+        "mixed",
+        "group, baseline, mixed (seed); grpo (ours)",
+        ("group", "baseline", "mixed", "grpo"),
+    )
+    adv_min_std: float = _opt("loss", 0.10, "group std below this counts as zero")
+    zero_std_advantage_mode: str = _opt(
+        "loss",
+        "baseline",
+        "advantage of a zero-std group in mixed mode",
+        ("zero", "baseline", "positive_baseline"),
+    )
+    adv_clip: float = _opt("loss", 3.0, "clip advantages to +-adv_clip (0: off)")
+
+    # ---- KL control ----
+    beta: float = _opt("kl", 0.03, "initial KL coefficient")
+    beta_auto_tune: int = _opt("kl", 1, "adapt beta towards kl_target", _FLAG)
+    beta_control_metric: str = _opt(
+        "kl",
+        "old_current_abs_delta",
+        "drift metric beta follows",
+        ("old_current_abs_delta", "approx_kl_old", "kl_ref"),
+    )
+    beta_update_interval: int = _opt("kl", 4, "optimizer steps between beta updates")
+    beta_ema_decay: float = _opt("kl", 0.90, "EMA decay of the drift metric")
+    kl_target: float = _opt("kl", 0.06, "drift the controller aims at")
+    beta_min: float = _opt("kl", 0.01, "lower bound of beta")
+    beta_max: float = _opt("kl", 0.08, "upper bound of beta")
+    hard_kl_stop_mult: float = _opt("kl", 8.0, "skip updates past mult x kl_target (0: off)")
+
+    # ---- behaviour-cloning auxiliary loss ----
+    bc_coef: float = _opt("bc", 0.16, "BC weight while held (0: off)")
+    bc_min_coef: float = _opt("bc", 0.03, "BC weight floor after the decay")
+    bc_stop_steps: int = _opt("bc", 0, "no BC after this step (0: never stop)")
+    bc_hold_steps: int = _opt("bc", 1200, "steps at the full BC weight")
+    bc_decay_steps: int = _opt("bc", 4000, "steps of linear decay to the floor")
+    bc_max_examples: int = _opt("bc", 24, "demonstrations per step")
+    bc_max_exprs: int = _opt("bc", 8, "expressions per demonstration")
+    bc_max_len: int = _opt("bc", 1536, "tokens per demonstration")
+
+    # ---- evaluation ----
+    eval_ratio: float = _opt("eval", 0.02, "share of the prompts held out")
+    eval_max_pool: int = _opt("eval", 256, "held-out prompts at most")
+    eval_interval: int = _opt("eval", 100, "steps between evaluations (0: off)")
+    eval_samples: int = _opt("eval", 32, "held-out prompts scored per evaluation")
+    eval_seed: int = _opt("eval", 1234, "seed that fixes which prompts are scored")
+    eval_temperature: float = _opt("eval", 0.0, "eval sampling temperature (0: greedy)")
+    eval_before_train: int = _opt("eval", 1, "evaluate the starting policy", _FLAG)
+    eval_max_gen_len: int = _opt("eval", 192, "new tokens per eval turn (0: max_gen_len)")
+    eval_data_path: str = _opt("eval", "", "(ours) held-out prompt-pool JSONL ('': split)")
+
+    # ---- reward (every other reward option is a RewardConfig field) ----
+    use_reward_model: int = _opt(
+        "reward", 0, "add a reward model's score (not in this build)", _FLAG
+    )
+    reward_model_path: str = _opt("reward", "../../internlm2-1_8b-reward", "reward model path")
+    reward: RewardConfig = field(default_factory=RewardConfig, metadata={"section": "reward"})
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    # ---- views ----
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.save_dir) / self.save_weight
+
+    @property
+    def effective_max_version_gap(self) -> int:
+        """The staleness bound the seed derives when max_version_gap is -1 (one process)."""
+        return self.max_head_offpolicyness if self.max_version_gap < 0 else self.max_version_gap
+
+    @property
+    def effective_max_queue_groups(self) -> int:
+        if self.max_queue_groups > 0:
+            return self.max_queue_groups
+        return (self.effective_max_version_gap + 1) * self.batch_size
+
+    def flat(self) -> dict[str, Any]:
+        """Every option by name, reward options included (for ``agentrl.rl.config_from``)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "reward"}
+        out.update(self.reward.to_dict())
+        out.pop("current_step", None)
+        return out
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with options changed by name (reward options included)."""
+        return TrainConfig.from_mapping({**self.flat(), **changes})
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
+        """Options from a flat name -> value mapping; unknown names are an error."""
+        check_names(values)
+        own = {k: v for k, v in values.items() if k in _OWN}
+        reward = {k: v for k, v in values.items() if k in _REWARD}
+        return cls(**own, reward=RewardConfig.from_dict(reward))
+
+    def to_toml(self) -> str:
+        """The resolved options as a TOML document with one table per section."""
+        flat = self.flat()
+        lines = ["# agentrl train configuration (resolved)"]
+        for section in SECTIONS:
+            names = [n for n in flat if option_section(n) == section]
+            lines.append(f"\n[{section}]")
+            lines.extend(f"{n} = {_toml_value(flat[n])}" for n in names)
+        return "\n".join(lines) + "\n"
+
+
+_OWN = {f.name: f for f in fields(TrainConfig) if f.name != "reward"}
+_REWARD = {f.name: f for f in fields(RewardConfig) if f.name != "current_step"}
+OPTION_NAMES: tuple[str, ...] = (*_OWN, *_REWARD)
+
+
+def option_section(name: str) -> str:
+    return "reward" if name in _REWARD else str(_OWN[name].metadata["section"])
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def check_names(values: Iterable[str]) -> None:
+    """Raise ValueError for unknown option names, suggesting the closest known one."""
+    for name in values:
+        if name not in _OWN and name not in _REWARD:
+            close = difflib.get_close_matches(name, OPTION_NAMES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown option {name!r}{hint}")
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _fail(name: str, value: Any, expected: str) -> ValueError:
+    return ValueError(f"option {name}={value!r}: expected {expected}")
+
+
+def _check_types(config: TrainConfig) -> None:
+    for name, f in _OWN.items():
+        value = getattr(config, name)
+        kind = type(f.default)
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise _fail(name, value, "true or false")
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _fail(name, value, "an integer")
+        elif kind is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise _fail(name, value, "a number")
+            if not math.isfinite(value):
+                raise _fail(name, value, "a finite number")
+            object.__setattr__(config, name, float(value))
+        elif not isinstance(value, str):
+            raise _fail(name, value, "a string")
+        choices = f.metadata["choices"]
+        if choices and value not in choices:
+            raise _fail(name, value, "one of " + ", ".join(map(str, choices)))
+
+
+_AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of strings
+    "epochs batch_size log_interval num_generations max_turns max_gen_len max_context_len "
+    "accumulation_steps policy_sync_interval beta_update_interval bc_max_exprs bc_max_len"
+).split()
+_NON_NEGATIVE = (  # noqa: SIM905
+    "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "
+    "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
+    "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
+    "micro_batch_size epsilon_high behav_imp_weight_cap m2_threshold max_completion_length "
+    "adv_min_std adv_clip beta beta_min beta_max hard_kl_stop_mult bc_coef bc_min_coef "
+    "bc_stop_steps bc_hold_steps bc_decay_steps bc_max_examples eval_max_pool eval_interval "
+    "eval_samples eval_temperature eval_max_gen_len temperature"
+).split()
+_UNIT_INTERVAL = ("thinking_ratio", "async_stale_discount", "beta_ema_decay", "eval_ratio")
+
+
+def validate(config: TrainConfig) -> None:
+    """Raise ValueError naming the first option whose value cannot work."""
+    _check_types(config)
+    for name in _AT_LEAST_ONE:
+        if getattr(config, name) < 1:
+            raise _fail(name, getattr(config, name), "at least 1")
+    for name in _NON_NEGATIVE:
+        if getattr(config, name) < 0:
+            raise _fail(name, getattr(config, name), "0 or more")
+    for name in _UNIT_INTERVAL:
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise _fail(name, getattr(config, name), "a value in [0, 1]")
+    positive = ("learning_rate", "epsilon", "kl_target", "repetition_penalty")
+    for name in positive:
+        if getattr(config, name) <= 0:
+            raise _fail(name, getattr(config, name), "a positive number")
+    if not 0.0 < config.top_p <= 1.0:
+        raise _fail("top_p", config.top_p, "a value in (0, 1]")
+    if config.max_version_gap < -1:
+        raise _fail("max_version_gap", config.max_version_gap, "-1 (derived) or 0 or more")
+    if config.max_total_len < 2:
+        raise _fail("max_total_len", config.max_total_len, "at least 2")
+    if config.beta_min > config.beta_max:
+        raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
+    if config.use_reward_model:
+        raise ValueError(
+            "use_reward_model=1: scoring with a learned reward model is not part of this "
+            "build; the rule-based tool-use reward is used (set use_reward_model=0)"
+        )
+
+
+# ------------------------------------------------------------------ presets and files
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A TOML file's options as a flat mapping; section tables must hold their own options."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: invalid TOML: {exc}") from exc
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if key not in SECTIONS:
+                raise ValueError(f"{path}: unknown table [{key}]; tables: {', '.join(SECTIONS)}")
+            for name, item in value.items():
+                try:
+                    check_names([name])
+                except ValueError as exc:
+                    raise ValueError(f"{path}: [{key}] {exc}") from None
+                if option_section(name) != key:
+                    raise ValueError(f"{path}: [{key}] {name} belongs in [{option_section(name)}]")
+                flat[name] = item
+        else:
+            if key != "preset":
+                try:
+                    check_names([key])
+                except ValueError as exc:
+                    raise ValueError(f"{path}: {exc}") from None
+            flat[key] = value
+    return flat
+
+
+def resolve(
+    preset: str | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TrainConfig:
+    """Preset, then the TOML file, then explicit overrides (e.g. command-line flags)."""
+    from_file = read_toml(config_file) if config_file else {}
+    name = preset or from_file.pop("preset", None) or DEFAULT_PRESET
+    from_file.pop("preset", None)
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    values: dict[str, Any] = {**PRESETS[name], **from_file, **dict(overrides or {})}
+    check_names(values)
+    return TrainConfig.from_mapping(values)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def _str2bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on", "y", "t"):
+        return True
+    if lowered in ("0", "false", "no", "off", "n", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean, got {text!r}")
+
+
+def _cli_type(default: Any) -> Any:
+    if isinstance(default, bool):
+        return _str2bool
+    return type(default) if isinstance(default, int | float) else str
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per option under the seed's name; only flags given on the line are set."""
+    parser.add_argument("--config", default=None, help="TOML file with options")
+    parser.add_argument(
+        "--preset", default=None, choices=sorted(PRESETS), help="base values (default: tiny)"
+    )
+    groups = {s: parser.add_argument_group(f"{s} options") for s in SECTIONS}
+    for name, f in _OWN.items():
+        flags = [f"--{name}"]
+        if name == "data_path":
+            flags.append("--data")
+        choices = f.metadata["choices"] or None
+        groups[f.metadata["section"]].add_argument(
+            *flags,
+            dest=name,
+            type=_cli_type(f.default),
+            choices=choices,
+            default=argparse.SUPPRESS,
+            help=f"{f.metadata['doc']} (seed default: {f.default!r})",
+        )
+    for name, f in _REWARD.items():
+        groups["reward"].add_argument(
+            f"--{name}",
+            dest=name,
+            type=_cli_type(f.default),
+            default=argparse.SUPPRESS,
+            help=f"{f.metadata.get('doc', '')} (default: {f.default!r})",
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The resolved config of a parsed command line."""
+    given = {k: v for k, v in vars(args).items() if k in _OWN or k in _REWARD}
+    return resolve(getattr(args, "preset", None), getattr(args, "config", None), given)
+
+
+__all__ = [
+    "DEFAULT_PRESET",
+    "OPTION_NAMES",
+    "PRESETS",
+    "SECTIONS",
+    "TrainConfig",
+    "add_config_arguments",
+    "check_names",
+    "config_from_args",
+    "option_section",
+    "read_toml",
+    "resolve",
+    "validate",
+]

@@ -1,0 +1,114 @@
+"""One object the trainer reports to; it fans out to every output of a run.
+
+Per step: the metrics JSONL, the progress display, TensorBoard/wandb. Per evaluation: the
+same, plus a log line. At the end: the PNG report from the metrics file, so a resumed run's
+report shows the whole history, not only its own part.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl.observability.debug import format_debug_sample, should_log
+from agentrl.observability.metrics_log import MetricsLog, read_metrics
+from agentrl.observability.progress import ProgressDisplay, format_eval_line
+from agentrl.observability.report import write_report
+from agentrl.observability.sinks import ExternalSinks
+from agentrl.rollout.types import RolloutGroup
+
+METRICS_FILE = "metrics.jsonl"
+REPORT_FILE = "report.png"
+
+
+class RunObserver:
+    """Metrics file + progress display + optional dashboards + final report for one run."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        total_steps: int,
+        *,
+        start_step: int = 0,
+        resumed: bool = False,
+        progress: bool = True,
+        log_interval: int = 1,
+        debug_interval: int = 0,
+        report: bool = True,
+        tensorboard_dir: str = "",
+        use_wandb: bool = False,
+        wandb_project: str = "",
+        run_name: str = "",
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.total_steps = int(total_steps)
+        self.debug_interval = int(debug_interval)
+        self.report = bool(report)
+        self.run_name = run_name or self.run_dir.name
+        self.started = time.perf_counter()
+        self.metrics = MetricsLog(self.run_dir / METRICS_FILE, start_step if resumed else None)
+        self.display = ProgressDisplay(
+            total_steps, start_step, enabled=progress, log_interval=log_interval
+        )
+        self.sinks = ExternalSinks(
+            tensorboard_dir=tensorboard_dir,
+            use_wandb=use_wandb,
+            wandb_project=wandb_project,
+            run_name=self.run_name,
+            config=config,
+            log=self.log,
+        )
+
+    def log(self, message: str) -> None:
+        self.display.log(message)
+
+    def _elapsed(self) -> float:
+        return round(time.perf_counter() - self.started, 3)
+
+    def train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        self.metrics.write(step, "train", metrics, time=self._elapsed())
+        self.sinks.log(metrics, step)
+        self.display.update(step, metrics)
+
+    def evaluation(self, step: int, metrics: Mapping[str, Any], label: str = "eval") -> None:
+        if not metrics:
+            return
+        self.metrics.write(step, "eval", metrics, time=self._elapsed(), label=label)
+        self.sinks.log(metrics, step)
+        self.log(format_eval_line(label, step, metrics))
+
+    def debug_sample(
+        self,
+        step: int,
+        groups: Sequence[RolloutGroup],
+        rewards: Sequence[float],
+        details: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Show the first group of the batch every ``debug_interval`` steps."""
+        if not groups or not should_log(step, self.debug_interval):
+            return
+        n = len(groups[0].trajectories)
+        self.log(format_debug_sample(step, groups[0], rewards[:n], details[:n]))
+
+    def close(self) -> Path | None:
+        """Stop the display and dashboards; write the report. Returns the report path."""
+        self.display.close()
+        self.sinks.close()
+        self.metrics.close()
+        if not self.report:
+            return None
+        path = write_report(
+            read_metrics(self.run_dir / METRICS_FILE),
+            self.run_dir / REPORT_FILE,
+            title=f"{self.run_name}: RL training",
+        )
+        if path is None:
+            self.log("report skipped: matplotlib is not installed")
+        return path
+
+
+__all__ = ["METRICS_FILE", "REPORT_FILE", "RunObserver"]

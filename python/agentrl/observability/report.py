@@ -1,0 +1,123 @@
+"""The end-of-run report: one PNG with the curves that say whether RL worked.
+
+Panels: reward, accuracy (exact match, answer coverage), tool use (success, right tool,
+values in order), KL (to the reference, and the policy's drift from its rollouts), entropy,
+and the clip fraction. Training curves are drawn as thin lines with a moving average;
+evaluations as markers, so the held-out numbers stand out. matplotlib renders off-screen
+(Agg); a run without matplotlib skips the report and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# (title, [(label, record kind, metric key), ...]) per panel.
+PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("Reward", (("train", "train", "reward/mean"), ("eval", "eval", "eval/reward"))),
+    (
+        "Accuracy",
+        (
+            ("train exact", "train", "reward_detail/exact_match"),
+            ("train coverage", "train", "reward_detail/answer_cov"),
+            ("eval exact", "eval", "eval/exact_match"),
+            ("eval coverage", "eval", "eval/answer_cov"),
+        ),
+    ),
+    (
+        "Tool use",
+        (
+            ("success", "train", "reward_detail/tool_success_rate"),
+            ("right tool", "train", "reward_detail/correct_tool_choice"),
+            ("values in order", "train", "reward_detail/tool_value_order_cov"),
+            ("eval success", "eval", "eval/tool_success_rate"),
+            ("eval values", "eval", "eval/tool_value_order_cov"),
+        ),
+    ),
+    (
+        "KL",
+        (
+            ("to reference", "train", "policy/kl_ref"),
+            ("|logp - behaviour|", "train", "policy/old_current_abs_delta"),
+        ),
+    ),
+    ("Entropy", (("policy", "train", "policy/entropy"),)),
+    ("Clip fraction", (("ratio clipped", "train", "policy/ratio_clip_frac"),)),
+)
+
+
+def series(records: Sequence[dict[str, Any]], kind: str, key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric over records of ``kind``, skipping gaps and non-finite."""
+    steps, values = [], []
+    for record in records:
+        if record.get("kind") != kind:
+            continue
+        value = record.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(value):
+            steps.append(int(record["step"]))
+            values.append(float(value))
+    return steps, values
+
+
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over up to ``window`` values (the first points average what exists)."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def write_report(
+    records: Sequence[dict[str, Any]],
+    path: str | os.PathLike[str],
+    title: str = "agentrl training run",
+) -> Path | None:
+    """Draw the panels from metrics records into ``path``; None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n_train = sum(1 for r in records if r.get("kind") == "train")
+    window = max(1, n_train // 20)
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8), constrained_layout=True)
+    for ax, (panel_title, lines) in zip(axes.flat, PANELS, strict=True):
+        drawn = False
+        for label, kind, key in lines:
+            steps, values = series(records, kind, key)
+            if not steps:
+                continue
+            drawn = True
+            if kind == "eval":
+                ax.plot(steps, values, marker="o", linestyle="--", label=label)
+            else:
+                line = ax.plot(steps, values, alpha=0.3, linewidth=0.8)[0]
+                ax.plot(steps, moving_average(values, window), color=line.get_color(), label=label)
+        ax.set_title(panel_title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(title)
+    tmp = out.with_name(f".tmp-{out.name}")
+    fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    os.replace(tmp, out)
+    return out
+
+
+__all__ = ["PANELS", "moving_average", "series", "write_report"]

@@ -1,0 +1,136 @@
+"""The trainer config: every seed flag under its name and default, files, flags, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+from agentrl.config import (
+    OPTION_NAMES,
+    TrainConfig,
+    add_config_arguments,
+    config_from_args,
+    read_toml,
+    resolve,
+)
+from agentrl.rewards import RewardConfig
+
+SEED_FLAGS = json.loads((Path(__file__).parent / "data" / "seed_train_flags.json").read_text())
+
+
+def _parse(argv: list[str]) -> TrainConfig:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    return config_from_args(parser.parse_args(argv))
+
+
+def test_every_seed_flag_is_an_option_with_the_seed_default():
+    flat = resolve(preset="seed").flat()
+    assert len(SEED_FLAGS) == 141
+    for name, default in SEED_FLAGS.items():
+        assert name in flat, name
+        if name != "device":  # the seed picks CUDA when present; ours says "auto"
+            assert flat[name] == default, name
+
+
+def test_every_seed_flag_is_accepted_on_the_command_line():
+    argv = []
+    for name, default in SEED_FLAGS.items():
+        if name in ("use_reward_model", "device"):
+            continue
+        argv += [f"--{name}", str(default)]
+    config = _parse(["--preset", "seed", *argv])
+    flat = config.flat()
+    for name, default in SEED_FLAGS.items():
+        if name not in ("use_reward_model", "device"):
+            assert flat[name] == default, name
+
+
+def test_reward_options_land_in_the_reward_config():
+    config = _parse(["--reward_exact_match_weight", "5", "--format_enforce_mode", "hard"])
+    assert isinstance(config.reward, RewardConfig)
+    assert config.reward.reward_exact_match_weight == 5.0
+    assert config.reward.format_enforce_mode == "hard"
+    assert config.flat()["reward_scale"] == 3.0
+    assert "current_step" not in OPTION_NAMES
+
+
+def test_flags_override_the_file_which_overrides_the_preset(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'preset = "seed"\nbatch_size = 3\n[optim]\nlearning_rate = 1\n'
+        '[reward]\nreward_base = 0.5\n[loss]\nloss_reduction = "dapo"\n'
+    )
+    config = _parse(["--config", str(path), "--batch_size", "5", "--data", "x.jsonl"])
+    assert config.batch_size == 5
+    assert config.learning_rate == 1.0 and isinstance(config.learning_rate, float)
+    assert config.reward.reward_base == 0.5
+    assert config.loss_reduction == "dapo"
+    assert config.data_path == "x.jsonl"
+    assert config.save_dir == "../out"  # the seed preset, from the file
+
+
+def test_default_preset_is_the_built_in_cpu_run():
+    config = resolve()
+    assert config.model == "runs/tiny-sft" and config.data_path == ""
+    assert config.device == "cpu" and not config.use_wandb
+
+
+def test_resolved_config_round_trips_through_toml(tmp_path):
+    config = _parse(["--epsilon_high", "0.28", "--use_wandb", "false", "--top_k", "7"])
+    path = tmp_path / "resolved.toml"
+    path.write_text(config.to_toml())
+    again = resolve(preset="seed", config_file=path)
+    assert again == config
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"batch_size": 0}, "batch_size=0: expected at least 1"),
+        ({"loss_reduction": "mean"}, "loss_reduction='mean': expected one of token"),
+        ({"use_decoupled_ppo": 2}, "use_decoupled_ppo=2: expected one of 0, 1"),
+        ({"top_p": 0.0}, "top_p=0.0"),
+        ({"learning_rate": float("nan")}, "finite"),
+        ({"max_turns": 1.5}, "max_turns=1.5: expected an integer"),
+        ({"beta_min": 0.5, "beta_max": 0.1}, "beta_min=0.5 is above beta_max=0.1"),
+        ({"use_reward_model": 1}, "use_reward_model=1"),
+        ({"learning_rat": 1e-3}, "did you mean 'learning_rate'"),
+        ({"reward_base": "x"}, "reward_base"),
+    ],
+)
+def test_bad_values_are_errors_that_name_the_option(values, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve(preset="seed", overrides=values)
+
+
+def test_toml_errors_name_the_file_and_place(tmp_path):
+    wrong_table = tmp_path / "a.toml"
+    wrong_table.write_text("[optim]\nepsilon = 0.1\n")
+    with pytest.raises(ValueError, match=r"a.toml: \[optim\] epsilon belongs in \[loss\]"):
+        read_toml(wrong_table)
+    unknown_table = tmp_path / "b.toml"
+    unknown_table.write_text("[model_stuff]\nx = 1\n")
+    with pytest.raises(ValueError, match=r"unknown table \[model_stuff\]"):
+        read_toml(unknown_table)
+    broken = tmp_path / "c.toml"
+    broken.write_text("batch_size = = 2\n")
+    with pytest.raises(ValueError, match=r"c\.toml: invalid TOML"):
+        read_toml(broken)
+    with pytest.raises(ValueError, match="cannot read"):
+        read_toml(tmp_path / "missing.toml")
+
+
+def test_unknown_preset_is_an_error():
+    with pytest.raises(ValueError, match="unknown preset 'huge'"):
+        resolve(preset="huge")
+
+
+def test_derived_staleness_bound_and_queue_follow_the_seed():
+    config = resolve(preset="seed")
+    assert config.effective_max_version_gap == 1  # max_head_offpolicyness
+    assert config.effective_max_queue_groups == 2 * config.batch_size
+    assert config.replace(max_version_gap=3).effective_max_queue_groups == 4 * config.batch_size

@@ -1,0 +1,147 @@
+"""Run outputs: metrics JSONL, progress lines, optional sinks, debug samples, PNG report."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+from agentrl.observability import (
+    ExternalSinks,
+    MetricsLog,
+    ProgressDisplay,
+    RunObserver,
+    eval_metrics_from_details,
+    format_step_line,
+    mean_details,
+    read_metrics,
+    write_report,
+)
+from agentrl.observability.report import moving_average, series
+from agentrl.observability.sinks import installed
+from agentrl.rollout.types import RolloutGroup, Trajectory
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_metrics_lines_are_json_with_null_for_non_finite(tmp_path):
+    log = MetricsLog(tmp_path / "m.jsonl")
+    log.write(1, "train", {"reward/mean": 1.5, "policy/kl_ref": float("nan"), "flag": True})
+    log.close()
+    (line,) = (tmp_path / "m.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record == {"step": 1, "kind": "train", "reward/mean": 1.5, "policy/kl_ref": None,
+                      "flag": 1}  # fmt: skip
+
+
+def test_resumed_metrics_drop_lines_after_the_resume_step(tmp_path):
+    path = tmp_path / "m.jsonl"
+    log = MetricsLog(path)
+    for step in range(1, 6):
+        log.write(step, "train", {"x": float(step)})
+    log.close()
+    with open(path, "a") as handle:
+        handle.write('{"step": 6, "kind": "tr')  # torn by a crash
+    resumed = MetricsLog(path, resume_step=3)
+    resumed.write(4, "train", {"x": 40.0})
+    resumed.close()
+    assert [(r["step"], r["x"]) for r in read_metrics(path)] == [(1, 1), (2, 2), (3, 3), (4, 40)]
+
+
+def test_fresh_metrics_log_starts_empty(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 9, "kind": "train"}\n')
+    MetricsLog(path).close()
+    assert read_metrics(path) == []
+
+
+def test_plain_progress_prints_a_line_every_log_interval():
+    stream = io.StringIO()
+    display = ProgressDisplay(total=4, enabled=True, log_interval=2, stream=stream)
+    assert not display.live  # not a terminal
+    for step in range(1, 5):
+        display.update(step, {"reward/mean": 0.5 * step, "policy/kl_ref": 0.01})
+    display.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("step 2/4") and "R 1.000" in lines[0]
+    assert "KL/ent/clip 0.0100/-/-" in lines[0]
+
+
+def test_step_line_shows_missing_numbers_as_dashes():
+    line = format_step_line(3, 10, {})
+    assert line.startswith("step 3/10 v-") and "tok/s" in line
+
+
+def test_details_average_and_map_to_the_seed_eval_names():
+    means = mean_details([{"exact_match": 1.0, "x": float("nan")}, {"exact_match": 0.0, "x": 2}])
+    assert means == {"exact_match": 0.5, "x": 2.0}
+    out = eval_metrics_from_details(1.25, {"exact_match": 0.5, "correct_tool_choice": 0.75})
+    assert out["eval/reward"] == 1.25
+    assert out["eval/exact_match"] == 0.5
+    assert out["eval/tool_correct_choice_rate"] == 0.75
+    assert out["eval_dashboard/accuracy_exact_match"] == 0.5
+    assert out["eval/unfinished_rate"] == 0.0
+
+
+@pytest.mark.skipif(installed("tensorboard") or installed("wandb"), reason="sinks installed")
+def test_missing_dashboards_are_reported_once_and_never_required():
+    notes: list[str] = []
+    sinks = ExternalSinks(tensorboard_dir="tb", use_wandb=True, log=notes.append)
+    sinks.log({"a": 1.0}, step=1)
+    sinks.close()
+    assert sinks.active == []
+    assert len(notes) == 2 and "tensorboard" in notes[0] and "wandb" in notes[1]
+
+
+def _records() -> list[dict]:
+    out = []
+    for step in range(1, 21):
+        out.append({"step": step, "kind": "train", "reward/mean": step * 0.1,
+                    "reward_detail/exact_match": step / 20, "policy/kl_ref": 0.001 * step,
+                    "policy/entropy": 2.0 - step * 0.05})  # fmt: skip
+    out += [{"step": 0, "kind": "eval", "eval/exact_match": 0.2, "eval/reward": 0.1},
+            {"step": 20, "kind": "eval", "eval/exact_match": 0.4, "eval/reward": 0.9}]  # fmt: skip
+    return out
+
+
+def test_report_is_a_png_with_the_curves(tmp_path):
+    path = write_report(_records(), tmp_path / "report.png")
+    assert path is not None
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    assert series(_records(), "eval", "eval/exact_match") == ([0, 20], [0.2, 0.4])
+
+
+def test_report_is_skipped_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert write_report(_records(), tmp_path / "r.png") is None
+    assert not (tmp_path / "r.png").exists()
+
+
+def test_moving_average_is_trailing():
+    assert moving_average([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+
+
+def _group() -> RolloutGroup:
+    traj = Trajectory(prompt="p", messages=[], tools=None, gt=["3"], completion="c",
+                      context="", prompt_ids=[1], turn_outputs=["<answer>3</answer>"])  # fmt: skip
+    return RolloutGroup(prompt="What is 1+2?", data_index=7, policy_version=2,
+                        trajectories=[traj, traj], created_at=0.0)  # fmt: skip
+
+
+def test_observer_writes_metrics_debug_samples_and_report(tmp_path, capsys):
+    observer = RunObserver(tmp_path / "run", total_steps=4, progress=False, debug_interval=2)
+    observer.evaluation(0, {"eval/exact_match": 0.1, "eval/reward": 0.0}, label="eval-init")
+    for step in range(1, 5):
+        observer.train_step(step, {"reward/mean": float(step)})
+        observer.debug_sample(step, [_group()], [1.0, 2.0], [{"exact_match": 1.0}] * 2)
+    report = observer.close()
+    err = capsys.readouterr().err
+    assert err.count("[debug] step") == 2 and "prompt #7, policy version 2" in err
+    assert "[eval-init] step 0" in err and "exact 0.100" in err
+    records = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["kind"] for r in records] == ["eval", "train", "train", "train", "train"]
+    assert records[0]["label"] == "eval-init"
+    assert report is not None and report.read_bytes().startswith(PNG_MAGIC)
