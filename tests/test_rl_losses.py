@@ -70,6 +70,9 @@ def test_clip_higher_widens_only_the_upper_side() -> None:
                       cfg(epsilon=0.2, epsilon_high=0.28))  # fmt: skip
     # min(1.5, 1.28) = 1.28 ; min(0.5, 0.8) = 0.5
     torch.testing.assert_close(res.per_token_loss, t([-1.28, -0.5]))
+    # epsilon_high unset (None) or 0 (the config's "same as epsilon") -> 1.2 both sides
+    assert LossConfig(epsilon=0.2, epsilon_high=0.0).upper_epsilon == 0.2
+    assert LossConfig(epsilon=0.2).upper_epsilon == 0.2
 
 
 def test_ratio_log_is_clamped_at_ten() -> None:

@@ -103,9 +103,17 @@ def group_advantages(
 def normalized_group_advantages(
     rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-4
 ) -> torch.Tensor:
-    """The second seed's normalisation: (r - mean) / (std + eps)."""
-    mean, std = group_moments(rewards, group_ids)
-    return (rewards - mean[group_ids]) / (std[group_ids] + eps)
+    """The second seed's normalisation, (r - mean) / (std + eps), from :mod:`agentrl.rewards`.
+
+    One implementation of it serves the reward API and the trainer; it rejects
+    non-finite rewards rather than spreading NaN through a group.
+    """
+    from agentrl.rewards.advantages import group_advantages as seed2_group_advantages
+
+    result = seed2_group_advantages(
+        rewards.detach().double().cpu().numpy(), group_ids.cpu().numpy(), eps
+    )
+    return torch.as_tensor(result.advantages, dtype=rewards.dtype, device=rewards.device)
 
 
 def baseline_advantages(rewards: torch.Tensor, baseline: float, scale: float) -> torch.Tensor:

@@ -50,7 +50,7 @@ class LossConfig:
     """Loss options under the seeds' flag names; defaults are the first seed's."""
 
     epsilon: float = 0.20
-    epsilon_high: float | None = None  # None: same as epsilon
+    epsilon_high: float | None = None  # None or <= 0: same as epsilon
     use_decoupled_ppo: bool = True
     prox_logp_method: str = "loglinear"
     behav_imp_weight_cap: float = 1.5
@@ -63,7 +63,9 @@ class LossConfig:
 
     @property
     def upper_epsilon(self) -> float:
-        return self.epsilon if self.epsilon_high is None else float(self.epsilon_high)
+        """The clip width above 1: ``epsilon_high`` when set (> 0), else ``epsilon``."""
+        high = self.epsilon_high
+        return float(high) if high is not None and high > 0 else float(self.epsilon)
 
 
 @dataclass
