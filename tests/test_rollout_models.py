@@ -12,6 +12,10 @@ from typing import Any
 import torch
 from agentrl.chat import apply_chat_template
 
+# These models are tiny: one intra-op thread is fastest, and on a shared machine a second
+# spinning OpenMP thread makes every small matmul many times slower.
+torch.set_num_threads(1)
+
 
 @functools.lru_cache(maxsize=1)
 def tiny_tokenizer() -> Any:

@@ -1,0 +1,393 @@
+"""The multi-turn agent loop over a whole batch of episodes (`run_episodes`).
+
+The seed plays one episode at a time: render, generate, parse, run tools, repeat. Here a
+batch of prompts x G samples advances turn by turn together: one `generate` call per turn
+covers every episode still running (the engine prefills a group's shared first-turn
+prompt once), then the tool calls of all episodes run at once (user tools on a thread
+pool, so one slow tool does not stall the others), then every episode's observation is
+appended. The per-trajectory bookkeeping is the seed's:
+
+* generated tokens: mask 1, behaviour log-prob, the policy version that sampled them
+  (the end token is dropped unless ``keep_eos``);
+* observation tokens (tool results and template glue, from the re-rendered conversation
+  by `agentrl.chat.observation_delta`): mask 0, log-prob 0.0, version -1;
+* an episode ends when a turn has no tool call, or after ``max_turns`` turns with a call
+  (``unfinished``; the last observation is rendered without a generation prompt);
+* the generation context is the last ``max_context_len`` tokens of the rendering.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from agentrl.chat import apply_chat_template, observation_delta
+from agentrl.parsing import parse_message, parse_tool_calls
+from agentrl.rollout.engine import Generation
+from agentrl.rollout.sampling import SamplingParams
+from agentrl.rollout.types import RolloutGroup, Trajectory
+from agentrl.tools import ToolRegistry, supported_tool_names, tool_message
+
+CallParser = Callable[[str, list[dict[str, Any]] | None], list[dict[str, Any]]]
+
+
+class RolloutEngine(Protocol):
+    """What the loop needs from an engine (`TorchEngine`, a remote server client, a fake)."""
+
+    tokenizer: Any
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        num_samples: int = 1,
+        max_new_tokens: int | Sequence[int] | None = None,
+        seed: int | None = None,
+    ) -> list[Generation]: ...
+
+
+@dataclass
+class EpisodeConfig:
+    """Limits of an episode; the defaults are the first seed's.
+
+    ``max_response_tokens`` (0: none) caps generated + observation tokens per trajectory:
+    each turn's budget shrinks to what is left, and an episode with nothing left ends
+    unfinished. ``call_parser``: ``lenient`` (`agentrl.parsing.parse_message`, with the
+    seed's function-style calls as a fallback) or ``seed`` (exactly the seed's parser).
+    """
+
+    max_turns: int = 3
+    max_new_tokens: int = 192
+    max_context_len: int = 1024
+    max_response_tokens: int = 0
+    thinking_ratio: float = 0.0
+    tool_result_chars: int = 1024
+    keep_eos: bool = False
+    tool_workers: int = 8
+    call_parser: Literal["lenient", "seed"] = "lenient"
+    sampling: SamplingParams = field(default_factory=SamplingParams.seed_defaults)
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.call_parser not in ("lenient", "seed"):
+            raise ValueError(f"call_parser must be 'lenient' or 'seed', got {self.call_parser!r}")
+
+
+def _call_key(call: Mapping[str, Any]) -> str:
+    return json.dumps(
+        [call.get("name"), call.get("arguments")], sort_keys=True, ensure_ascii=False, default=str
+    )
+
+
+def parse_calls(
+    text: str, tools: list[dict[str, Any]] | None, mode: str = "lenient"
+) -> list[dict[str, Any]]:
+    """The calls of one assistant turn, as dicts the tool registry executes.
+
+    Each has ``name``, ``arguments`` and ``canonical`` (True for a well-formed tagged JSON
+    call, as the seed's reward counts it). A block the parser refuses becomes a nameless
+    call with ``parse_error``, so it is executed as a failed "bad tool call", as the seed
+    does for a tagged block that is not JSON.
+    """
+    seed_calls = parse_tool_calls(text)
+    if mode == "seed":
+        return seed_calls
+    parsed = parse_message(text, tools=tools)
+    canonical = {_call_key(c) for c in seed_calls if c.get("canonical")}
+    calls = [
+        {"name": c["name"], "arguments": c["arguments"], "canonical": _call_key(c) in canonical}
+        for c in parsed.calls
+    ]
+    calls += [
+        {
+            "name": "",
+            "arguments": {},
+            "parse_error": str(e.get("text", ""))[:512],
+            "canonical": False,
+        }
+        for e in parsed.errors
+    ]
+    if calls:
+        return calls
+    return [c for c in seed_calls if not c.get("canonical")]
+
+
+class _Episode:
+    """Mutable state of one episode while the batch advances."""
+
+    def __init__(
+        self, sample: Any, tools: list[dict[str, Any]] | None, valid: set[str], think: bool
+    ) -> None:
+        self.sample = sample
+        self.messages: list[dict[str, Any]] = [dict(m) for m in sample["messages"]]
+        self.tools = tools
+        self.valid_names = valid
+        self.open_thinking = think
+        self.prompt_ids: list[int] | None = None
+        self.full_ids: list[int] = []
+        self.context_text = ""
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+        self.logps: list[float] = []
+        self.versions: list[int] = []
+        self.turn_outputs: list[str] = []
+        self.tool_events: list[dict[str, Any]] = []
+        self.unfinished = False
+        self.done = False
+        self.first_version: int | None = None
+        self.pending_calls: list[dict[str, Any]] = []
+        self.last_generated: list[int] = []
+        self.start = time.perf_counter()
+        self.end = self.start
+        self.stats: dict[str, float] = {
+            "turns": 0.0,
+            "generated_tokens": 0.0,
+            "observation_tokens": 0.0,
+            "truncated_contexts": 0.0,
+            "generate_s": 0.0,
+            "tool_s": 0.0,
+            "render_s": 0.0,
+        }
+
+    def add(self, ids: Sequence[int], logps: Sequence[float] | None, version: int) -> None:
+        """Append generated tokens (``logps`` given) or observation tokens (None)."""
+        self.ids.extend(ids)
+        if logps is None:
+            self.mask.extend([0] * len(ids))
+            self.logps.extend([0.0] * len(ids))
+            self.versions.extend([-1] * len(ids))
+            self.stats["observation_tokens"] += len(ids)
+        else:
+            self.mask.extend([1] * len(ids))
+            self.logps.extend(logps)
+            self.versions.extend([version] * len(ids))
+            self.stats["generated_tokens"] += len(ids)
+
+    def finish(self, unfinished: bool = False) -> None:
+        self.done = True
+        self.unfinished = unfinished
+        self.end = time.perf_counter()
+
+
+def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    if not texts:
+        return []
+    return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def _run_tools(
+    episodes: list[_Episode], registry: ToolRegistry, workers: int
+) -> list[list[dict[str, Any]]]:
+    """Execute every episode's pending calls; user tools of all episodes run concurrently."""
+
+    def one(ep: _Episode) -> list[dict[str, Any]]:
+        return list(registry.execute_many(ep.pending_calls, ep.valid_names))
+
+    def inline_only(ep: _Episode) -> bool:
+        for call in ep.pending_calls:
+            item = registry.get(str(call.get("name") or ""))
+            if item is not None and not item.inline:
+                return False
+        return True
+
+    if len(episodes) <= 1 or workers <= 1 or all(inline_only(ep) for ep in episodes):
+        return [one(ep) for ep in episodes]
+    with ThreadPoolExecutor(max_workers=min(workers, len(episodes))) as pool:
+        return list(pool.map(one, episodes))
+
+
+def _turn_budget(ep: _Episode, config: EpisodeConfig) -> int:
+    if config.max_response_tokens <= 0:
+        return config.max_new_tokens
+    return min(config.max_new_tokens, config.max_response_tokens - len(ep.ids))
+
+
+def run_episodes(
+    engine: RolloutEngine,
+    samples: Sequence[Any],
+    tools: ToolRegistry,
+    *,
+    num_generations: int = 1,
+    config: EpisodeConfig | None = None,
+    data_indices: Sequence[int] | None = None,
+    rng: random.Random | None = None,
+    call_parser: CallParser | None = None,
+) -> list[RolloutGroup]:
+    """Play ``num_generations`` episodes of every sample; one `RolloutGroup` per sample.
+
+    ``samples`` are prompt-pool samples or dicts with ``messages`` and optionally
+    ``tools`` (default: the registry's listed tools) and ``gt``. ``rng`` draws which
+    episodes open a thinking block (``config.thinking_ratio``). ``call_parser(text,
+    tools)`` replaces the configured parser.
+    """
+    config = config or EpisodeConfig()
+    rng = rng or random.Random()
+    tokenizer = engine.tokenizer
+    g = max(1, int(num_generations))
+    indices = list(data_indices) if data_indices is not None else list(range(len(samples)))
+    if len(indices) != len(samples):
+        raise ValueError(f"{len(indices)} data indices for {len(samples)} samples")
+    parse = call_parser or (lambda text, specs: parse_calls(text, specs, config.call_parser))
+
+    t_render = time.perf_counter()
+    prompts: list[str] = []
+    episodes: list[_Episode] = []
+    for sample in samples:
+        specs = sample.get("tools") if isinstance(sample, Mapping) else sample["tools"]
+        specs = specs or tools.specs()
+        valid = set(supported_tool_names(specs)) or tools.supported_names()
+        prompts.append(apply_chat_template(tokenizer, sample["messages"], specs, True, False))
+        for _ in range(g):
+            episodes.append(_Episode(sample, specs, valid, rng.random() < config.thinking_ratio))
+    # First-turn contexts: one rendering per distinct (sample, thinking) pair.
+    firsts: dict[tuple[int, bool], str] = {}
+    for n, ep in enumerate(episodes):
+        key = (n // g, ep.open_thinking)
+        if key not in firsts:
+            firsts[key] = apply_chat_template(
+                tokenizer, ep.messages, ep.tools, True, ep.open_thinking
+            )
+        ep.context_text = firsts[key]
+    keys = list(firsts)
+    first_ids = dict(zip(keys, _tokenize(tokenizer, [firsts[k] for k in keys]), strict=True))
+    for n, ep in enumerate(episodes):
+        ep.full_ids = first_ids[(n // g, ep.open_thinking)]
+    render_s = time.perf_counter() - t_render
+    for ep in episodes:
+        ep.stats["render_s"] += render_s / max(len(episodes), 1)
+
+    for turn in range(config.max_turns):
+        active = [ep for ep in episodes if not ep.done]
+        if not active:
+            break
+        contexts: list[list[int]] = []
+        budgets: list[int] = []
+        running: list[_Episode] = []
+        for ep in active:
+            budget = _turn_budget(ep, config)
+            if budget <= 0:
+                ep.finish(unfinished=True)
+                continue
+            ctx = ep.full_ids
+            if config.max_context_len > 0 and len(ctx) > config.max_context_len:
+                ctx = ctx[-config.max_context_len :]
+                ep.stats["truncated_contexts"] += 1
+            if ep.prompt_ids is None:
+                ep.prompt_ids = list(ctx)
+            contexts.append(ctx)
+            budgets.append(budget)
+            running.append(ep)
+        if not running:
+            break
+        t0 = time.perf_counter()
+        outputs = engine.generate(contexts, config.sampling, max_new_tokens=budgets)
+        gen_s = time.perf_counter() - t0
+
+        with_calls: list[_Episode] = []
+        for ep, out in zip(running, outputs, strict=True):
+            ep.stats["generate_s"] += gen_s
+            ep.stats["turns"] += 1
+            if ep.first_version is None:
+                ep.first_version = out.version
+            generated = list(out.token_ids)
+            logps = list(out.logps)
+            if config.keep_eos and out.end_token_id is not None:
+                generated.append(out.end_token_id)
+                logps.append(out.end_logp if out.end_logp is not None else 0.0)
+            ep.add(generated, logps, out.version)
+            ep.last_generated = generated
+            ep.turn_outputs.append(out.text)
+            ep.context_text = ep.context_text + out.text
+            ep.pending_calls = parse(out.text, ep.tools)
+            if not ep.pending_calls:
+                ep.finish()
+                continue
+            ep.unfinished = turn == config.max_turns - 1
+            ep.messages.append({"role": "assistant", "content": out.text})
+            with_calls.append(ep)
+        if not with_calls:
+            continue
+
+        t0 = time.perf_counter()
+        events = _run_tools(with_calls, tools, config.tool_workers)
+        tool_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        texts = []
+        for ep, evs in zip(with_calls, events, strict=True):
+            ep.stats["tool_s"] += tool_s
+            ep.tool_events.extend(evs)
+            for ev in evs:
+                ep.messages.append(
+                    {
+                        "role": "tool",
+                        "content": tool_message(ev["result"], config.tool_result_chars),
+                    }
+                )
+            texts.append(
+                apply_chat_template(
+                    tokenizer, ep.messages, ep.tools, not ep.unfinished, ep.open_thinking
+                )
+            )
+        for ep, text, ids in zip(with_calls, texts, _tokenize(tokenizer, texts), strict=True):
+            ep.add(observation_delta(ep.full_ids, ep.last_generated, ids), None, -1)
+            ep.full_ids = ids
+            ep.context_text = text
+            if ep.unfinished:
+                ep.finish(unfinished=True)
+        render_s = time.perf_counter() - t0
+        for ep in with_calls:
+            ep.stats["render_s"] += render_s / len(with_calls)
+
+    for ep in episodes:
+        if not ep.done:
+            ep.finish(unfinished=ep.unfinished)
+    return _groups(episodes, samples, prompts, indices, g)
+
+
+def _groups(
+    episodes: list[_Episode],
+    samples: Sequence[Any],
+    prompts: list[str],
+    indices: list[int],
+    g: int,
+) -> list[RolloutGroup]:
+    groups = []
+    for s, sample in enumerate(samples):
+        trajs = []
+        for ep in episodes[s * g : (s + 1) * g]:
+            gt = sample.get("gt") if isinstance(sample, Mapping) else sample["gt"]
+            traj = Trajectory(
+                prompt=prompts[s],
+                messages=list(sample["messages"]),
+                tools=ep.tools,
+                gt=list(gt or []),
+                completion="\n".join(ep.turn_outputs),
+                context=ep.context_text,
+                prompt_ids=list(ep.prompt_ids or []),
+                response_ids=ep.ids,
+                response_mask=ep.mask,
+                response_logps=ep.logps,
+                response_versions=ep.versions,
+                turn_outputs=ep.turn_outputs,
+                tool_events=ep.tool_events,
+                unfinished=ep.unfinished,
+                policy_version=ep.first_version if ep.first_version is not None else 0,
+                data_index=indices[s],
+                rollout_time=ep.end - ep.start,
+                stats=ep.stats,
+            )
+            traj.check_alignment()
+            trajs.append(traj)
+        version = min(t.policy_version for t in trajs)
+        groups.append(RolloutGroup(prompts[s], indices[s], version, trajs, time.time()))
+    return groups
+
+
+__all__ = ["CallParser", "EpisodeConfig", "RolloutEngine", "parse_calls", "run_episodes"]
