@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
-from test_rollout_models import tiny_model, tiny_tokenizer
-
 from agentrl.rollout.engine import TorchEngine, forward_logprobs
 from agentrl.rollout.sampling import SamplingParams
+from test_rollout_models import tiny_model, tiny_tokenizer
 
 TEXTS = [
     "先算log(27,3) % 48，再算(7-142) * (46.5*5)",

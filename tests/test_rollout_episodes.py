@@ -7,18 +7,17 @@ from collections.abc import Callable, Sequence
 
 import pytest
 import torch
-from test_rollout_models import tiny_model, tiny_tokenizer
-
 from agentrl.rollout.engine import Generation, TorchEngine, forward_logprobs
 from agentrl.rollout.episodes import EpisodeConfig, parse_calls, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
+from test_rollout_models import tiny_model, tiny_tokenizer
 
 CALC = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "%s"}}</tool_call>'
 
 
 def _call(name: str, args: str = "{}") -> str:
-    return '<tool_call>{"name": "%s", "arguments": %s}</tool_call>' % (name, args)
+    return f'<tool_call>{{"name": "{name}", "arguments": {args}}}</tool_call>'
 
 
 class ScriptedEngine:
@@ -88,7 +87,8 @@ def test_multi_turn_trajectories_keep_alignment_and_rebuild_the_context() -> Non
             assert traj.response_ids[: len(call_ids)] == call_ids
             assert traj.response_mask[: len(call_ids)] == [1] * len(call_ids)
             assert set(traj.response_versions) == {3, -1}
-            observed = [t for t, m in zip(traj.response_ids, traj.response_mask) if m == 0]
+            pairs = zip(traj.response_ids, traj.response_mask, strict=True)
+            observed = [t for t, m in pairs if m == 0]
             assert '{"value":5.0,"result":"5"}' in tok.decode(observed)
             assert traj.stats["turns"] == 2
             assert traj.completion == "\n".join(traj.turn_outputs)
@@ -189,7 +189,8 @@ def test_keep_eos_trains_on_the_end_token_without_duplicating_it() -> None:
     traj = run_episodes(engine, [_sample()], builtin_registry(), config=config)[0].trajectories[0]
     traj.check_alignment()
     eos = tok.eos_token_id
-    generated_eos = [m for t, m in zip(traj.response_ids, traj.response_mask) if t == eos]
+    pairs = zip(traj.response_ids, traj.response_mask, strict=True)
+    generated_eos = [m for t, m in pairs if t == eos]
     # Each turn's end token is trained; the one closing the tool turn is an observation.
     assert generated_eos == [1, 0, 1]
     assert tok.decode(traj.prompt_ids + traj.response_ids[:-1]) == traj.context

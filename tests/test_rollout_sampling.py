@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-
 from agentrl.rollout.sampling import (
     SamplingParams,
     _draw,
