@@ -169,3 +169,40 @@ def test_stop_after_step_k_and_resume_reproduces_step_k_plus_1(tmp_path: Path) -
     assert opt.opt_step == 2
     for p, q in zip(model.parameters(), straight_params, strict=True):
         assert torch.equal(p, q)
+
+
+# ---------------- export ----------------
+
+
+def _tiny_qwen3():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=8)  # fmt: skip
+    return Qwen3ForCausalLM(config)
+
+
+def test_export_writes_an_hf_directory_atomically(tmp_path: Path) -> None:
+    from transformers import Qwen3ForCausalLM
+
+    model = _tiny_qwen3()
+    out = ckpt.export_policy(model, None, tmp_path / "policy")
+    assert (out / "config.json").is_file()
+    ckpt.export_policy(model, None, tmp_path / "policy")  # replacing an export is fine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+    again = Qwen3ForCausalLM.from_pretrained(str(out))
+    for (k, a), b in zip(model.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
+
+
+def test_export_of_a_minimind_policy_is_a_pth_and_nan_weights_are_refused(tmp_path: Path) -> None:
+    model = _tiny_qwen3()
+    model.config.agentrl_origin = "minimind"
+    out = ckpt.export_policy(model, None, tmp_path / "policy.pth")
+    sd = torch.load(out, weights_only=True)
+    assert sd["lm_head.weight"].dtype == torch.float16
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ckpt.export_policy(model, None, tmp_path / "bad", fmt="hf")

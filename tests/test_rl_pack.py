@@ -145,3 +145,17 @@ def test_packing_applies_the_eos_cut_to_the_loss_mask() -> None:
     batch = pack_groups([group(t)], num_generations=1, max_total_len=8, pad_id=PAD, eos_id=EOS)
     assert batch.loss_mask.tolist() == [[0, 1, 1, 0]]
     assert batch.response_mask.tolist() == [[0, 0, 1, 1, 1]]
+
+
+def test_batch_metrics_count_drops_and_staleness() -> None:
+    g_old = group(traj([1, 2], ("gen", [3, 4]), version=1), version=1)
+    g_new = group(traj([1, 2], ("gen", [5]), version=3), version=3, index=1)
+    bad = group(traj([], ("gen", [3])), index=2)
+    batch = pack_groups([g_old, g_new, bad], num_generations=1, max_total_len=8, pad_id=PAD)
+    m = batch.metrics(current_version=3)
+    assert m["pack/dropped_groups"] == 1.0
+    # group gaps 3-1=2 and 3-3=0 ; trained tokens' gaps: 2, 2 (old row) and 0 (new row)
+    assert m["async/staleness_group_mean"] == 1.0
+    assert m["async/staleness_group_max"] == 2.0
+    assert m["async/token_staleness_mean"] == pytest.approx(4 / 3)
+    assert m["async/token_staleness_p50"] == 2.0

@@ -65,6 +65,28 @@ class PackedBatch:
     def num_rows(self) -> int:
         return int(self.input_ids.size(0))
 
+    def metrics(self, current_version: int) -> dict[str, float]:
+        """Drop counts and staleness (versions behind ``current_version``) of this batch.
+
+        Group staleness is per kept group; token staleness covers the trained tokens.
+        """
+        gaps = [float(current_version - g.policy_version) for g in self.groups]
+        tokens = (self.token_versions >= 0) & (self.loss_mask > 0)
+        stale = (int(current_version) - self.token_versions[tokens]).float()
+        out = {
+            "pack/dropped_groups": float(self.dropped_groups),
+            "pack/dropped_trajectories": float(self.dropped_trajectories),
+            "pack/truncated_rows": float(self.truncated_rows),
+            "async/staleness_group_mean": sum(gaps) / len(gaps) if gaps else 0.0,
+            "async/staleness_group_max": max(gaps) if gaps else 0.0,
+        }
+        for name, q in (("mean", None), ("p05", 0.05), ("p50", 0.5), ("p95", 0.95)):
+            value = 0.0
+            if stale.numel():
+                value = float(stale.mean() if q is None else torch.quantile(stale, q))
+            out[f"async/token_staleness_{name}"] = value
+        return out
+
     def to(self, device: torch.device | str) -> PackedBatch:
         """The same batch with every tensor on `device`."""
         moved = {
