@@ -54,7 +54,11 @@ pub fn format_number(value: f64) -> Result<String, FormatError> {
     }
     let rounded = round_half_even(value);
     if (value - rounded).abs() < 1e-9 {
-        // `rounded` is integral, so `{:.0}` prints its exact digits with nothing to round.
+        // `rounded` is integral: below 2^63 it converts to i64 exactly, and above that
+        // `{:.0}` prints its exact digits with nothing to round.
+        if rounded.abs() < 9.2e18 {
+            return Ok((rounded as i64).to_string());
+        }
         return Ok(format!("{rounded:.0}"));
     }
     let fixed = format!("{value:.10}");
@@ -78,6 +82,9 @@ mod tests {
         assert_eq!(fmt(2.0000000000001), "2");
         assert_eq!(fmt(1.2345678901234568e29), "123456789012345677877719597056");
         assert_eq!(fmt(1.633123935319537e16), "16331239353195370");
+        assert_eq!(fmt(9.2e18), "9200000000000000000");
+        assert_eq!(fmt(-9.3e18), "-9300000000000000000");
+        assert_eq!(fmt(-4503599627370497.0), "-4503599627370497");
     }
 
     #[test]

@@ -1,0 +1,184 @@
+"""Throughput of the Rust text core against the seed's pure-Python functions, in one run.
+
+Each row times one function on one input set and, when the seed is present beside the
+checkout (`../shared/seeds/000_*.txt`, loaded by `seed_baseline.load_seed`), the seed's
+equivalent on the same inputs, and prints the speed-up (seed time / our time per unit of
+work: characters for text, calls for numbers). The seed is superlinear on some adversarial
+inputs, so those rows time it on a prefix (`seed_cap`); its per-character rate on the full
+1 MB input would be worse than the one printed, so those ratios understate the gap.
+
+Add a row by appending a `Row` to the list a `*_rows` function returns (one function per
+area; `build_rows` collects them). Run with `make bench` or
+`.venv/bin/python benches/bench_parsing.py [--quick]`. Not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agentrl import parsing
+from seed_baseline import absent_message, load_seed
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+MB = 1_000_000
+
+
+@dataclass
+class Row:
+    """One measurement: `ours` and the seed function `seed_name` on `inputs`."""
+
+    area: str
+    name: str
+    ours: Callable[[Any], object]
+    inputs: Sequence[Any]
+    seed_name: str | None = None
+    # The seed sees each input cut to this many characters (it is superlinear there).
+    seed_cap: int | None = None
+    # Adapts the seed function's call (e.g. to pass extra arguments).
+    seed_call: Callable[[Callable[..., object], Any], object] | None = None
+
+
+def work(items: Sequence[Any]) -> int:
+    """Units of work: characters for strings, one per call otherwise."""
+    return sum(len(x) if isinstance(x, str) else 1 for x in items)
+
+
+def seconds_per_pass(
+    function: Callable[[Any], object], items: Sequence[Any], budget: float
+) -> float:
+    """Best time of one pass over `items`, repeating for about `budget` seconds."""
+    best = math.inf
+    spent = 0.0
+    runs = 0
+    while runs == 0 or (spent < budget and runs < 1000):
+        start = time.perf_counter()
+        for item in items:
+            # The seed raises assorted exceptions on invalid input; only the time matters.
+            # (A bare try is cheaper than contextlib.suppress in this hot loop.)
+            try:  # noqa: SIM105
+                function(item)
+            except Exception:
+                pass
+        elapsed = time.perf_counter() - start
+        best = min(best, elapsed)
+        spent += elapsed
+        runs += 1
+    return best
+
+
+def rate(units: int, seconds: float) -> str:
+    per_second = units / seconds if seconds > 0 else math.inf
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_second >= scale:
+            return f"{per_second / scale:7.1f} {suffix}"
+    return f"{per_second:7.1f}  "
+
+
+def load_corpus() -> list[dict[str, Any]]:
+    with (DATA / "expressions.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def adversarial_texts() -> dict[str, tuple[str, int | None]]:
+    """1 MB hostile inputs, with the prefix length the seed is timed on (None = all)."""
+    return {
+        "operator chain + letter": ("1+" * (MB // 2) + "1x", None),
+        # Every position of the run restarts \d+ and backtracks through the rest: quadratic.
+        "unicode digit run": ("\u0663" * MB, 2_000),
+        "unicode digit chain": ("\u0663+" * (MB // 2), None),
+        "nested open parens": ("(" * MB, None),
+        "unclosed sqrt( calls": ("sqrt(1+" * (MB // 7), None),
+        "long whitespace": ("1" + " " * MB + "+", None),
+        "many small expressions": ("1+1 " * (MB // 4), None),
+        "chinese prose": ("请计算这个结果" * (MB // 7), None),
+    }
+
+
+def expression_rows(corpus: list[dict[str, Any]]) -> list[Row]:
+    texts = [row["text"] for row in corpus]
+    document = "\n".join(texts * 20)  # one long realistic document
+    values = [float(row["eval"]) for row in corpus if "eval" in row]
+    extracted = [e for row in corpus for e in row["extracted"]]
+    rows = [
+        Row("expr", "extract / golden texts", parsing.extract_expressions, texts,
+            "extract_arithmetic_expressions"),
+        Row("expr", "extract / one long document", parsing.extract_expressions, [document],
+            "extract_arithmetic_expressions"),
+        Row("expr", "canonicalize / golden texts", parsing.canonicalize_expression, texts,
+            "canonicalize_expression"),
+        Row("expr", "safe_eval / golden texts", parsing.safe_eval, texts, "safe_eval_math"),
+        Row("expr", "safe_eval / extracted exprs", parsing.safe_eval, extracted,
+            "safe_eval_math"),
+        Row("expr", "format_number / golden values", parsing.format_number, values,
+            "format_number"),
+    ]  # fmt: skip
+    for name, (text, cap) in adversarial_texts().items():
+        rows.append(
+            Row("expr", f"extract / 1 MB {name}", parsing.extract_expressions, [text],
+                "extract_arithmetic_expressions", seed_cap=cap)
+        )  # fmt: skip
+    rows.append(
+        Row("expr", "safe_eval / 1 MB operator chain", parsing.safe_eval,
+            ["1+" * (MB // 2) + "1"], "safe_eval_math")
+    )  # fmt: skip
+    return rows
+
+
+def build_rows(corpus: list[dict[str, Any]]) -> list[Row]:
+    return expression_rows(corpus)
+
+
+def run(rows: list[Row], seed: dict[str, Any] | None, budget: float) -> None:
+    print(f"{'area':6} {'benchmark':44} {'ours /s':>10} {'seed /s':>10} {'speed-up':>9}  note")
+    for row in rows:
+        ours = seconds_per_pass(row.ours, row.inputs, budget)
+        units = work(row.inputs)
+        line = f"{row.area:6} {row.name:44} {rate(units, ours):>10}"
+        seed_function = seed.get(row.seed_name) if seed and row.seed_name else None
+        if seed_function is None:
+            print(f"{line} {'-':>10} {'-':>9}  no seed baseline")
+            continue
+        seed_inputs = row.inputs
+        note = ""
+        if row.seed_cap is not None:
+            seed_inputs = [x[: row.seed_cap] if isinstance(x, str) else x for x in row.inputs]
+            if work(seed_inputs) < units:
+                note = f"seed timed on a {row.seed_cap:,}-char prefix (superlinear beyond)"
+        function = seed_function if row.seed_call is None else partial(row.seed_call, seed_function)
+        theirs = seconds_per_pass(function, seed_inputs, budget)
+        seed_units = work(seed_inputs)
+        speedup = (theirs / seed_units) / (ours / units)
+        print(f"{line} {rate(seed_units, theirs):>10} {speedup:8.1f}x  {note}")
+        sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter timing per row")
+    args = parser.parse_args(argv)
+    # The seed's ast.parse warns about literals such as "1if"; the warnings are noise here.
+    warnings.simplefilter("ignore", SyntaxWarning)
+    seed = load_seed()
+    if seed is None:
+        print(absent_message())
+    else:
+        print("baseline: the seed's own functions, loaded from ../shared/seeds (same process)")
+    print("rates are characters per second for text rows, calls per second for numbers\n")
+    run(build_rows(load_corpus()), seed, budget=0.2 if args.quick else 1.0)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
