@@ -158,6 +158,15 @@ def test_decoupled_gradient_flows_only_through_the_ratio() -> None:
     assert logps.grad.item() == pytest.approx(math.e, rel=1e-5)
 
 
+def test_decoupled_without_token_versions_treats_tokens_as_fresh() -> None:
+    # fresh tokens: prox = behaviour, so decoupled PPO equals plain PPO (weight 1)
+    logps, old = t([-1.0, -1.0]), t([-1.1, -0.9])
+    adv, mask = torch.tensor([1.0]), torch.ones(1, 2)
+    plain = policy_loss(logps, old, adv, mask, cfg())
+    decoupled = policy_loss(logps, old, adv, mask, cfg(use_decoupled_ppo=True), current_version=5)
+    torch.testing.assert_close(decoupled.per_token_loss, plain.per_token_loss)
+
+
 # ----------------------------- GSPO -----------------------------
 
 

@@ -338,7 +338,9 @@ def policy_loss(
     denom0 = mask.sum().clamp(min=1.0)
     cap_frac = m2_frac = 0.0
     if config.use_decoupled_ppo:
-        versions = token_versions if token_versions is not None else torch.zeros_like(old).long()
+        versions = token_versions
+        if versions is None:  # no per-token versions: every token counts as fresh
+            versions = torch.full_like(old, int(current_version), dtype=torch.long)
         prox = resolve_prox_logps(old, logps, versions, current_version, config.prox_logp_method)
         behav_w = torch.exp((prox - old).clamp(-lim, lim)).detach()
         if config.behav_imp_weight_cap > 0:
