@@ -15,30 +15,138 @@ const THINK_END: &str = "</think>";
 const TOOL_CALL: (&str, &str) = ("<tool_call>", "</tool_call>");
 const TOOL_RESPONSE: (&str, &str) = ("<tool_response>", "</tool_response>");
 
+/// `hay.find(tag)` for a tag that starts with `<`: hops between `<` bytes, which beats a
+/// general substring search on the short texts completions usually are.
+pub fn find_tag(hay: &str, tag: &str) -> Option<usize> {
+    let bytes = hay.as_bytes();
+    let mut pos = 0;
+    while let Some(offset) = hay[pos..].find('<') {
+        let at = pos + offset;
+        if bytes[at..].starts_with(tag.as_bytes()) {
+            return Some(at);
+        }
+        pos = at + 1;
+    }
+    None
+}
+
+/// Python `hay.count(tag)` (non-overlapping occurrences) for a tag that starts with `<`.
+pub fn count_tag(hay: &str, tag: &str) -> usize {
+    let mut count = 0;
+    let mut pos = 0;
+    while let Some(offset) = find_tag(&hay[pos..], tag) {
+        count += 1;
+        pos += offset + tag.len();
+    }
+    count
+}
+
+/// Which markers the cleaning steps act on occur in a text, found in one pass over its
+/// `<` characters, so that steps with nothing to do cost nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Markers {
+    /// Python `text.count("<tool_call>")`.
+    pub tool_call_opens: usize,
+    /// Python `text.count("</tool_call>")`.
+    pub tool_call_closes: usize,
+    pub tool_response: bool,
+    pub im_start: bool,
+    pub im_end: bool,
+    pub think_end: bool,
+}
+
+/// Takes a census of the markers in `text`.
+pub fn markers(text: &str) -> Markers {
+    let bytes = text.as_bytes();
+    let mut found = Markers::default();
+    let mut pos = 0;
+    while let Some(offset) = text[pos..].find('<') {
+        let at = pos + offset;
+        let rest = &bytes[at..];
+        pos = at + 1;
+        if rest.starts_with(TOOL_CALL.0.as_bytes()) {
+            found.tool_call_opens += 1;
+            pos = at + TOOL_CALL.0.len();
+        } else if rest.starts_with(TOOL_CALL.1.as_bytes()) {
+            found.tool_call_closes += 1;
+            pos = at + TOOL_CALL.1.len();
+        } else if rest.starts_with(TOOL_RESPONSE.0.as_bytes()) {
+            found.tool_response = true;
+        } else if rest.starts_with(IM_START.as_bytes()) {
+            found.im_start = true;
+        } else if rest.starts_with(IM_END.as_bytes()) {
+            found.im_end = true;
+        } else if rest.starts_with(THINK_END.as_bytes()) {
+            found.think_end = true;
+        }
+    }
+    found
+}
+
+/// `hay.replace(tag, "")` for a tag that starts with `<`.
+fn remove_tag<'a>(hay: &'a str, tag: &str) -> Cow<'a, str> {
+    let Some(first) = find_tag(hay, tag) else {
+        return Cow::Borrowed(hay);
+    };
+    let mut out = String::with_capacity(hay.len());
+    out.push_str(&hay[..first]);
+    let mut rest = &hay[first + tag.len()..];
+    while let Some(pos) = find_tag(rest, tag) {
+        out.push_str(&rest[..pos]);
+        rest = &rest[pos + tag.len()..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
 /// Removes chat-template role headers and end markers, keeps only what follows the first
 /// `</think>`, and strips surrounding whitespace.
-pub fn strip_answer(text: &str) -> String {
-    let without_headers = remove_role_headers(text);
-    let without_ends = if without_headers.contains(IM_END) {
-        Cow::Owned(without_headers.replace(IM_END, ""))
+pub fn strip_answer(text: &str) -> Cow<'_, str> {
+    strip_with(Cow::Borrowed(text), markers(text))
+}
+
+/// [`strip_answer`] for a text whose markers are known. Each step runs on the previous
+/// step's output (a removal can join pieces into a new marker), as the seed's chain of
+/// `re.sub` calls does.
+fn strip_with(text: Cow<'_, str>, found: Markers) -> Cow<'_, str> {
+    let mut text = text;
+    let mut found = found;
+    if found.im_start {
+        let removed = remove_role_headers(&text).into_owned();
+        text = Cow::Owned(removed);
+        found = markers(&text);
+    }
+    if found.im_end {
+        let removed = remove_tag(&text, IM_END).into_owned();
+        text = Cow::Owned(removed);
+        found = markers(&text);
+    }
+    let start = if found.think_end {
+        find_tag(&text, THINK_END).map_or(0, |pos| pos + THINK_END.len())
     } else {
-        without_headers
+        0
     };
-    let after_think = match without_ends.find(THINK_END) {
-        Some(pos) => &without_ends[pos + THINK_END.len()..],
-        None => &without_ends[..],
-    };
-    py_strip(after_think).to_string()
+    match text {
+        Cow::Borrowed(t) => Cow::Borrowed(py_strip(&t[start..])),
+        Cow::Owned(t) => {
+            let kept = py_strip(&t[start..]);
+            if kept.len() == t.len() {
+                Cow::Owned(t)
+            } else {
+                Cow::Owned(kept.to_string())
+            }
+        }
+    }
 }
 
 /// Each `<|im_start|>` is removed together with the rest of its line and the newline.
 fn remove_role_headers(text: &str) -> Cow<'_, str> {
-    if !text.contains(IM_START) {
+    if find_tag(text, IM_START).is_none() {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(pos) = rest.find(IM_START) {
+    while let Some(pos) = find_tag(rest, IM_START) {
         out.push_str(&rest[..pos]);
         let after = &rest[pos + IM_START.len()..];
         rest = match after.find('\n') {
@@ -56,9 +164,9 @@ fn remove_blocks<'a>(text: &'a str, (open, close): (&str, &str)) -> Cow<'a, str>
     let mut out = String::new();
     let mut rest = text;
     let mut removed = false;
-    while let Some(pos) = rest.find(open) {
+    while let Some(pos) = find_tag(rest, open) {
         let body_start = pos + open.len();
-        let Some(close_pos) = rest[body_start..].find(close) else {
+        let Some(close_pos) = find_tag(&rest[body_start..], close) else {
             break;
         };
         out.push_str(&rest[..pos]);
@@ -73,15 +181,39 @@ fn remove_blocks<'a>(text: &'a str, (open, close): (&str, &str)) -> Cow<'a, str>
 }
 
 /// The completion without tool-call and tool-response blocks, chat markers and reasoning.
-pub fn remove_tool_blocks(text: &str) -> String {
-    let no_calls = remove_blocks(text, TOOL_CALL);
-    let no_responses = remove_blocks(&no_calls, TOOL_RESPONSE);
-    strip_answer(&no_responses)
+pub fn remove_tool_blocks(text: &str) -> Cow<'_, str> {
+    clean_completion(text, markers(text))
+}
+
+fn clean_completion(text: &str, found: Markers) -> Cow<'_, str> {
+    let mut current = Cow::Borrowed(text);
+    let mut found = found;
+    if found.tool_call_opens > 0 && found.tool_call_closes > 0 {
+        let removed = match remove_blocks(&current, TOOL_CALL) {
+            Cow::Owned(s) => Some(s),
+            Cow::Borrowed(_) => None,
+        };
+        if let Some(s) = removed {
+            current = Cow::Owned(s);
+            found = markers(&current);
+        }
+    }
+    if found.tool_response {
+        let removed = match remove_blocks(&current, TOOL_RESPONSE) {
+            Cow::Owned(s) => Some(s),
+            Cow::Borrowed(_) => None,
+        };
+        if let Some(s) = removed {
+            current = Cow::Owned(s);
+            found = markers(&current);
+        }
+    }
+    strip_with(current, found)
 }
 
 /// What the `<answer>` tags of a completion say about its format, and the answer itself.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AnswerTags {
+pub struct AnswerTags<'a> {
     /// At least one complete `<answer>...</answer>` pair.
     pub has_answer: bool,
     /// Exactly one pair and no stray opening or closing tag.
@@ -91,15 +223,18 @@ pub struct AnswerTags {
     /// Count of unbalanced or unpaired answer tags.
     pub malformed: usize,
     /// The last answer's content (stripped), or the whole cleaned text when there is none.
-    pub content: String,
+    pub content: Cow<'a, str>,
     /// The completion without tool blocks, chat markers and reasoning.
-    pub clean: String,
+    pub clean: Cow<'a, str>,
+    /// `<tool_call>` and `</tool_call>` counts in the raw completion.
+    pub tool_call_tags: (usize, usize),
 }
 
 /// Finds `<answer>`/`</answer>` tags (case-insensitive as Python's `re.IGNORECASE` is) and
 /// takes the content of the last complete pair as the answer.
-pub fn answer_tags(text: &str) -> AnswerTags {
-    let clean = remove_tool_blocks(text);
+pub fn answer_tags(text: &str) -> AnswerTags<'_> {
+    let found = markers(text);
+    let clean = clean_completion(text, found);
     let (opens, closes) = find_answer_tags(&clean);
 
     // Pair like a lazy regex: each opener (after the previous pair) with the first closer
@@ -124,9 +259,12 @@ pub fn answer_tags(text: &str) -> AnswerTags {
         close_idx += 1;
     }
 
-    let content = match last {
-        Some((start, end)) => strip_answer(&clean[start..end]),
-        None => clean.clone(),
+    let content = match (last, &clean) {
+        (Some((start, end)), Cow::Borrowed(c)) => strip_answer(&c[start..end]),
+        (Some((start, end)), Cow::Owned(c)) => {
+            Cow::Owned(strip_answer(&c[start..end]).into_owned())
+        }
+        (None, _) => clean.clone(),
     };
     let (open_n, close_n) = (opens.len(), closes.len());
     AnswerTags {
@@ -138,6 +276,7 @@ pub fn answer_tags(text: &str) -> AnswerTags {
             + close_n.saturating_sub(pairs),
         content,
         clean,
+        tool_call_tags: (found.tool_call_opens, found.tool_call_closes),
     }
 }
 

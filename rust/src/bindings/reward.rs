@@ -5,50 +5,199 @@
 //! contiguous column per detail key), which `numpy.frombuffer` views without copying.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use super::json::value_from_py;
+use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
+use crate::reward::record::{ChatMessage, ToolEvent};
 use crate::reward::{
     parallel, score_batch, ConfigValue, RewardConfig, Trajectory, DETAIL_COUNT, DETAIL_KEYS,
     TERM_COUNT, TERM_KEYS,
 };
 
-/// The record keys the scorer reads; others (a previous `reward`, ids) are not converted.
-const RECORD_KEYS: [&str; 9] = [
-    "messages",
-    "prompt",
-    "task",
-    "gt",
-    "completion",
-    "tool_events",
-    "unfinished",
-    "tools",
-    "config",
-];
+/// A JSON value from a Python object, with fast paths for the flat shapes records are
+/// made of (strings, numbers, dicts and lists of scalars); anything else goes through the
+/// general converter, which bounds nesting and rejects what JSON cannot hold.
+fn fast_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Some(scalar) = fast_scalar(obj)? {
+        return Ok(scalar);
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut pairs = Vec::with_capacity(dict.len());
+        for (key, item) in dict.iter() {
+            let Ok(key) = key.cast::<PyString>() else {
+                // Non-string keys are converted as json.dumps does, by the general path.
+                return value_from_py(obj);
+            };
+            let item = match fast_scalar(&item)? {
+                Some(v) => v,
+                None => value_from_py(&item)?,
+            };
+            pairs.push((py_str_lossy(key)?.into_owned(), item));
+        }
+        return Ok(Value::Object(Object::from_pairs(pairs)));
+    }
+    if let Ok(list) = obj.cast::<PyList>() {
+        let mut items = Vec::with_capacity(list.len());
+        for item in list.iter() {
+            items.push(match fast_scalar(&item)? {
+                Some(v) => v,
+                None => value_from_py(&item)?,
+            });
+        }
+        return Ok(Value::Array(items));
+    }
+    value_from_py(obj)
+}
 
-fn record_from_py(index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Trajectory> {
+/// The value of a `str`, `float`, `bool`, `None` or machine-size `int`; `None` otherwise.
+fn fast_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Value>> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Some(Value::Str(py_str_lossy(s)?.into_owned())));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Some(Value::Float(f.value())));
+    }
+    if obj.is_none() {
+        return Ok(Some(Value::Null));
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Some(Value::Bool(b.is_true())));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Some(Value::Int(i)));
+        }
+    }
+    Ok(None)
+}
+
+/// `d.get(key)` for a dict given as any object (non-dicts have no keys).
+fn item<'py>(
+    dict: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    dict.get_item(key)
+}
+
+fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ChatMessage> {
+    let Ok(dict) = obj.cast::<PyDict>() else {
+        return Ok(ChatMessage::from_value(fast_value(obj)?));
+    };
+    let py = obj.py();
+    let role = match item(dict, intern!(py, "role"))? {
+        Some(role) => match role.cast::<PyString>() {
+            Ok(text) => Some(py_str_lossy(text)?.into_owned()),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let content = item(dict, intern!(py, "content"))?
+        .map(|c| fast_value(&c))
+        .transpose()?;
+    Ok(ChatMessage { role, content })
+}
+
+fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ToolEvent> {
+    let Ok(dict) = obj.cast::<PyDict>() else {
+        return Ok(ToolEvent::from_value(fast_value(obj)?));
+    };
+    let py = obj.py();
+    let truthy = |key: &Bound<'_, PyString>| -> PyResult<bool> {
+        item(dict, key)?.map_or(Ok(false), |v| v.is_truthy())
+    };
+    let value = |key: &Bound<'_, PyString>| -> PyResult<Option<Value>> {
+        item(dict, key)?.map(|v| fast_value(&v)).transpose()
+    };
+    Ok(ToolEvent {
+        ok: truthy(intern!(py, "ok"))?,
+        canonical: truthy(intern!(py, "canonical"))?,
+        name: value(intern!(py, "name"))?,
+        args: value(intern!(py, "args"))?,
+        result: value(intern!(py, "result"))?,
+    })
+}
+
+/// `None` for a missing or `None` field, else the items of a list or tuple.
+fn sequence_items<'py>(
+    field: &str,
+    obj: Option<Bound<'py, PyAny>>,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(list) = obj.cast::<PyList>() {
+        return Ok(Some(list.iter().collect()));
+    }
+    if let Ok(tuple) = obj.cast::<PyTuple>() {
+        return Ok(Some(tuple.iter().collect()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "field {field:?}: expected a list, got {}",
+        obj.get_type().name()?
+    )))
+}
+
+fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Trajectory> {
     let dict = obj.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
-            "record {index}: expected a dict, got {}",
+            "expected a dict, got {}",
             obj.get_type()
                 .name()
                 .map_or_else(|_| "?".to_string(), |n| n.to_string())
         ))
     })?;
-    let mut pairs = Vec::with_capacity(RECORD_KEYS.len());
-    for key in RECORD_KEYS {
-        if let Some(value) = dict.get_item(key)? {
-            let value = value_from_py(&value).map_err(|e| {
-                PyValueError::new_err(format!("record {index}: field {key:?}: {e}"))
-            })?;
-            pairs.push((key.to_string(), value));
+    let py = obj.py();
+    let mut row = Trajectory::default();
+    let completion = item(dict, intern!(py, "completion"))?
+        .ok_or_else(|| PyValueError::new_err("field \"completion\": missing"))?;
+    if let Ok(text) = completion.cast::<PyString>() {
+        row.completion = py_str_lossy(text)?.into_owned();
+    } else {
+        set(&mut row, "completion", fast_value(&completion)?)?;
+    }
+    if let Some(messages) = sequence_items("messages", item(dict, intern!(py, "messages"))?)? {
+        row.messages = messages
+            .iter()
+            .map(message_from_py)
+            .collect::<PyResult<_>>()?;
+    }
+    if let Some(events) = sequence_items("tool_events", item(dict, intern!(py, "tool_events"))?)? {
+        row.tool_events = Some(events.iter().map(event_from_py).collect::<PyResult<_>>()?);
+    }
+    if let Some(gt) = item(dict, intern!(py, "gt"))? {
+        let value = match gt.cast::<PyList>() {
+            Ok(list) => Value::Array(
+                list.iter()
+                    .map(|g| fast_value(&g))
+                    .collect::<PyResult<_>>()?,
+            ),
+            Err(_) => fast_value(&gt)?,
+        };
+        set(&mut row, "gt", value)?;
+    }
+    if let Some(flag) = item(dict, intern!(py, "unfinished"))? {
+        row.unfinished = flag.is_truthy()?;
+    }
+    for key in [
+        intern!(py, "prompt"),
+        intern!(py, "task"),
+        intern!(py, "tools"),
+        intern!(py, "config"),
+    ] {
+        if let Some(value) = item(dict, key)? {
+            set(&mut row, &key.to_cow()?, fast_value(&value)?)?;
         }
     }
-    Trajectory::from_value(Value::Object(Object::from_pairs(pairs)))
-        .map_err(|e| PyValueError::new_err(format!("record {index}: {e}")))
+    Ok(row)
+}
+
+fn set(row: &mut Trajectory, key: &str, value: Value) -> PyResult<()> {
+    row.set_field(key, value)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 fn config_value_from_py(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<ConfigValue> {
@@ -137,11 +286,22 @@ fn reward_score_batch<'py>(
     let rows: Vec<Trajectory> = records
         .try_iter()?
         .enumerate()
-        .map(|(i, item)| record_from_py(i, &item?))
+        .map(|(i, record)| {
+            record_from_py(&record?).map_err(|e| {
+                let message = format!("record {i}: {}", e.value(py));
+                if e.is_instance_of::<PyTypeError>(py) {
+                    PyTypeError::new_err(message)
+                } else {
+                    PyValueError::new_err(message)
+                }
+            })
+        })
         .collect::<PyResult<_>>()?;
+    let n = rows.len();
     let threads = parallel::resolve_threads(threads);
+    // The rows are also freed without the GIL.
     let scores = py
-        .detach(|| score_batch(&config, &rows, threads))
+        .detach(move || score_batch(&config, &rows, threads, explain))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let details: Vec<[f64; DETAIL_COUNT]> = scores.details.iter().map(|d| d.values()).collect();
     let details = column_buffer(py, &details)?;
@@ -152,7 +312,7 @@ fn reward_score_batch<'py>(
     } else {
         None
     };
-    Ok((rows.len(), details, contributions))
+    Ok((n, details, contributions))
 }
 
 /// The detail keys, in the seed's order (the column order of `reward_score_batch`).

@@ -1,14 +1,19 @@
 //! What the reward measures in a trajectory besides the answer itself: the task's
 //! arithmetic, the tool calls made for it, and repetition.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
-use crate::answer::{num_close, parse_plain_number};
+use std::borrow::Cow;
+
+use crate::answer::{find_tag, num_close};
 use crate::expr;
 use crate::pyjson::Value;
-use crate::reward::pychar::{is_space, is_word, lower as py_lower, strip as py_strip};
-use crate::reward::pyvalue::{dumps_sorted, get, py_str};
+use crate::reward::pychar::{is_space, is_word, lower as py_lower, lower_char, strip as py_strip};
+use crate::reward::pyvalue::{dumps_sorted, plain_number_of, py_equal, py_str, same_json};
+use crate::reward::record::{ChatMessage, ToolEvent};
 
 /// Tool names that count as arithmetic calls; the first is the preferred one.
 pub const MATH_TOOLS: [&str; 3] = ["calculate_math", "calculator", "python_math"];
@@ -22,7 +27,7 @@ const MAX_TASK_EXPRS: i64 = 16;
 /// The task as the seed reads it from chat messages: the user turns joined by newlines, or
 /// system and user turns when the user turns are blank. Contents that are not strings are
 /// printed with Python's `str()`; entries that are not dicts are ignored.
-pub fn task_text_from_messages(messages: &[Value]) -> String {
+pub fn task_text_from_messages(messages: &[ChatMessage]) -> String {
     let user = join_contents(messages, &["user"]);
     if !py_strip(&user).is_empty() {
         return user;
@@ -30,22 +35,18 @@ pub fn task_text_from_messages(messages: &[Value]) -> String {
     join_contents(messages, &["system", "user"])
 }
 
-fn join_contents(messages: &[Value], roles: &[&str]) -> String {
+fn join_contents(messages: &[ChatMessage], roles: &[&str]) -> String {
     let mut out = String::new();
     let mut first = true;
     for message in messages {
-        let Some(obj) = message.as_object() else {
-            continue;
-        };
-        let role = obj.get("role").and_then(Value::as_str);
-        if !role.is_some_and(|r| roles.contains(&r)) {
+        if !message.role.as_deref().is_some_and(|r| roles.contains(&r)) {
             continue;
         }
         if !first {
             out.push('\n');
         }
         first = false;
-        if let Some(content) = obj.get("content") {
+        if let Some(content) = &message.content {
             out.push_str(&py_str(content));
         }
     }
@@ -86,9 +87,9 @@ pub fn task_text_from_prompt(prompt: &str) -> String {
 fn remove_tool_lists(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(pos) = rest.find(TOOLS_OPEN) {
+    while let Some(pos) = find_tag(rest, TOOLS_OPEN) {
         let body = pos + TOOLS_OPEN.len();
-        let Some(close) = rest[body..].find(TOOLS_CLOSE) else {
+        let Some(close) = find_tag(&rest[body..], TOOLS_CLOSE) else {
             break;
         };
         out.push_str(&rest[..pos]);
@@ -104,7 +105,7 @@ fn chat_turns(text: &str) -> Vec<(&str, &str)> {
     const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
     let mut turns = Vec::new();
     let mut pos = 0;
-    while let Some(offset) = text[pos..].find(IM_START) {
+    while let Some(offset) = find_tag(&text[pos..], IM_START) {
         let header = pos + offset + IM_START.len();
         let role = ROLES.iter().find(|role| {
             text[header..].starts_with(**role)
@@ -115,7 +116,7 @@ fn chat_turns(text: &str) -> Vec<(&str, &str)> {
             continue;
         };
         let body = header + role.len() + 1;
-        let Some(end) = text[body..].find(IM_END) else {
+        let Some(end) = find_tag(&text[body..], IM_END) else {
             break;
         };
         turns.push((*role, &text[body..body + end]));
@@ -160,68 +161,56 @@ impl TaskMath {
 
 // ---------------------------------------------------------------- tool events
 
-/// Read access to one tool event (`{ok, name, args, result, canonical}`) with Python's
-/// `dict.get` semantics; an event that is not a dict reads as empty.
-#[derive(Debug, Clone, Copy)]
-pub struct Event<'a>(pub &'a Value);
-
-impl<'a> Event<'a> {
-    pub fn ok(&self) -> bool {
-        get(self.0, "ok").is_some_and(Value::is_truthy)
+impl ToolEvent {
+    /// The name when it is a string.
+    pub fn name_str(&self) -> Option<&str> {
+        self.name.as_ref().and_then(Value::as_str)
     }
 
-    pub fn canonical(&self) -> bool {
-        get(self.0, "canonical").is_some_and(Value::is_truthy)
-    }
-
-    pub fn name(&self) -> Option<&'a str> {
-        get(self.0, "name").and_then(Value::as_str)
-    }
-
+    /// A call to one of the math tools (by name).
     pub fn is_math(&self) -> bool {
-        self.name().is_some_and(|n| MATH_TOOLS.contains(&n))
+        self.name_str().is_some_and(|n| MATH_TOOLS.contains(&n))
     }
 
+    /// A call to the preferred math tool.
     pub fn is_preferred_math(&self) -> bool {
-        self.name() == Some(PREFERRED_MATH_TOOL)
+        self.name_str() == Some(PREFERRED_MATH_TOOL)
     }
 
-    /// `event.get("result", {}) or {}` and `event.get("args", {}) or {}`.
-    fn field_or_empty(&self, key: &str) -> Option<&'a Value> {
-        get(self.0, key).filter(|v| v.is_truthy())
-    }
-
-    /// The expression argument: `args.get("expression", args.get("query", ""))`.
-    pub fn expression(&self) -> Option<&'a Value> {
-        let args = self.field_or_empty("args")?;
-        let obj = args.as_object()?;
-        obj.get("expression").or_else(|| obj.get("query"))
+    /// The expression argument: `(args or {}).get("expression", args.get("query", ""))`.
+    pub fn expression(&self) -> Option<&Value> {
+        let args = self.args.as_ref().filter(|a| a.is_truthy())?.as_object()?;
+        args.get("expression").or_else(|| args.get("query"))
     }
 }
 
 /// Whether any successful tool result (any scalar inside it) appears in the answer, as
 /// text or as a number close to one of the answer's numbers.
-pub fn answer_refs_tool_result(answer: &str, answer_numbers: &[f64], events: &[Value]) -> bool {
-    let lowered = py_lower(answer);
-    for event in events.iter().map(Event) {
-        if !event.ok() {
+pub fn answer_refs_tool_result(answer: &str, answer_numbers: &[f64], events: &[ToolEvent]) -> bool {
+    let mut lowered: Option<String> = None;
+    for event in events {
+        if !event.ok {
             continue;
         }
-        let Some(result) = get(event.0, "result") else {
+        let Some(result) = &event.result else {
             continue;
         };
         let mut found = false;
         for_each_scalar(result, |scalar| {
+            // The number check is cheaper than printing the scalar, and either one counts.
+            let close = plain_number_of(scalar)
+                .is_some_and(|target| answer_numbers.iter().any(|&n| num_close(n, target)));
+            if close {
+                found = true;
+                return true;
+            }
             let text = py_str(scalar);
             let text = py_strip(&text);
             if text.is_empty() {
                 return false;
             }
-            if lowered.contains(&py_lower(text)) {
-                found = true;
-            } else if let Some(target) = parse_plain_number(text) {
-                found = answer_numbers.iter().any(|&n| num_close(n, target));
-            }
+            let lowered = lowered.get_or_insert_with(|| py_lower(answer));
+            found = lowered.contains(lower_cow(text).as_ref());
             found
         });
         if found {
@@ -229,6 +218,18 @@ pub fn answer_refs_tool_result(answer: &str, answer_numbers: &[f64], events: &[V
         }
     }
     false
+}
+
+/// `py_lower` without copying text that is already lower-case ASCII.
+fn lower_cow(text: &str) -> Cow<'_, str> {
+    if text
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+    {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(py_lower(text))
+    }
 }
 
 /// Visits the non-null scalars inside `value` (dict values and list items, depth first, in
@@ -249,48 +250,83 @@ fn for_each_scalar(value: &Value, mut visit: impl FnMut(&Value) -> bool) {
     }
 }
 
-/// 0.2 per tool call that repeats an earlier one (same name and arguments), at most 0.8.
-pub fn repeated_call_penalty(events: &[Value]) -> f64 {
-    if events.is_empty() {
+/// 0.2 per tool call that repeats an earlier one (same name and arguments, as the seed's
+/// `(name, json.dumps(args, sort_keys=True))` keys), at most 0.8.
+pub fn repeated_call_penalty(events: &[ToolEvent]) -> f64 {
+    let n = events.len();
+    if n == 0 {
         return 0.0;
     }
-    let mut seen: HashSet<(String, String)> = HashSet::with_capacity(events.len());
-    for event in events {
-        let name_key = match get(event, "name") {
-            None => "s:".to_string(),
-            Some(Value::Str(s)) => format!("s:{s}"),
-            Some(other) => format!("v:{}", name_identity(other)),
-        };
-        let args_key = match get(event, "args") {
-            None => "{}".to_string(),
-            Some(args) => dumps_sorted(args),
-        };
-        seen.insert((name_key, args_key));
-    }
-    let repeats = (events.len() - seen.len()) as f64;
-    (0.2 * repeats).min(0.8)
+    let distinct = if n <= PAIRWISE_LIMIT {
+        (0..n)
+            .filter(|&i| !(0..i).any(|j| same_call(&events[j], &events[i])))
+            .count()
+    } else {
+        let keys: HashSet<(String, String)> = events
+            .iter()
+            .enumerate()
+            .map(|(i, event)| call_key(i, event))
+            .collect();
+        keys.len()
+    };
+    let repeats = (n - distinct) as f64;
+    py_min(0.2 * repeats, 0.8)
 }
 
-/// A key under which non-string names compare as Python's `==` does (`1 == 1.0 == True`).
-fn name_identity(value: &Value) -> String {
-    match value {
-        Value::Bool(b) => i64::from(*b).to_string(),
-        Value::Int(i) => i.to_string(),
-        Value::BigInt(text) => text.clone(),
-        Value::Float(x) if x.is_finite() && x.fract() == 0.0 => format!("{x:.0}"),
-        other => dumps_sorted(other),
+/// Up to this many events, repeats are found by comparing pairs (no text is built).
+const PAIRWISE_LIMIT: usize = 64;
+
+fn py_min(x: f64, bound: f64) -> f64 {
+    if bound < x {
+        bound
+    } else {
+        x
     }
+}
+
+fn same_call(a: &ToolEvent, b: &ToolEvent) -> bool {
+    // `e.get("name", "")`: a missing name reads as the empty string.
+    let names_equal = match (a.name.as_ref(), b.name.as_ref()) {
+        (None, None) => true,
+        (Some(x), None) | (None, Some(x)) => x.as_str() == Some(""),
+        (Some(x), Some(y)) => py_equal(x, y),
+    };
+    // `e.get("args", {})`: missing arguments read as an empty dict.
+    let args_equal = match (a.args.as_ref(), b.args.as_ref()) {
+        (None, None) => true,
+        (Some(x), None) | (None, Some(x)) => x.as_object().is_some_and(|o| o.is_empty()),
+        (Some(x), Some(y)) => same_json(x, y),
+    };
+    names_equal && args_equal
+}
+
+/// A hashable form of an event's `(name, sorted args text)` for long event lists, equal
+/// exactly when [`same_call`] holds (a NaN name, never equal to anything, is made unique).
+fn call_key(index: usize, event: &ToolEvent) -> (String, String) {
+    let name = match event.name.as_ref() {
+        None => "s:".to_string(),
+        Some(Value::Str(s)) => format!("s:{s}"),
+        Some(Value::Bool(b)) => format!("n:{}", i64::from(*b)),
+        Some(Value::Int(i)) => format!("n:{i}"),
+        Some(Value::BigInt(text)) => format!("n:{text}"),
+        Some(Value::Float(x)) if x.is_nan() => format!("nan:{index}"),
+        Some(Value::Float(x)) if x.is_finite() && x.fract() == 0.0 => format!("n:{x:.0}"),
+        Some(other) => format!("v:{}", dumps_sorted(other)),
+    };
+    let args = event
+        .args
+        .as_ref()
+        .map_or_else(|| "{}".to_string(), dumps_sorted);
+    (name, args)
 }
 
 /// The number a successful math call produced: its `value`/`result` field when that is a
 /// plain number, else the value of its expression argument.
-pub fn tool_result_number(event: Event<'_>) -> Option<f64> {
-    if let Some(Value::Object(result)) = event.field_or_empty("result") {
+pub fn tool_result_number(event: &ToolEvent) -> Option<f64> {
+    if let Some(Value::Object(result)) = &event.result {
         for key in ["value", "result"] {
-            if let Some(v) = result.get(key) {
-                if let Some(x) = parse_plain_number(&py_str(v)) {
-                    return Some(x);
-                }
+            if let Some(x) = result.get(key).and_then(plain_number_of) {
+                return Some(x);
             }
         }
     }
@@ -311,17 +347,21 @@ pub struct ValueMetrics {
 
 /// Compares the results of math calls with the expected values: the numeric ground truth
 /// when it has one value per task expression, else the expressions' own values.
-pub fn tool_value_metrics(math: &TaskMath, gt_numbers: &[f64], events: &[Value]) -> ValueMetrics {
+pub fn tool_value_metrics(
+    math: &TaskMath,
+    gt_numbers: &[f64],
+    events: &[ToolEvent],
+) -> ValueMetrics {
     let expected: &[f64] = if !gt_numbers.is_empty() && gt_numbers.len() == math.values.len() {
         gt_numbers
     } else {
         &math.values
     };
-    let math_events: Vec<Event<'_>> = events.iter().map(Event).filter(Event::is_math).collect();
+    let math_events: Vec<&ToolEvent> = events.iter().filter(|e| e.is_math()).collect();
     let got: Vec<f64> = math_events
         .iter()
-        .filter(|e| e.ok())
-        .filter_map(|&e| tool_result_number(e))
+        .filter(|e| e.ok)
+        .filter_map(|e| tool_result_number(e))
         .collect();
     let order_match_count = ordered_matches(expected, &got, |g, e| num_close(*g, *e));
     let set_match = set_matches(expected, &got, |g, e| num_close(*g, *e));
@@ -351,24 +391,36 @@ pub struct ExprMetrics {
 }
 
 /// Compares the canonical expressions of all math calls (failed ones too) with the task's.
-pub fn tool_expr_metrics(math: &TaskMath, events: &[Value]) -> ExprMetrics {
-    let called: Vec<String> = events
+pub fn tool_expr_metrics(math: &TaskMath, events: &[ToolEvent]) -> ExprMetrics {
+    let called: Vec<Cow<'_, str>> = events
         .iter()
-        .map(Event)
-        .filter(Event::is_math)
+        .filter(|e| e.is_math())
         .filter_map(|e| e.expression().filter(|v| v.is_truthy()))
-        .map(|v| expr::canonicalize(&py_str(v)))
+        .map(|v| canonical_expression(py_str(v)))
         .filter(|c| !c.is_empty())
         .collect();
     let expected = &math.canonical;
-    let order_match_count = ordered_matches(expected, &called, |g, e| g == e);
-    let set_match = set_matches(expected, &called, |g, e| g == e);
+    let order_match_count = ordered_matches(expected, &called, |g, e| g.as_ref() == e.as_str());
+    let set_match = set_matches(expected, &called, |g, e| g.as_ref() == e.as_str());
     let n = expected.len();
     ExprMetrics {
         order_match_count,
         order_cov: ratio(order_match_count, n),
         set_cov: ratio(set_match, n),
         exact: n > 0 && called.len() == n && order_match_count == n,
+    }
+}
+
+/// The seed's canonical expression text; text that canonicalisation would not change (ASCII
+/// without whitespace or `^`) is kept as it is.
+fn canonical_expression(text: Cow<'_, str>) -> Cow<'_, str> {
+    let unchanged = text
+        .bytes()
+        .all(|b| b.is_ascii() && b != b'^' && !is_space(char::from(b)));
+    if unchanged {
+        text
+    } else {
+        Cow::Owned(expr::canonicalize(&text))
     }
 }
 
@@ -405,13 +457,17 @@ fn ratio(part: usize, whole: usize) -> f64 {
 /// at most 0.8; texts under 16 tokens are never penalised. Tokens are Python's
 /// `\w+|[^\w\s]` on the lower-cased text.
 pub fn repetition_penalty(text: &str) -> f64 {
+    if !has_tokens(text, 16) {
+        return 0.0;
+    }
     let lowered = py_lower(text);
     let spans = token_spans(&lowered);
     if spans.len() < 16 {
         return 0.0;
     }
-    // Token ids by first occurrence (SipHash: the tokens are model output).
-    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(spans.len().min(1 << 16));
+    // Token ids by first occurrence.
+    let mut ids: HashMap<&str, u32, FastHash> =
+        HashMap::with_capacity_and_hasher(spans.len().min(1 << 16), FastHash::default());
     let tokens: Vec<u32> = spans
         .iter()
         .map(|&(start, end)| {
@@ -431,6 +487,37 @@ pub fn repetition_penalty(text: &str) -> f64 {
     } else {
         0.8
     }
+}
+
+/// Whether the lower-cased text has at least `wanted` tokens, counted without building it.
+fn has_tokens(text: &str, wanted: usize) -> bool {
+    let mut count = 0;
+    let mut in_word = false;
+    for c in text.chars() {
+        if c.is_ascii() {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                count += usize::from(!in_word);
+                in_word = true;
+            } else {
+                in_word = false;
+                count += usize::from(!is_space(c));
+            }
+        } else {
+            for l in lower_char(c) {
+                if is_word(l) {
+                    count += usize::from(!in_word);
+                    in_word = true;
+                } else {
+                    in_word = false;
+                    count += usize::from(!is_space(l));
+                }
+            }
+        }
+        if count >= wanted {
+            return true;
+        }
+    }
+    false
 }
 
 /// Byte spans of the tokens of `\w+|[^\w\s]`: runs of word characters, and every other
@@ -456,25 +543,64 @@ fn token_spans(text: &str) -> Vec<(usize, usize)> {
     spans
 }
 
-/// A fast hasher for small integer keys computed by this module (trigrams of token ids).
-#[derive(Default, Clone, Copy)]
-pub struct IdHasher {
+/// A fast keyed hasher for the repetition count. The key is random per process, so model
+/// output cannot be crafted to collide (the reason the standard library uses SipHash),
+/// while hashing costs a multiply per 8 bytes.
+#[derive(Clone, Copy)]
+pub struct KeyedHasher {
     hash: u64,
 }
 
-const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 
-impl Hasher for IdHasher {
+fn process_key() -> u64 {
+    static KEY: OnceLock<u64> = OnceLock::new();
+    *KEY.get_or_init(|| RandomState::new().hash_one(0x5EED_u64) | 1)
+}
+
+impl Default for KeyedHasher {
+    fn default() -> Self {
+        KeyedHasher {
+            hash: process_key(),
+        }
+    }
+}
+
+/// The high and low halves of the full product, folded together.
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+impl KeyedHasher {
+    fn add(&mut self, word: u64) {
+        self.hash = folded_multiply(self.hash ^ word, MULTIPLIER);
+    }
+}
+
+impl Hasher for KeyedHasher {
     fn finish(&self) -> u64 {
-        // Spread the product's high bits into the low bits the table indexes with.
-        let h = self.hash;
-        h ^ (h >> 29) ^ (h >> 47)
+        folded_multiply(self.hash, process_key())
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(u64::from(b));
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
         }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            // The length keeps "a" and "a\0" apart.
+            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
     }
 
     fn write_u32(&mut self, n: u32) {
@@ -484,12 +610,117 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, n: u64) {
         self.add(n);
     }
-}
 
-impl IdHasher {
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(23) ^ word).wrapping_mul(MIX);
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
     }
 }
 
-pub type FastHash = BuildHasherDefault<IdHasher>;
+pub type FastHash = BuildHasherDefault<KeyedHasher>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyjson::Object;
+
+    #[test]
+    fn repetition_penalty_counts_repeated_trigrams() {
+        assert_eq!(repetition_penalty("a b c d e f g h i j k l m n o"), 0.0); // 15 tokens
+        let looped = "the answer is 42 . ".repeat(10);
+        // 50 tokens, 48 trigrams, 5 distinct: rate 1 - 5/48, penalty capped at 0.8.
+        assert_eq!(repetition_penalty(&looped), 0.8);
+        let text: String = (0..20).map(|i| format!("w{i} ")).collect::<String>() + "w0 w1 w2";
+        // 23 tokens, 21 trigrams, 20 distinct: rate 1/21 < 0.25.
+        assert_eq!(repetition_penalty(&text), 0.0);
+        let mixed = "数 字 ".repeat(5) + "一 二 三 四 五 六 七 八";
+        let tokens = 18.0;
+        let distinct = 2.0 + 6.0 + 2.0; // looping pairs, then the fresh tail
+        let expected = (1.0 - distinct / (tokens - 2.0) - 0.25) * 2.0;
+        assert!((repetition_penalty(&mixed) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn chinese_and_punctuation_tokenise_like_python() {
+        let spans = token_spans("计算1+2=3, ok_go!");
+        let tokens: Vec<&str> = spans
+            .iter()
+            .map(|&(a, b)| &"计算1+2=3, ok_go!"[a..b])
+            .collect();
+        assert_eq!(tokens, ["计算1", "+", "2", "=", "3", ",", "ok_go", "!"]);
+    }
+
+    #[test]
+    fn task_text_prefers_user_turns() {
+        let msg = |role: &str, content: Value| {
+            ChatMessage::from_value(Value::Object(Object::from_pairs(vec![
+                ("role".to_string(), Value::Str(role.to_string())),
+                ("content".to_string(), content),
+            ])))
+        };
+        let messages = vec![
+            msg("system", Value::Str("sys".into())),
+            msg("user", Value::Str("12+3?".into())),
+            ChatMessage::from_value(Value::Int(3)),
+            msg("user", Value::Null),
+        ];
+        assert_eq!(task_text_from_messages(&messages), "12+3?\nNone");
+        let blank = vec![
+            msg("system", Value::Str("sys".into())),
+            msg("user", Value::Str(" ".into())),
+        ];
+        assert_eq!(task_text_from_messages(&blank), "sys\n ");
+        let prompt = "<|im_start|>system\nS<|im_end|><|tools|>[..]<|/tools|><|im_start|>user\n 7*6 <|im_end|>";
+        assert_eq!(task_text_from_prompt(prompt), "7*6");
+        assert_eq!(task_text_from_prompt("  plain 1+1 "), "plain 1+1");
+        assert_eq!(
+            task_text_from_prompt("<|im_start|>user\nno end"),
+            "<|im_start|>user\nno end"
+        );
+    }
+
+    #[test]
+    fn repeated_calls_compare_names_and_sorted_arguments() {
+        let ev = |name: Option<Value>, args: Option<Value>| ToolEvent {
+            name,
+            args,
+            ..ToolEvent::default()
+        };
+        let args = |pairs: Vec<(&str, Value)>| {
+            Value::Object(Object::from_pairs(
+                pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            ))
+        };
+        let a = ev(
+            Some(Value::Str("calc".into())),
+            Some(args(vec![("x", Value::Int(1)), ("y", Value::Int(2))])),
+        );
+        let b = ev(
+            Some(Value::Str("calc".into())),
+            Some(args(vec![("y", Value::Int(2)), ("x", Value::Int(1))])),
+        );
+        let c = ev(
+            Some(Value::Str("calc".into())),
+            Some(args(vec![("y", Value::Int(2)), ("x", Value::Float(1.0))])),
+        );
+        assert_eq!(
+            repeated_call_penalty(&[a.clone(), b.clone(), c.clone()]),
+            0.2
+        );
+        // Missing name equals "", missing args equal {}.
+        let d = ev(None, None);
+        let e = ev(Some(Value::Str(String::new())), Some(args(vec![])));
+        assert_eq!(repeated_call_penalty(&[d, e]), 0.2);
+        // The long-list path agrees with the pairwise one.
+        let many: Vec<ToolEvent> = (0..100)
+            .map(|i| if i % 2 == 0 { a.clone() } else { c.clone() })
+            .collect();
+        assert_eq!(repeated_call_penalty(&many), 0.8);
+        let few: Vec<ToolEvent> = vec![a.clone(), c.clone(), b];
+        let keys: HashSet<(String, String)> = few
+            .iter()
+            .enumerate()
+            .map(|(i, e)| call_key(i, e))
+            .collect();
+        assert_eq!(keys.len(), 2);
+    }
+}

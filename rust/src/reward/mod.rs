@@ -46,14 +46,17 @@ impl std::error::Error for BatchError {}
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchScores {
     pub details: Vec<Details>,
+    /// Each term's share of the reward; empty unless asked for.
     pub contributions: Vec<Contributions>,
 }
 
 /// Scores every row with `config` (plus each row's overrides) on up to `threads` threads.
+/// With `explain`, each term's contribution is returned too.
 pub fn score_batch(
     config: &RewardConfig,
     rows: &[Trajectory],
     threads: usize,
+    explain: bool,
 ) -> Result<BatchScores, BatchError> {
     let configs: Vec<Cow<'_, RewardConfig>> = rows
         .iter()
@@ -98,7 +101,11 @@ pub fn score_batch(
             }
         }
     });
-    let (details, contributions) = scored.into_iter().unzip();
+    let (details, contributions) = if explain {
+        scored.into_iter().unzip()
+    } else {
+        (scored.into_iter().map(|(d, _)| d).collect(), Vec::new())
+    };
     Ok(BatchScores {
         details,
         contributions,

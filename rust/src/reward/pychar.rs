@@ -105,6 +105,18 @@ pub fn lower(s: &str) -> String {
     out
 }
 
+/// The characters `c` becomes in Python's `str.lower()`, ignoring the final-sigma rule
+/// (which only chooses between two lower-case sigmas).
+pub fn lower_char(c: char) -> impl Iterator<Item = char> {
+    let keep = !c.is_ascii() && tables::LOWER_UNCHANGED.binary_search(&(c as u32)).is_ok();
+    let (kept, mapped) = if keep {
+        (Some(c), None)
+    } else {
+        (None, Some(c.to_lowercase()))
+    };
+    kept.into_iter().chain(mapped.into_iter().flatten())
+}
+
 /// Python `str.strip()` with no arguments.
 pub fn strip(s: &str) -> &str {
     s.trim_matches(is_space)

@@ -150,6 +150,109 @@ pub fn dumps_sorted(value: &Value) -> String {
     })
 }
 
+/// Whether two values print the same under `json.dumps(..., sort_keys=True)`: structural
+/// equality where dict key order is ignored, floats compare by their `repr` (all NaNs
+/// alike, `-0.0` apart from `0.0`) and `1`, `1.0` and `true` all differ. Iterative.
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    let mut stack: Vec<(&Value, &Value)> = vec![(a, b)];
+    while let Some(pair) = stack.pop() {
+        match pair {
+            (Value::Null, Value::Null) => {}
+            (Value::Bool(x), Value::Bool(y)) if x == y => {}
+            (Value::Int(x), Value::Int(y)) if x == y => {}
+            (Value::BigInt(x), Value::BigInt(y)) if x == y => {}
+            (Value::Float(x), Value::Float(y))
+                if x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) => {}
+            (Value::Str(x), Value::Str(y)) if x == y => {}
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                stack.extend(x.iter().zip(y));
+            }
+            (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+                // Key lookups are linear; large objects compare by their sorted text.
+                if x.len() > 16 {
+                    if dumps_sorted(pair.0) != dumps_sorted(pair.1) {
+                        return false;
+                    }
+                    continue;
+                }
+                for (key, xv) in x {
+                    match y.get(key) {
+                        Some(yv) => stack.push((xv, yv)),
+                        None => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// A number as Python's `==` sees it, for comparing values of different numeric types.
+enum Number<'a> {
+    Small(i128),
+    Big(&'a str),
+    Float(f64),
+}
+
+fn as_number(value: &Value) -> Option<Number<'_>> {
+    match value {
+        Value::Bool(b) => Some(Number::Small(i128::from(*b))),
+        Value::Int(i) => Some(Number::Small(i128::from(*i))),
+        Value::BigInt(text) => Some(Number::Big(text)),
+        Value::Float(x) => Some(Number::Float(*x)),
+        _ => None,
+    }
+}
+
+/// Python `a == b` for JSON scalars (`1 == 1.0 == True`, NaN never equal); containers
+/// compare as [`same_json`].
+pub fn py_equal(a: &Value, b: &Value) -> bool {
+    if let (Some(x), Some(y)) = (as_number(a), as_number(b)) {
+        let float_equals_int = |f: f64, int_text: &dyn Fn() -> String| {
+            f.is_finite() && f.fract() == 0.0 && format!("{f:.0}") == int_text()
+        };
+        return match (x, y) {
+            (Number::Small(p), Number::Small(q)) => p == q,
+            (Number::Big(p), Number::Big(q)) => p == q,
+            (Number::Float(p), Number::Float(q)) => p == q,
+            (Number::Small(i), Number::Float(f)) | (Number::Float(f), Number::Small(i)) => {
+                float_equals_int(f, &|| i.to_string())
+            }
+            (Number::Big(t), Number::Float(f)) | (Number::Float(f), Number::Big(t)) => {
+                float_equals_int(f, &|| t.to_string())
+            }
+            (Number::Small(_), Number::Big(_)) | (Number::Big(_), Number::Small(_)) => false,
+        };
+    }
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        (Value::Array(_), Value::Array(_)) | (Value::Object(_), Value::Object(_)) => {
+            same_json(a, b)
+        }
+        _ => false,
+    }
+}
+
+/// The seed's `float(str(x))` for a value whose text is a plain decimal
+/// (`[-+]?\d+(\.\d+)?` after stripping and dropping commas), else `None`; without
+/// printing numbers. A float prints plainly exactly when it is finite and zero or of
+/// magnitude in [1e-4, 1e16), and then reads back as itself.
+pub fn plain_number_of(value: &Value) -> Option<f64> {
+    match value {
+        Value::Str(s) => crate::answer::parse_plain_number(s),
+        Value::Int(i) => Some(*i as f64),
+        Value::BigInt(text) => text.parse::<f64>().ok(),
+        Value::Float(x) => {
+            let magnitude = x.abs();
+            let plain = *x == 0.0 || (1e-4..1e16).contains(&magnitude);
+            (x.is_finite() && plain).then_some(*x)
+        }
+        Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
 /// Python `float(x)` for a JSON value, or the error message Python would give.
 pub fn py_float(value: &Value) -> Result<f64, String> {
     match value {
@@ -338,6 +441,64 @@ mod tests {
         assert!(py_float(&Value::BigInt("9".repeat(400))).is_err());
         let msg = py_float(&Value::Str("km".into())).unwrap_err();
         assert_eq!(msg, "could not convert string to float: 'km'");
+    }
+
+    #[test]
+    fn json_sameness_matches_sorted_dumps() {
+        let a = obj(vec![("b", Value::Int(1)), ("a", Value::Float(f64::NAN))]);
+        let b = obj(vec![("a", Value::Float(f64::NAN)), ("b", Value::Int(1))]);
+        assert!(same_json(&a, &b));
+        assert_eq!(dumps_sorted(&a), dumps_sorted(&b));
+        let pairs = [
+            (Value::Int(1), Value::Float(1.0)),
+            (Value::Int(1), Value::Bool(true)),
+            (Value::Float(0.0), Value::Float(-0.0)),
+            (Value::Str("1".into()), Value::Int(1)),
+            (
+                obj(vec![("a", Value::Int(1))]),
+                obj(vec![("b", Value::Int(1))]),
+            ),
+        ];
+        for (x, y) in &pairs {
+            assert!(!same_json(x, y), "{x:?} {y:?}");
+            assert_ne!(dumps_sorted(x), dumps_sorted(y));
+        }
+    }
+
+    #[test]
+    fn python_equality_of_scalars() {
+        assert!(py_equal(&Value::Int(1), &Value::Float(1.0)));
+        assert!(py_equal(&Value::Bool(true), &Value::Int(1)));
+        assert!(!py_equal(&Value::Float(f64::NAN), &Value::Float(f64::NAN)));
+        assert!(py_equal(
+            &Value::BigInt("100000000000000000000".into()),
+            &Value::Float(1e20)
+        ));
+        assert!(!py_equal(&Value::Str("1".into()), &Value::Int(1)));
+        assert!(py_equal(&Value::Null, &Value::Null));
+    }
+
+    #[test]
+    fn plain_numbers_read_like_float_of_str() {
+        assert_eq!(plain_number_of(&Value::Float(-249.0)), Some(-249.0));
+        assert_eq!(plain_number_of(&Value::Float(0.0001)), Some(0.0001));
+        assert_eq!(plain_number_of(&Value::Float(0.00009)), None); // repr 9e-05
+        assert_eq!(plain_number_of(&Value::Float(1e16)), None); // repr 1e+16
+        assert_eq!(
+            plain_number_of(&Value::Float(9999999999999998.0)),
+            Some(9999999999999998.0)
+        );
+        assert_eq!(plain_number_of(&Value::Float(f64::INFINITY)), None);
+        assert_eq!(plain_number_of(&Value::Int(-7)), Some(-7.0));
+        assert_eq!(
+            plain_number_of(&Value::Str(" 1,234.5 ".into())),
+            Some(1234.5)
+        );
+        assert_eq!(plain_number_of(&Value::Bool(true)), None);
+        for x in [1.5e-4, 0.1, 123456.789, -1e15, 5e-324, 1e-5, 2.5e16] {
+            let via_text = crate::answer::parse_plain_number(&float_repr(x));
+            assert_eq!(plain_number_of(&Value::Float(x)), via_text, "{x}");
+        }
     }
 
     #[test]

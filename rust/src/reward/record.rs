@@ -7,11 +7,74 @@ use std::fmt;
 use crate::pyjson::Value;
 use crate::reward::config::ConfigValue;
 
+/// One chat message, as far as the reward reads it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatMessage {
+    /// The role when it is a string (other roles match nothing).
+    pub role: Option<String>,
+    /// The content; `None` when the key is missing. Printed with Python's `str()`.
+    pub content: Option<Value>,
+}
+
+impl ChatMessage {
+    /// From a JSON value; a message that is not an object reads as empty (no role).
+    pub fn from_value(value: Value) -> Self {
+        let Value::Object(obj) = value else {
+            return ChatMessage::default();
+        };
+        let mut message = ChatMessage::default();
+        for (key, value) in obj.into_pairs() {
+            match key.as_str() {
+                "role" => {
+                    if let Value::Str(role) = value {
+                        message.role = Some(role);
+                    }
+                }
+                "content" => message.content = Some(value),
+                _ => {}
+            }
+        }
+        message
+    }
+}
+
+/// One executed tool call: `{ok, name, args, result, canonical}`. A missing key is `None`;
+/// `ok` and `canonical` hold Python truthiness. An event that is not an object reads as
+/// empty.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolEvent {
+    pub ok: bool,
+    pub canonical: bool,
+    pub name: Option<Value>,
+    pub args: Option<Value>,
+    pub result: Option<Value>,
+}
+
+impl ToolEvent {
+    pub fn from_value(value: Value) -> Self {
+        let Value::Object(obj) = value else {
+            return ToolEvent::default();
+        };
+        let mut event = ToolEvent::default();
+        for (key, value) in obj.into_pairs() {
+            match key.as_str() {
+                "ok" => event.ok = value.is_truthy(),
+                "canonical" => event.canonical = value.is_truthy(),
+                "name" => event.name = Some(value),
+                "args" => event.args = Some(value),
+                "result" => event.result = Some(value),
+                _ => {}
+            }
+        }
+        event
+    }
+}
+
 /// A trajectory to score.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Trajectory {
-    /// The task's chat messages (dicts with `role` and `content`).
-    pub messages: Vec<Value>,
+    /// The task's chat messages.
+    pub messages: Vec<ChatMessage>,
     /// A rendered prompt or plain task text, used when `messages` is empty.
     pub prompt: String,
     /// Expected answers. A scalar `gt` becomes a one-item list, `null` an empty one, as the
@@ -20,7 +83,7 @@ pub struct Trajectory {
     /// The whole assistant text of the episode.
     pub completion: String,
     /// The executed tool calls; `None` means "parse and run the completion's calls".
-    pub tool_events: Option<Vec<Value>>,
+    pub tool_events: Option<Vec<ToolEvent>>,
     /// The episode ran out of turns while still calling tools.
     pub unfinished: bool,
     /// Tool specs offered to the model; they decide which calls the standalone path allows.
@@ -82,7 +145,7 @@ pub fn config_value(value: &Value) -> Option<ConfigValue> {
 
 impl Trajectory {
     /// Reads a row from a JSON object. Unknown keys (such as a previous `reward`) are
-    /// ignored; a known key with the wrong type is an error.
+    /// ignored; a known key with the wrong type is an error; `completion` is required.
     pub fn from_value(value: Value) -> Result<Trajectory, RecordError> {
         let Value::Object(obj) = value else {
             return Err(wrong_type("<row>", "a JSON object", &value));
@@ -90,50 +153,8 @@ impl Trajectory {
         let mut row = Trajectory::default();
         let mut has_completion = false;
         for (key, value) in obj.into_pairs() {
-            match key.as_str() {
-                "messages" => row.messages = list("messages", value)?.unwrap_or_default(),
-                "prompt" | "task" => {
-                    let prompt = text("prompt", value)?;
-                    if row.prompt.is_empty() {
-                        row.prompt = prompt;
-                    }
-                }
-                "gt" => {
-                    row.gt = match value {
-                        Value::Null => Vec::new(),
-                        Value::Array(items) => items,
-                        scalar => vec![scalar],
-                    }
-                }
-                "completion" => {
-                    row.completion = text("completion", value)?;
-                    has_completion = true;
-                }
-                "tool_events" => row.tool_events = list("tool_events", value)?,
-                "unfinished" => row.unfinished = value.is_truthy(),
-                "tools" => row.tools = list("tools", value)?,
-                "config" => {
-                    row.config = match value {
-                        Value::Null => Vec::new(),
-                        Value::Object(cfg) => cfg
-                            .into_pairs()
-                            .into_iter()
-                            .map(|(name, v)| match config_value(&v) {
-                                Some(cv) => Ok((name, cv)),
-                                None => Err(RecordError {
-                                    field: "config",
-                                    message: format!(
-                                        "setting {name:?} has an unsupported value of type {}",
-                                        v.type_name()
-                                    ),
-                                }),
-                            })
-                            .collect::<Result<_, _>>()?,
-                        other => return Err(wrong_type("config", "an object", &other)),
-                    }
-                }
-                _ => {}
-            }
+            has_completion |= key == "completion";
+            row.set_field(&key, value)?;
         }
         if !has_completion {
             return Err(RecordError {
@@ -142,6 +163,64 @@ impl Trajectory {
             });
         }
         Ok(row)
+    }
+
+    /// Sets one field from its JSON value (unknown keys are ignored).
+    pub fn set_field(&mut self, key: &str, value: Value) -> Result<(), RecordError> {
+        match key {
+            "messages" => {
+                self.messages = list("messages", value)?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(ChatMessage::from_value)
+                    .collect();
+            }
+            "prompt" | "task" => {
+                let prompt = text("prompt", value)?;
+                if self.prompt.is_empty() {
+                    self.prompt = prompt;
+                }
+            }
+            "gt" => {
+                self.gt = match value {
+                    Value::Null => Vec::new(),
+                    Value::Array(items) => items,
+                    scalar => vec![scalar],
+                }
+            }
+            "completion" => self.completion = text("completion", value)?,
+            "tool_events" => {
+                self.tool_events = list("tool_events", value)?
+                    .map(|events| events.into_iter().map(ToolEvent::from_value).collect());
+            }
+            "unfinished" => self.unfinished = value.is_truthy(),
+            "tools" => self.tools = list("tools", value)?,
+            "config" => self.config = config_pairs(value)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A row's `config` object as setting pairs (checked against the settings later).
+fn config_pairs(value: Value) -> Result<Vec<(String, ConfigValue)>, RecordError> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(cfg) => cfg
+            .into_pairs()
+            .into_iter()
+            .map(|(name, v)| match config_value(&v) {
+                Some(cv) => Ok((name, cv)),
+                None => Err(RecordError {
+                    field: "config",
+                    message: format!(
+                        "setting {name:?} has an unsupported value of type {}",
+                        v.type_name()
+                    ),
+                }),
+            })
+            .collect(),
+        other => Err(wrong_type("config", "an object", &other)),
     }
 }
 

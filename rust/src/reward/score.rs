@@ -10,15 +10,14 @@ use crate::answer::{
     answer_tags, count_ground_truth_matches, normalize_text, numeric_candidates,
     numeric_ground_truth, ordered_numbers,
 };
-use crate::pyjson::Value;
 use crate::reward::config::{FormatEnforceMode, RewardConfig};
 use crate::reward::features::{
     answer_refs_tool_result, repeated_call_penalty, repetition_penalty, task_text_from_messages,
-    task_text_from_prompt, tool_expr_metrics, tool_value_metrics, Event, ExprMetrics, TaskMath,
-    ValueMetrics,
+    task_text_from_prompt, tool_expr_metrics, tool_value_metrics, ExprMetrics, TaskMath,
+    ValueMetrics, MATH_TOOLS, PREFERRED_MATH_TOOL,
 };
 use crate::reward::pyvalue::py_str;
-use crate::reward::record::Trajectory;
+use crate::reward::record::{ToolEvent, Trajectory};
 
 /// The reward is clipped to this magnitude.
 pub const REWARD_CLIP: f64 = 12.0;
@@ -120,6 +119,36 @@ fn flag(b: bool) -> f64 {
     }
 }
 
+/// Tallies over a trajectory's tool events, in one pass.
+#[derive(Debug, Clone, Copy, Default)]
+struct EventCounts {
+    ok: usize,
+    canonical: usize,
+    math: usize,
+    preferred: usize,
+    ok_math: usize,
+    ok_preferred: usize,
+}
+
+impl EventCounts {
+    fn of(events: &[ToolEvent]) -> Self {
+        let mut counts = EventCounts::default();
+        for event in events {
+            let ok = event.ok;
+            let name = event.name_str();
+            let math = name.is_some_and(|n| MATH_TOOLS.contains(&n));
+            let preferred = name == Some(PREFERRED_MATH_TOOL);
+            counts.ok += usize::from(ok);
+            counts.canonical += usize::from(event.canonical);
+            counts.math += usize::from(math);
+            counts.preferred += usize::from(preferred);
+            counts.ok_math += usize::from(ok && math);
+            counts.ok_preferred += usize::from(ok && preferred);
+        }
+        counts
+    }
+}
+
 /// The task text the seed would compare tool calls with.
 pub fn task_text(row: &Trajectory) -> String {
     if row.messages.is_empty() {
@@ -133,7 +162,7 @@ pub fn task_text(row: &Trajectory) -> String {
 pub fn score_trajectory(
     config: &RewardConfig,
     row: &Trajectory,
-    events: &[Value],
+    events: &[ToolEvent],
 ) -> (Details, Contributions) {
     let math = TaskMath::from_task(&task_text(row));
     score_with_task(config, row, events, &math)
@@ -143,7 +172,7 @@ pub fn score_trajectory(
 pub fn score_with_task(
     config: &RewardConfig,
     row: &Trajectory,
-    events: &[Value],
+    events: &[ToolEvent],
     math: &TaskMath,
 ) -> (Details, Contributions) {
     let completion = row.completion.as_str();
@@ -152,7 +181,7 @@ pub fn score_with_task(
 
     // The answer against the ground truth.
     let tags = answer_tags(completion);
-    let answer = tags.content.as_str();
+    let answer: &str = &tags.content;
     let predicted = numeric_candidates(answer);
     let matched_count = count_ground_truth_matches(&predicted, &normalize_text(answer), &gt);
     let unordered_cov = if has_gt {
@@ -176,7 +205,8 @@ pub fn score_with_task(
 
     // Tool use.
     let total_calls = events.len();
-    let success_calls = events.iter().filter(|e| Event(e).ok()).count();
+    let counts = EventCounts::of(events);
+    let success_calls = counts.ok;
     let failed_calls = total_calls - success_calls;
     let tool_success_rate = if total_calls > 0 {
         success_calls as f64 / total_calls as f64
@@ -186,10 +216,8 @@ pub fn score_with_task(
     let refs_tool = flag(answer_refs_tool_result(answer, &predicted, events));
     let answer_tag = flag(tags.has_answer);
     let exact_answer_tag = flag(tags.exactly_one);
-    let call_tag_balance = completion
-        .matches("<tool_call>")
-        .count()
-        .abs_diff(completion.matches("</tool_call>").count());
+    let (call_opens, call_closes) = tags.tool_call_tags;
+    let call_tag_balance = call_opens.abs_diff(call_closes);
     let malformed_tags = call_tag_balance as f64 + tags.malformed as f64;
 
     let is_math = math.is_math();
@@ -198,21 +226,12 @@ pub fn score_with_task(
     } else {
         0
     };
-    let preferred_calls = events
-        .iter()
-        .filter(|e| Event(e).is_preferred_math())
-        .count();
-    let math_calls = events.iter().filter(|e| Event(e).is_math()).count();
+    let preferred_calls = counts.preferred;
+    let math_calls = counts.math;
     let alias_calls = math_calls - preferred_calls;
     let non_math_calls = if is_math { total_calls - math_calls } else { 0 };
-    let ok_math = events
-        .iter()
-        .filter(|e| Event(e).ok() && Event(e).is_math())
-        .count();
-    let ok_preferred = events
-        .iter()
-        .filter(|e| Event(e).ok() && Event(e).is_preferred_math())
-        .count();
+    let ok_math = counts.ok_math;
+    let ok_preferred = counts.ok_preferred;
     let math_call_coverage = if is_math {
         (ok_math as f64 / expected_math_calls.max(1) as f64).min(1.0)
     } else {
@@ -228,7 +247,7 @@ pub fn score_with_task(
     let tool_count_exact =
         flag(!is_math || (math_calls == expected_math_calls && non_math_calls == 0));
     let canonical_tool_rate = if total_calls > 0 {
-        events.iter().filter(|e| Event(e).canonical()).count() as f64 / total_calls as f64
+        counts.canonical as f64 / total_calls as f64
     } else {
         0.0
     };

@@ -11,6 +11,7 @@ use crate::numfmt::format_number;
 use crate::pyjson::{parse, Object, ParseOptions, Value};
 use crate::reward::pychar::{lower as py_lower, strip as py_strip};
 use crate::reward::pyvalue::{get, py_float, py_str, write_str_repr};
+use crate::reward::record::ToolEvent;
 use crate::toolcall::{parse_tool_calls, ToolCall};
 
 /// The tools offered when a row names none.
@@ -73,7 +74,7 @@ pub fn allowed_names(tools: Option<&[Value]>) -> Vec<String> {
 }
 
 /// Parses the completion's tool calls and runs each one, returning the tool events.
-pub fn run_completion_tools(completion: &str, allowed: &[String]) -> Vec<Value> {
+pub fn run_completion_tools(completion: &str, allowed: &[String]) -> Vec<ToolEvent> {
     parse_tool_calls(completion)
         .into_iter()
         .map(|call| execute_call(call, allowed))
@@ -82,7 +83,7 @@ pub fn run_completion_tools(completion: &str, allowed: &[String]) -> Vec<Value> 
 
 /// Runs one parsed call: `{ok, name, args, result, canonical}` as the environment records
 /// it, with `{"error": ...}` as the result of a call that failed.
-pub fn execute_call(call: ToolCall, allowed: &[String]) -> Value {
+pub fn execute_call(call: ToolCall, allowed: &[String]) -> ToolEvent {
     let name = if call.name.is_truthy() {
         call.name
     } else {
@@ -109,13 +110,13 @@ pub fn execute_call(call: ToolCall, allowed: &[String]) -> Value {
         Ok(result) => (true, result),
         Err(message) => (false, object(vec![("error", Value::Str(message))])),
     };
-    object(vec![
-        ("ok", Value::Bool(ok)),
-        ("name", name),
-        ("args", args),
-        ("result", result),
-        ("canonical", Value::Bool(call.canonical)),
-    ])
+    ToolEvent {
+        ok,
+        canonical: call.canonical,
+        name: Some(name),
+        args: Some(args),
+        result: Some(result),
+    }
 }
 
 fn object(pairs: Vec<(&str, Value)>) -> Value {
@@ -214,12 +215,17 @@ fn current_time(args: &Value) -> Value {
 mod tests {
     use super::*;
 
-    fn event_of(completion: &str) -> Vec<Value> {
+    fn event_of(completion: &str) -> Vec<ToolEvent> {
         run_completion_tools(completion, &allowed_names(None))
     }
 
-    fn field<'a>(event: &'a Value, key: &str) -> &'a Value {
-        get(event, key).unwrap_or(&Value::Null)
+    fn field<'a>(event: &'a ToolEvent, key: &str) -> &'a Value {
+        let value = match key {
+            "name" => &event.name,
+            "args" => &event.args,
+            _ => &event.result,
+        };
+        value.as_ref().unwrap_or(&Value::Null)
     }
 
     #[test]
@@ -228,11 +234,11 @@ mod tests {
             r#"<tool_call>{"name":"calculate_math","arguments":{"expression":"3*(4+5)"}}</tool_call>"#,
         );
         assert_eq!(events.len(), 1);
-        assert_eq!(field(&events[0], "ok"), &Value::Bool(true));
+        assert!(events[0].ok);
         let result = field(&events[0], "result");
         assert_eq!(get(result, "value"), Some(&Value::Float(27.0)));
         assert_eq!(get(result, "result"), Some(&Value::Str("27".into())));
-        assert_eq!(field(&events[0], "canonical"), &Value::Bool(true));
+        assert!(events[0].canonical);
     }
 
     #[test]
@@ -246,7 +252,7 @@ mod tests {
         ));
         assert_eq!(events.len(), 5);
         for event in &events {
-            assert_eq!(field(event, "ok"), &Value::Bool(false));
+            assert!(!event.ok);
             assert!(get(field(event, "result"), "error").is_some());
         }
         // The alias is not offered by default, so the environment refuses it.
@@ -269,8 +275,8 @@ mod tests {
         ]));
         let events = run_completion_tools("calculator(expression=\"2**10\")", &allowed);
         assert_eq!(events.len(), 1);
-        assert_eq!(field(&events[0], "ok"), &Value::Bool(true));
-        assert_eq!(field(&events[0], "canonical"), &Value::Bool(false));
+        assert!(events[0].ok);
+        assert!(!events[0].canonical);
     }
 
     #[test]

@@ -1,0 +1,304 @@
+"""Reward functions in the style of the second seed's GRPO trainer, and how to combine them.
+
+A reward function is called as ``fn(prompts, completions, answers, **extra)`` with one entry
+per completion in each list, and returns one float per completion, ``None`` for a
+completion it does not apply to (or ``None`` for the whole batch). :func:`combine` weights
+and sums several of them, treating ``None`` (and NaN) as missing.
+
+Built-ins: :func:`math_tool_reward`, the seed trainer's tool-use reward (batched in Rust),
+and the R1-style rewards common in GRPO recipes (accuracy, integer answer, strict and soft
+format, XML tag count). Any Python function with the same signature can sit beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentrl.rewards.config import RewardConfig
+from agentrl.rewards.scoring import score_batch
+
+RewardValues = Sequence[float | None] | None
+RewardFunction = Callable[..., RewardValues]
+
+
+def reward_name(function: RewardFunction) -> str:
+    """The name metrics use for a reward function (its ``__name__`` when it has one)."""
+    name = getattr(function, "__name__", None) or getattr(function, "name", None)
+    return str(name) if name else type(function).__name__
+
+
+@dataclass(frozen=True)
+class CombinedRewards:
+    """Weighted totals of several reward functions for one batch."""
+
+    totals: np.ndarray
+    # Each function's raw values (NaN where it returned None), by name.
+    columns: dict[str, np.ndarray]
+    # ``<name>_mean``, ``<name>_std`` (over the values it gave) and ``<name>_coverage``.
+    metrics: dict[str, float]
+
+
+class CombinedReward:
+    """Several reward functions with their weights, evaluated together (see :func:`combine`)."""
+
+    def __init__(self, functions: Sequence[RewardFunction], weights: Sequence[float] | None):
+        if not functions:
+            raise ValueError("at least one reward function is required")
+        if weights is not None and len(weights) != len(functions):
+            raise ValueError(
+                f"got {len(weights)} reward weights for {len(functions)} reward functions"
+            )
+        self.functions = list(functions)
+        self.weights = np.asarray(
+            [1.0] * len(functions) if weights is None else list(weights), dtype=np.float64
+        )
+        if not np.isfinite(self.weights).all():
+            raise ValueError(f"reward weights must be finite, got {self.weights.tolist()}")
+        self.names = _unique_names([reward_name(f) for f in self.functions])
+
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[str],
+        answers: Sequence[Any],
+        **extra: Any,
+    ) -> CombinedRewards:
+        n = len(completions)
+        if n == 0:
+            raise ValueError("at least one completion is required")
+        if len(prompts) != n or len(answers) != n:
+            raise ValueError(
+                f"prompts ({len(prompts)}), completions ({n}) and answers ({len(answers)}) "
+                "must have one entry per completion"
+            )
+        columns: dict[str, np.ndarray] = {}
+        metrics: dict[str, float] = {}
+        for name, function in zip(self.names, self.functions, strict=True):
+            values = _as_column(name, function(prompts, completions, answers, **extra), n)
+            valid = values[~np.isnan(values)]
+            metrics[f"{name}_mean"] = float(valid.mean()) if valid.size else 0.0
+            metrics[f"{name}_std"] = float(valid.std()) if valid.size else 0.0
+            metrics[f"{name}_coverage"] = valid.size / n
+            columns[name] = values
+        matrix = np.stack(list(columns.values()), axis=1)
+        missing = np.isnan(matrix).all(axis=1)
+        if missing.any():
+            row = int(np.flatnonzero(missing)[0])
+            raise ValueError(
+                f"every reward function returned None for completion {row}; "
+                "at least one must apply"
+            )
+        with np.errstate(over="ignore", invalid="ignore"):
+            totals = (np.nan_to_num(matrix, nan=0.0) * self.weights).sum(axis=1)
+        if not np.isfinite(totals).all():
+            row = int(np.flatnonzero(~np.isfinite(totals))[0])
+            raise ValueError(f"the weighted reward of completion {row} is not finite")
+        return CombinedRewards(totals=totals, columns=columns, metrics=metrics)
+
+
+def combine(
+    functions: Sequence[RewardFunction], weights: Sequence[float] | None = None
+) -> CombinedReward:
+    """Weights and sums reward functions; call the result like a reward function.
+
+    ``weights`` defaults to 1.0 each and must have one entry per function. When called, a
+    ``None`` (or NaN) value counts as missing (0 in the total, left out of that function's
+    mean, std and coverage); a row where every function is missing, or any infinite
+    value, raises ``ValueError``.
+    """
+    return CombinedReward(functions, weights)
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+
+
+def _as_column(name: str, raw: RewardValues, n: int) -> np.ndarray:
+    if raw is None:
+        return np.full(n, np.nan)
+    if len(raw) != n:
+        raise ValueError(f"{name} returned {len(raw)} rewards for {n} completions")
+    try:
+        values = np.asarray([np.nan if r is None else float(r) for r in raw], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} returned a value that is not a number: {exc}") from None
+    if np.isinf(values).any():
+        row = int(np.flatnonzero(np.isinf(values))[0])
+        raise ValueError(f"{name} returned an infinite reward for completion {row}")
+    return values
+
+
+# ---------------------------------------------------------------- the seed's tool-use reward
+
+
+def math_tool_reward(
+    prompts: Sequence[Any],
+    completions: Sequence[str],
+    answers: Sequence[Any],
+    *,
+    tool_events: Sequence[Sequence[Mapping[str, Any]] | None] | None = None,
+    unfinished: Sequence[bool] | None = None,
+    reward_config: RewardConfig | Mapping[str, Any] | None = None,
+    threads: int | None = None,
+    **extra: Any,
+) -> list[float]:
+    """The seed trainer's tool-use reward, scored in one batched Rust call.
+
+    A prompt is the task text, a rendered chat prompt, or a list of chat messages; an answer
+    is the ground truth (a list of expected answers, or one). Without ``tool_events`` the
+    completions' tool calls are parsed and run with the built-in tools.
+    """
+    del extra
+    records = []
+    for i, (prompt, completion, answer) in enumerate(
+        zip(prompts, completions, answers, strict=True)
+    ):
+        record: dict[str, Any] = {"completion": completion, "gt": answer}
+        if isinstance(prompt, str):
+            record["prompt"] = prompt
+        else:
+            record["messages"] = list(prompt)
+        if tool_events is not None and tool_events[i] is not None:
+            record["tool_events"] = list(tool_events[i])
+        if unfinished is not None:
+            record["unfinished"] = bool(unfinished[i])
+        records.append(record)
+    return score_batch(records, reward_config, threads).rewards.tolist()
+
+
+# ---------------------------------------------------------------- R1-style rewards
+
+
+def extract_answer(text: str) -> str:
+    """The text after the last ``<answer>`` up to the next ``</answer>`` (or the end),
+    stripped; the whole stripped text when there is no ``<answer>``."""
+    start = text.rfind("<answer>")
+    if start < 0:
+        return text.strip()
+    body = text[start + len("<answer>") :]
+    end = body.find("</answer>")
+    return (body if end < 0 else body[:end]).strip()
+
+
+def r1_accuracy_reward(
+    prompts: Sequence[Any], completions: Sequence[str], answers: Sequence[Any], **extra: Any
+) -> list[float | None]:
+    """2.0 when the extracted answer equals the expected answer (both stripped), else 0.0;
+    ``None`` where there is no expected answer. A list of answers counts as its first item."""
+    del prompts, extra
+    out: list[float | None] = []
+    for completion, answer in zip(completions, answers, strict=True):
+        expected = _first_answer(answer)
+        if expected is None:
+            out.append(None)
+        else:
+            out.append(2.0 if extract_answer(completion) == expected else 0.0)
+    return out
+
+
+def r1_int_reward(
+    prompts: Sequence[Any], completions: Sequence[str], answers: Sequence[Any], **extra: Any
+) -> list[float]:
+    """0.5 when the extracted answer is a whole number (ASCII digits, optional minus sign)."""
+    del prompts, answers, extra
+    return [0.5 if _is_integer_text(extract_answer(c)) else 0.0 for c in completions]
+
+
+def r1_strict_format_reward(
+    prompts: Sequence[Any], completions: Sequence[str], answers: Sequence[Any], **extra: Any
+) -> list[float]:
+    """0.5 when the whole completion is ``<think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>``
+    with at most one trailing newline, else 0.0."""
+    del prompts, answers, extra
+    return [0.5 if _strict_format(c) else 0.0 for c in completions]
+
+
+def r1_soft_format_reward(
+    prompts: Sequence[Any], completions: Sequence[str], answers: Sequence[Any], **extra: Any
+) -> list[float]:
+    """0.5 when a ``<think>…</think>`` block is followed (whitespace allowed between) by an
+    ``<answer>…</answer>`` block anywhere in the completion, else 0.0."""
+    del prompts, answers, extra
+    return [0.5 if _soft_format(c) else 0.0 for c in completions]
+
+
+def r1_xml_count_reward(
+    prompts: Sequence[Any], completions: Sequence[str], answers: Sequence[Any], **extra: Any
+) -> list[float]:
+    """Partial credit for the R1 layout: 0.125 for each of ``<think>\\n``, ``\\n</think>\\n``,
+    ``\\n<answer>\\n`` and ``\\n</answer>`` appearing exactly once, minus 0.001 per character
+    after the last ``\\n</answer>`` (one trailing newline is free); never below 0."""
+    del prompts, answers, extra
+    return [_xml_count(c) for c in completions]
+
+
+def _first_answer(answer: Any) -> str | None:
+    if isinstance(answer, list | tuple):
+        answer = answer[0] if answer else None
+    return None if answer is None else str(answer).strip()
+
+
+def _is_integer_text(text: str) -> bool:
+    digits = text[1:] if text.startswith("-") else text
+    return digits.isascii() and digits.isdigit()
+
+
+def _strict_format(text: str) -> bool:
+    head, separator, tail = "<think>\n", "\n</think>\n<answer>\n", "\n</answer>"
+    body = text[:-1] if text.endswith(tail + "\n") else text
+    if len(body) < len(head) + len(separator) + len(tail):
+        return False
+    if not (body.startswith(head) and body.endswith(tail)):
+        return False
+    return separator in body[len(head) : len(body) - len(tail)]
+
+
+def _soft_format(text: str) -> bool:
+    start = text.find("<think>")
+    if start < 0:
+        return False
+    last_close = text.rfind("</answer>")
+    position = text.find("</think>", start + len("<think>"))
+    while position >= 0:
+        after = position + len("</think>")
+        # Skip whitespace; runs end at the next "<", so every character is visited once.
+        answer_at = after
+        while answer_at < len(text) and text[answer_at].isspace():
+            answer_at += 1
+        if text.startswith("<answer>", answer_at) and last_close >= answer_at + len("<answer>"):
+            return True
+        position = text.find("</think>", after)
+    return False
+
+
+def _xml_count(text: str) -> float:
+    score = 0.0
+    for tag in ("<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>"):
+        if text.count(tag) == 1:
+            score += 0.125
+    closing = text.rfind("\n</answer>")
+    if closing >= 0:
+        trailing = text[closing + len("\n</answer>") :]
+        if trailing.startswith("\n"):
+            trailing = trailing[1:]
+        score -= 0.001 * len(trailing)
+    return max(score, 0.0)
+
+
+BUILTIN_REWARDS: dict[str, RewardFunction] = {
+    "math_tool": math_tool_reward,
+    "r1_accuracy": r1_accuracy_reward,
+    "r1_int": r1_int_reward,
+    "r1_strict_format": r1_strict_format_reward,
+    "r1_soft_format": r1_soft_format_reward,
+    "r1_xml_count": r1_xml_count_reward,
+}
