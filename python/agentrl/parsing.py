@@ -1,7 +1,7 @@
 """Text parsing and safe arithmetic, backed by the Rust core (`agentrl._core`).
 
 Most functions here are the reward's contract: they reproduce the seed trainer's behaviour
-exactly (see tests/test_golden_parsing.py) while running in linear time on any input.
+exactly (see tests/test_golden_*.py) while running in linear time on any input.
 `parse_message` is the exception: the lenient multi-format parser the rollout loop uses to
 decide which calls to execute.
 """
@@ -16,25 +16,40 @@ from agentrl import _core
 
 
 def canonicalize_expression(text: str) -> str:
-    """Full-width characters to ASCII, ``^`` to ``**``, whitespace removed."""
+    """Full-width characters to ASCII, ``^`` to ``**``, whitespace removed.
+
+    This is the key the seed de-duplicates expressions by. Text with a lone surrogate has
+    no UTF-8 form and raises ``ValueError``.
+    """
     return _core.canonicalize_expression(text)
 
 
 def safe_eval(expr: str) -> float:
     """Evaluate an arithmetic expression with Python float semantics, never with ``eval``.
 
-    Raises ``ValueError`` (``SafeEvalError``) saying what was wrong for any invalid input.
+    Accepts exactly what the seed's AST walker accepts (numbers in Python literal syntax,
+    ``True``/``False``, ``pi``, ``e``, ``sqrt sin cos tan log exp abs round``, ``+ - * / //
+    % **``, unary signs, parentheses; at most 256 characters once canonical; no bare dates)
+    and computes what CPython computes. Raises ``ValueError`` (``SafeEvalError``) saying
+    what was wrong, and at which character of the canonical form, for any invalid input.
     """
     return _core.safe_eval(expr)
 
 
 def format_number(value: float) -> str:
-    """Integral values as exact integer digits, others with at most 10 decimals."""
+    """Integral values as exact integer digits, others with at most 10 decimals.
+
+    Raises ``OverflowError`` for infinities and ``ValueError`` for NaN, as the seed does.
+    """
     return _core.format_number(value)
 
 
 def extract_expressions(text: str, max_exprs: int = 8) -> list[str]:
-    """Arithmetic expressions found in mixed Chinese/English text, each validated."""
+    """Arithmetic expressions found in mixed Chinese/English text, each validated.
+
+    In text order, without duplicates by canonical form, at most ``max_exprs`` of them (the
+    seed keeps one even when ``max_exprs <= 0``). Linear time on any input.
+    """
     return _core.extract_expressions(text, max_exprs)
 
 

@@ -1,6 +1,7 @@
 //! Python bindings of the arithmetic core: type conversion and error mapping only.
 
 use std::borrow::Cow;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOverflowError, PyValueError};
@@ -40,13 +41,22 @@ fn text_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
     })
 }
 
-/// Run `f` on `text`, releasing the GIL when the text is large.
-fn with_text<T: Send>(py: Python<'_>, text: &str, f: impl FnOnce(&str) -> T + Send) -> T {
-    if text.len() >= DETACH_BYTES {
-        py.detach(|| f(text))
+/// Run `f` on `text`, releasing the GIL when the text is large. The core is written not to
+/// panic; should it ever, the panic becomes a `ValueError` here instead of crossing into
+/// Python as a `PanicException`.
+fn with_text<T: Send>(
+    py: Python<'_>,
+    what: &str,
+    text: &str,
+    f: impl FnOnce(&str) -> T + Send,
+) -> PyResult<T> {
+    let guarded = || catch_unwind(AssertUnwindSafe(|| f(text)));
+    let outcome = if text.len() >= DETACH_BYTES {
+        py.detach(guarded)
     } else {
-        f(text)
-    }
+        guarded()
+    };
+    outcome.map_err(|_| PyValueError::new_err(format!("internal error in {what} on this input")))
 }
 
 /// Full-width characters to ASCII, `^` to `**`, whitespace removed.
@@ -58,7 +68,7 @@ fn canonicalize_expression(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<
             "text contains a lone surrogate, which has no canonical form",
         ));
     }
-    Ok(with_text(py, &text, expr::canonicalize))
+    with_text(py, "canonicalize_expression", &text, expr::canonicalize)
 }
 
 /// Evaluate an arithmetic expression with Python float semantics (never `eval`).
@@ -70,7 +80,8 @@ fn safe_eval(py: Python<'_>, expr: &Bound<'_, PyAny>) -> PyResult<f64> {
             "expression contains a lone surrogate",
         ));
     }
-    with_text(py, &text, expr::safe_eval).map_err(|e| SafeEvalError::new_err(e.to_string()))
+    with_text(py, "safe_eval", &text, expr::safe_eval)?
+        .map_err(|e| SafeEvalError::new_err(e.to_string()))
 }
 
 /// The seed's `format_number`: exact integer digits, else at most 10 decimals.
@@ -102,9 +113,9 @@ fn extract_expressions(
     // Lone surrogates cannot be part of a valid expression and play no role in where
     // matches start or end, so reading them as U+FFFD changes nothing.
     let (text, _) = text_of(text)?;
-    Ok(with_text(py, &text, |t| {
+    with_text(py, "extract_expressions", &text, |t| {
         expr::extract_expressions(t, max_exprs)
-    }))
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
