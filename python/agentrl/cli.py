@@ -13,6 +13,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("agentrl.commands.demo", "Parse and score a few built-in completions."),
     "gen-data": ("agentrl.commands.gen_data", "Generate synthetic tool-use tasks or SFT demos."),
     "sft": ("agentrl.commands.sft", "Supervised warm start on tool-use demonstrations."),
+    "score": ("agentrl.commands.score", "Score trajectories (JSONL) with the tool-use reward."),
 }
 
 
