@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gen-data": ("agentrl.commands.gen_data", "Generate synthetic tool-use tasks or SFT demos."),
     "sft": ("agentrl.commands.sft", "Supervised warm start on tool-use demonstrations."),
     "score": ("agentrl.commands.score", "Score trajectories (JSONL) with the tool-use reward."),
+    "train": ("agentrl.commands.train", "RL training of tool use (no arguments: built-in run)."),
+    "eval": ("agentrl.commands.eval", "Held-out evaluation of a policy (greedy, tool loop)."),
 }
 
 

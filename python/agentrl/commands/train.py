@@ -1,0 +1,67 @@
+"""`agentrl train`: reinforcement learning of tool use.
+
+With no arguments it runs the built-in preset on the CPU: the warm-started tiny model
+(`agentrl sft` runs first when runs/tiny-sft is missing), generated tasks, and evaluation
+on the 200 held-out tasks `agentrl sft` reports on, before and after RL. Every flag of the
+first seed's trainer works under its own name; ``--config run.toml`` holds any of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agentrl.config import add_config_arguments, config_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Train a policy to use tools with RL. Values: preset (default tiny, the built-in "
+        "CPU run; 'seed' = the first seed's defaults), then --config TOML, then flags."
+    )
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--print_config", action="store_true", help="print the resolved config and exit"
+    )
+
+
+def _pct(metrics: dict[str, float], key: str) -> str:
+    value = metrics.get(key)
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"agentrl train: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(config.to_toml(), end="")
+        return 0
+    from agentrl.models.errors import ModelLoadError
+    from agentrl.trainer import Trainer
+
+    try:
+        result = Trainer(config).run()
+    except (ModelLoadError, ValueError, FileNotFoundError) as exc:
+        print(f"agentrl train: {exc}", file=sys.stderr)
+        return 2
+    first, last = result.first_eval, result.last_eval
+    tasks = int(last.get("eval/tasks", first.get("eval/tasks", 0)))
+    status = f"stopped early ({result.stopped})" if result.stopped else "finished"
+    print(
+        f"{status}: {result.steps_done}/{result.total_steps} steps in "
+        f"{result.wall_seconds / 60:.1f} min; held-out exact match "
+        f"{_pct(first, 'eval/exact_match')} -> {_pct(last, 'eval/exact_match')} "
+        f"on {tasks} tasks (greedy); tool success {_pct(first, 'eval/tool_success_rate')} -> "
+        f"{_pct(last, 'eval/tool_success_rate')}"
+    )
+    print(f"run directory: {result.run_dir} (metrics.jsonl, config.toml, checkpoints/)")
+    if result.report is not None:
+        print(f"report: {result.report}")
+    if result.policy_export is not None:
+        print(
+            f"trained policy: {result.policy_export} (agentrl eval --model {result.policy_export})"
+        )
+    return 0

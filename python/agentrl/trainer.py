@@ -1,0 +1,364 @@
+"""The RL trainer loop: rollout <-> train, evaluation, checkpoints, clean stops.
+
+:meth:`Trainer.run` reads as the table of contents of a run; every step it names lives
+in its own module under `agentrl.training` (setup, sources, step, evaluation, resume,
+signals) or `agentrl.observability`, with the math in `agentrl.rl`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrl.config import TrainConfig
+from agentrl.observability import RunObserver
+from agentrl.rl.checkpoint import export_policy
+from agentrl.rl.kl_control import BetaConfig, BetaController
+from agentrl.rl.optim import OptimConfig, Optimization
+from agentrl.rollout import AsyncRollout, PolicyVersion
+from agentrl.rollout.engine import TorchEngine
+from agentrl.training import resume as resume_io
+from agentrl.training.evaluation import Evaluator, eval_episode_config
+from agentrl.training.setup import (
+    Models,
+    build_tools,
+    episode_config,
+    load_models,
+    load_prompts,
+)
+from agentrl.training.signals import StopRequest
+from agentrl.training.sources import BackgroundSource, GroupSource, InlineSource
+from agentrl.training.step import StepOutcome, StepSettings, config_sections, train_on_groups
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    steps_done: int
+    total_steps: int
+    stopped: str | None  # why the run ended before total_steps, if it did
+    wall_seconds: float
+    first_eval: dict[str, float] = field(default_factory=dict)
+    last_eval: dict[str, float] = field(default_factory=dict)
+    report: Path | None = None
+    policy_export: Path | None = None
+    checkpoint: Path | None = None
+
+
+class Trainer:
+    """Runs one training job described by a :class:`TrainConfig`."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        callbacks: Sequence[Callable[[Trainer, int, StepOutcome], None]] = (),
+    ) -> None:
+        """``callbacks`` run after every step with (trainer, step, outcome): hooks for tools
+        and tests (e.g. ``trainer.stop.request("why")`` ends the run after this step)."""
+        self.config = config
+        self.callbacks = list(callbacks)
+        self.run_dir = config.run_dir
+        self.counters = resume_io.Counters()
+        self.first_eval: dict[str, float] = {}
+        self.last_eval: dict[str, float] = {}
+        self.last_saved_step = -1
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> TrainResult:
+        began = time.perf_counter()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.toml").write_text(self.config.to_toml(), encoding="utf-8")
+        with StopRequest(self.config.max_time, self._early_log).install() as stop:
+            self.stop = stop
+            self._build()
+            self._resume_if_asked()
+            self._open_observer()
+            try:
+                self._evaluate_before_training()
+                self._start_rollout()
+                for step in range(self.counters.step + 1, self.total_steps + 1):
+                    if stop.requested:
+                        break
+                    groups = self._next_batch(step)
+                    if groups is None:
+                        break
+                    outcome = self._train(step, groups)
+                    self._sync_policy_if_due(outcome)
+                    self._log_step(step, outcome)
+                    self._evaluate_if_due(step)
+                    self._checkpoint_if_due(step)
+                    for callback in self.callbacks:
+                        callback(self, step, outcome)
+            finally:
+                self.source.stop()
+            checkpoint = self._save_checkpoint()
+            export = self._export_policy()
+            report = self.observer.close()
+        return self._result(began, checkpoint, export, report)
+
+    # ------------------------------------------------------------------ building
+
+    def _early_log(self, message: str) -> None:
+        observer = getattr(self, "observer", None)
+        (observer.log if observer is not None else print)(message)
+
+    def _build(self) -> None:
+        cfg = self.config
+        log = self._early_log
+        self.models: Models = load_models(cfg, log)
+        self.tools = build_tools(cfg)
+        self.train_pool, self.eval_pool = load_prompts(cfg, self.tools, log)
+        n = len(self.train_pool)
+        self.total_steps = cfg.total_steps or math.ceil(n / cfg.batch_size) * cfg.epochs
+        flat = cfg.flat()
+        loss, advantage, bc = config_sections(flat)
+        self.settings = StepSettings(
+            loss=loss,
+            advantage=advantage,
+            bc=bc,
+            reward=cfg.reward,
+            num_generations=cfg.num_generations,
+            max_total_len=cfg.max_total_len,
+            strict_group_packing=bool(cfg.strict_group_packing),
+            stale_discount=cfg.async_stale_discount,
+            micro_batch_size=cfg.micro_batch_size,
+            default_tools=self.tools.specs(),
+        )
+        optim = OptimConfig(
+            learning_rate=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            grad_clip=cfg.grad_clip,
+            accumulation_steps=cfg.accumulation_steps,
+            micro_batch_size=cfg.micro_batch_size,
+        )
+        self.optimization = Optimization(self.models.policy, optim, self.total_steps)
+        beta_cfg = BetaConfig(**{k: flat[k] for k in BetaConfig.__dataclass_fields__})
+        beta_cfg.beta_auto_tune = bool(cfg.beta_auto_tune)
+        self.beta = BetaController(beta_cfg)
+        self.episode = episode_config(cfg)
+        self.source = self._rollout_source()
+        self.evaluator = Evaluator(
+            self.eval_pool,
+            self.tools,
+            eval_episode_config(self.episode, cfg.eval_temperature, cfg.eval_max_gen_len),
+            cfg.reward,
+            samples=cfg.eval_samples,
+            seed=cfg.eval_seed,
+        )
+
+    def _rollout_source(self) -> GroupSource:
+        cfg = self.config
+        version = PolicyVersion(0)
+        engine = TorchEngine(
+            self.models.rollout,
+            self.models.tokenizer,
+            device=self.models.device,
+            autocast=self.models.autocast,
+            seed=cfg.seed,
+        )
+        if cfg.async_workers == 0:
+            return InlineSource(engine, self.train_pool, self.tools, self.episode,
+                                num_generations=cfg.num_generations, batch_size=cfg.batch_size,
+                                seed=cfg.seed, version=version)  # fmt: skip
+        rollout = AsyncRollout(
+            engine,
+            self.train_pool,
+            self.tools,
+            version=version,
+            config=self.episode,
+            num_generations=cfg.num_generations,
+            batch_size=cfg.batch_size,
+            max_version_gap=cfg.effective_max_version_gap,
+            max_queue_groups=cfg.effective_max_queue_groups,
+            num_workers=cfg.async_workers,
+            seed=cfg.seed,
+        )
+        return BackgroundSource(rollout, cfg.fetch_timeout_sec)
+
+    def _resume_if_asked(self) -> None:
+        self.resumed_from: Path | None = None
+        if not self.config.from_resume:
+            return
+        path = resume_io.find_resume_point(self.run_dir)
+        if path is None:
+            self._early_log(f"from_resume=1 but no checkpoint in {self.run_dir}: starting fresh")
+            return
+        self.counters = resume_io.restore_run(
+            path, self.models, self.optimization, self.beta, self.source,
+            reference_too=bool(self.config.ref_from_rl_checkpoint),
+        )  # fmt: skip
+        self.resumed_from = path
+        self.last_saved_step = self.counters.step
+
+    def _open_observer(self) -> None:
+        cfg = self.config
+        self.observer = RunObserver(
+            self.run_dir,
+            self.total_steps,
+            start_step=self.counters.step,
+            resumed=self.resumed_from is not None,
+            progress=bool(cfg.progress),
+            log_interval=cfg.log_interval,
+            debug_interval=cfg.debug_interval,
+            report=bool(cfg.report),
+            tensorboard_dir=cfg.tensorboard_dir,
+            use_wandb=cfg.use_wandb,
+            wandb_project=cfg.wandb_project,
+            run_name=cfg.save_weight,
+            config=cfg.flat(),
+        )
+        self.observer.log(self._banner())
+
+    def _banner(self) -> str:
+        cfg, m = self.config, self.models
+        params = sum(p.numel() for p in m.policy.parameters()) / 1e6
+        start = f"resumed at step {self.counters.step} from {self.resumed_from}; " if (
+            self.resumed_from) else ""  # fmt: skip
+        return (
+            f"{start}model {m.spec} ({params:.2f}M params) on {m.device}; "
+            f"{len(self.train_pool)} train / {len(self.evaluator.indices)} eval prompts; "
+            f"{self.total_steps} steps x {cfg.batch_size} prompts x G={cfg.num_generations}; "
+            f"rollout {'inline' if cfg.async_workers == 0 else f'{cfg.async_workers} worker(s)'}"
+            f", max_version_gap {cfg.effective_max_version_gap}; advantage {cfg.advantage_mode}, "
+            f"loss {cfg.loss_reduction}, decoupled {cfg.use_decoupled_ppo}, beta {self.beta.beta}"
+            f", bc {cfg.bc_coef}; writing to {self.run_dir}"
+        )
+
+    # ------------------------------------------------------------------ per step
+
+    def _evaluate(self, step: int, label: str) -> None:
+        metrics = self.evaluator.run(self.source.engine, step)
+        if not metrics:
+            return
+        self.first_eval = self.first_eval or metrics
+        self.last_eval = metrics
+        self.observer.evaluation(step, metrics, label)
+
+    def _evaluate_before_training(self) -> None:
+        if self.config.eval_before_train:
+            self._evaluate(self.counters.step, "eval-init")
+
+    def _start_rollout(self) -> None:
+        cfg = self.config
+        target = cfg.prefill_queue_groups or min(cfg.effective_max_queue_groups,
+                                                 2 * cfg.batch_size)  # fmt: skip
+        ready = self.source.start(target, cfg.prefill_timeout_sec)
+        if not ready:
+            self.observer.log(f"rollout queue not filled to {target} groups in time; going on")
+
+    def _next_batch(self, step: int) -> list[Any] | None:
+        began = time.perf_counter()
+        groups = self.source.next_batch(step)
+        self.rollout_seconds = time.perf_counter() - began
+        if len(groups) < self.config.batch_size:
+            self.stop.request(f"not enough rollout groups at step {step} ({len(groups)})")
+            self.observer.log(f"stopping: {self.stop.reason}")
+            return None
+        return groups
+
+    def _train(self, step: int, groups: list[Any]) -> StepOutcome:
+        began = time.perf_counter()
+        outcome = train_on_groups(
+            groups,
+            step=step,
+            current_version=self.source.version.get(),
+            reward_baseline=self.counters.reward_baseline,
+            settings=self.settings,
+            models=self.models,
+            optimization=self.optimization,
+            beta=self.beta,
+        )
+        self.counters.step = step
+        self.counters.reward_baseline = outcome.reward_baseline
+        self.train_seconds = time.perf_counter() - began
+        if outcome.report is not None and outcome.report.skipped:
+            self.observer.log(f"step {step}: update skipped ({outcome.report.skipped})")
+        return outcome
+
+    def _sync_policy_if_due(self, outcome: StepOutcome) -> None:
+        report = outcome.report
+        if report is None or not report.stepped:
+            return
+        if report.opt_step % self.config.policy_sync_interval != 0:
+            self.counters.rollout_current = False
+            return
+        before = self.source.version.get()
+        if self.source.sync(self.models.policy) == before:
+            self.observer.log("policy sync skipped: the trained weights are not finite")
+            self.counters.rollout_current = False
+        else:
+            self.counters.rollout_current = True
+
+    def _log_step(self, step: int, outcome: StepOutcome) -> None:
+        metrics = dict(outcome.metrics)
+        metrics["policy/version"] = float(self.source.version.get())
+        metrics["policy/max_version_gap"] = float(self.config.effective_max_version_gap)
+        metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
+        seconds = self.rollout_seconds + self.train_seconds
+        tokens = float(outcome.batch.loss_mask.sum()) if outcome.batch is not None else 0.0
+        metrics["perf/rollout_sec"] = self.rollout_seconds
+        metrics["perf/train_sec"] = self.train_seconds
+        metrics["perf/tokens_per_sec"] = tokens / max(seconds, 1e-9)
+        self.observer.train_step(step, metrics)
+        if outcome.scores is not None and outcome.batch is not None:
+            rewards = outcome.scores.rewards.tolist()
+            self.observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
+
+    def _evaluate_if_due(self, step: int) -> None:
+        interval = self.config.eval_interval
+        if interval > 0 and (step % interval == 0 or step == self.total_steps):
+            self._evaluate(step, "eval")
+
+    def _checkpoint_if_due(self, step: int) -> None:
+        interval = self.config.save_interval
+        if interval > 0 and step % interval == 0:
+            self._save_checkpoint()
+
+    # ------------------------------------------------------------------ the end
+
+    def _save_checkpoint(self) -> Path | None:
+        if self.counters.step == self.last_saved_step:
+            return resume_io.find_resume_point(self.run_dir)
+        path = resume_io.save_run(self.run_dir, self.counters, self.models, self.optimization,
+                                  self.beta, self.source, self.config.keep_last)  # fmt: skip
+        if path is None:
+            self.observer.log("checkpoint skipped: the weights are not finite")
+        else:
+            self.last_saved_step = self.counters.step
+        return path
+
+    def _export_policy(self) -> Path | None:
+        from agentrl.models import policy_origin
+
+        name = "policy.pth" if policy_origin(self.models.policy) == "minimind" else "policy"
+        try:
+            return export_policy(self.models.policy, self.models.tokenizer, self.run_dir / name)
+        except ValueError as exc:
+            self.observer.log(f"policy export skipped: {exc}")
+            return None
+
+    def _result(
+        self, began: float, checkpoint: Path | None, export: Path | None, report: Path | None
+    ) -> TrainResult:
+        done = self.counters.step
+        stopped = self.stop.reason if done < self.total_steps else None
+        return TrainResult(
+            run_dir=self.run_dir,
+            steps_done=done,
+            total_steps=self.total_steps,
+            stopped=stopped,
+            wall_seconds=time.perf_counter() - began,
+            first_eval=self.first_eval,
+            last_eval=self.last_eval,
+            report=report,
+            policy_export=export,
+            checkpoint=checkpoint,
+        )
+
+
+__all__ = ["TrainResult", "Trainer"]

@@ -1,0 +1,88 @@
+"""Held-out evaluation: fixed prompts, greedy decoding, the seed's eval metrics.
+
+The same prompts are scored at every evaluation (chosen once by ``eval_seed``), each with
+one episode at ``eval_temperature`` (0: greedy), through the full tool loop, with the
+rollout engine's current weights. The reward's details give the seed's ``eval/...``
+numbers: exact match, answer coverage, tool success, tool choice, and the rest.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from agentrl.data import build_fixed_eval_indices
+from agentrl.data.prompt_pool import PromptPool
+from agentrl.observability import eval_metrics_from_details
+from agentrl.rewards import RewardConfig
+from agentrl.rollout import EpisodeConfig, run_episodes
+from agentrl.rollout.engine import TorchEngine
+from agentrl.tools import ToolRegistry
+from agentrl.training.scoring import score_trajectories
+
+
+def eval_episode_config(
+    episode: EpisodeConfig, temperature: float, max_gen_len: int
+) -> EpisodeConfig:
+    """The rollout limits with the eval decoding: greedy at temperature 0, no thinking."""
+    sampling = replace(
+        episode.sampling,
+        temperature=max(float(temperature), 0.0),
+        greedy=temperature <= 0.0,
+        max_new_tokens=max_gen_len or episode.max_new_tokens,
+    )
+    return replace(
+        episode,
+        sampling=sampling,
+        max_new_tokens=max_gen_len or episode.max_new_tokens,
+        thinking_ratio=0.0,
+    )
+
+
+class Evaluator:
+    """Scores a fixed held-out subset; ``run`` returns {} when there is nothing to score."""
+
+    def __init__(
+        self,
+        pool: PromptPool,
+        tools: ToolRegistry,
+        episode: EpisodeConfig,
+        reward: RewardConfig,
+        *,
+        samples: int,
+        seed: int,
+    ) -> None:
+        self.pool = pool
+        self.tools = tools
+        self.episode = episode
+        self.reward = reward
+        self.indices = build_fixed_eval_indices(pool, samples, seed=seed) if len(pool) else []
+
+    def run(self, engine: TorchEngine, step: int) -> dict[str, float]:
+        if not self.indices:
+            return {}
+        began = time.perf_counter()
+        prompts: Sequence[Any] = [self.pool[i] for i in self.indices]
+        with engine.lock:
+            groups = run_episodes(
+                engine,
+                prompts,
+                self.tools,
+                num_generations=1,
+                config=self.episode,
+                data_indices=self.indices,
+                rng=random.Random(0),
+            )
+        trajectories = [g.trajectories[0] for g in groups]
+        scores = score_trajectories(trajectories, self.reward, step)
+        metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
+        metrics["eval/tasks"] = float(len(trajectories))
+        metrics["eval/seconds"] = time.perf_counter() - began
+        metrics["eval/policy_version"] = float(engine.version)
+        return metrics
+
+
+__all__ = ["Evaluator", "eval_episode_config"]

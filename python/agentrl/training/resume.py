@@ -1,0 +1,121 @@
+"""Checkpoints of a run and exact resume from them.
+
+A checkpoint (written atomically by `agentrl.rl.checkpoint`) holds the policy weights,
+the optimizer/scheduler/accumulation state, every RNG state and the trainer's counters:
+step, optimizer step, policy version, reward baseline, beta and its EMA. When the
+rollout engine's weights lag behind the policy (``policy_sync_interval`` > 1) they are
+saved too, so the resumed run samples from exactly the weights the original would have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl.rl.checkpoint import (
+    ResumeState,
+    latest_checkpoint,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from agentrl.rl.kl_control import BetaController
+from agentrl.rl.optim import Optimization
+from agentrl.training.setup import Models
+from agentrl.training.sources import GroupSource
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+@dataclass
+class Counters:
+    """The trainer's own state between steps (the rest lives in the objects it drives)."""
+
+    step: int = 0
+    reward_baseline: float = 0.0
+    rollout_current: bool = True  # the rollout engine holds the policy's latest weights
+
+
+def checkpoint_root(run_dir: Path) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+
+def save_run(
+    run_dir: Path,
+    counters: Counters,
+    models: Models,
+    optimization: Optimization,
+    beta: BetaController,
+    source: GroupSource,
+    keep_last: int,
+) -> Path | None:
+    """Write a checkpoint of the current state; None when the weights are not finite."""
+    extra: dict[str, Any] = {}
+    if not counters.rollout_current:
+        extra["rollout_weights"] = {
+            k: v.detach().cpu().clone() for k, v in source.engine.model.state_dict().items()
+        }
+    state = ResumeState(
+        step=counters.step,
+        opt_step=optimization.opt_step,
+        policy_version=source.version.get(),
+        reward_baseline=counters.reward_baseline,
+        beta=beta.beta,
+        beta_ema=beta.ema,
+        extra=extra,
+    )
+    return save_checkpoint(
+        checkpoint_root(run_dir),
+        models.policy,
+        state,
+        optimization.state_dict(),
+        keep_last=keep_last,
+    )
+
+
+def find_resume_point(run_dir: Path) -> Path | None:
+    return latest_checkpoint(checkpoint_root(run_dir))
+
+
+def restore_run(
+    path: Path,
+    models: Models,
+    optimization: Optimization,
+    beta: BetaController,
+    source: GroupSource,
+    *,
+    reference_too: bool = False,
+) -> Counters:
+    """Load checkpoint ``path`` into every object; return the counters to continue from."""
+    ckpt = load_checkpoint(path, models.policy)
+    if ckpt.optimization is not None:
+        optimization.load_state_dict(ckpt.optimization)
+    resume = ckpt.resume
+    beta.load_state_dict({"beta": resume.beta, "beta_ema": resume.beta_ema})
+    if reference_too:
+        models.reference.load_state_dict(models.policy.state_dict())
+    rollout_weights = resume.extra.get("rollout_weights")
+    engine = source.engine
+    with engine.lock, torch.no_grad():
+        source_state = rollout_weights if rollout_weights is not None else models.policy
+        engine.update_weights(source_state, version=resume.policy_version)
+        source.version.set(resume.policy_version)
+    restore_rng_state(ckpt.rng)
+    return Counters(
+        step=resume.step,
+        reward_baseline=resume.reward_baseline,
+        rollout_current=rollout_weights is None,
+    )
+
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "Counters",
+    "checkpoint_root",
+    "find_resume_point",
+    "restore_run",
+    "save_run",
+]

@@ -1,0 +1,154 @@
+"""Where training batches come from: rollout in the loop, or in background threads.
+
+Both sources hand the trainer ``batch_size`` groups per step, load new weights into the
+rollout engine when asked (bumping the policy version), and report queue statistics.
+
+- :class:`InlineSource` (``async_workers = 0``) plays the episodes of step ``k`` when the
+  trainer asks for them. Which prompts and which random numbers step ``k`` uses depend
+  only on the seed and ``k``, so a run resumed from a checkpoint at step ``k`` produces
+  exactly the batches the uninterrupted run would have.
+- :class:`BackgroundSource` (``async_workers >= 1``) wraps
+  :class:`agentrl.rollout.AsyncRollout`: workers generate while the trainer trains, with
+  the seed's bounded staleness. Faster on a GPU; not bit-reproducible across resumes,
+  because thread timing decides which weights produced which group.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+
+from agentrl.rollout import AsyncRollout, EpisodeConfig, PolicyVersion, RolloutGroup, run_episodes
+from agentrl.rollout.engine import TorchEngine
+from agentrl.tools import ToolRegistry
+
+
+class GroupSource(Protocol):
+    engine: TorchEngine
+    version: PolicyVersion
+
+    def start(self, prefill_groups: int, timeout_s: float) -> bool: ...
+
+    def next_batch(self, step: int) -> list[RolloutGroup]: ...
+
+    def sync(self, model: torch.nn.Module) -> int: ...
+
+    def stats(self) -> dict[str, float]: ...
+
+    def stop(self) -> None: ...
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The prompt order of one pass over ``n`` prompts (a seeded shuffle per epoch)."""
+    order = list(range(n))
+    random.Random(f"agentrl-epoch:{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def step_prompt_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
+    """The prompts of training step ``step`` (1-based): consecutive slots of the epoch orders."""
+    out = []
+    for slot in range((step - 1) * batch_size, step * batch_size):
+        epoch, position = divmod(slot, n)
+        out.append(epoch_order(n, seed, epoch)[position])
+    return out
+
+
+def _load_weights(engine: TorchEngine, version: PolicyVersion, model: torch.nn.Module) -> int:
+    with engine.lock:
+        new = version.get() + 1
+        if engine.update_weights(model, version=new):
+            version.set(new)
+        return version.get()
+
+
+class InlineSource:
+    """Rollout of each step's groups on demand, reproducible from (seed, step)."""
+
+    def __init__(
+        self,
+        engine: TorchEngine,
+        prompts: Sequence[Any],
+        tools: ToolRegistry,
+        episode: EpisodeConfig,
+        *,
+        num_generations: int,
+        batch_size: int,
+        seed: int,
+        version: PolicyVersion,
+    ) -> None:
+        if len(prompts) == 0:
+            raise ValueError("no training prompts")
+        self.engine, self.prompts, self.tools, self.episode = engine, prompts, tools, episode
+        self.num_generations, self.batch_size, self.seed = num_generations, batch_size, seed
+        self.version = version
+        self.engine.version = version.get()
+        self._last: dict[str, float] = {}
+
+    def start(self, prefill_groups: int, timeout_s: float) -> bool:
+        return True
+
+    def next_batch(self, step: int) -> list[RolloutGroup]:
+        indices = step_prompt_indices(len(self.prompts), self.batch_size, step, self.seed)
+        began = time.perf_counter()
+        with self.engine.lock:
+            self.engine.reseed(self.seed * 1_000_003 + step)
+            groups = run_episodes(
+                self.engine,
+                [self.prompts[i] for i in indices],
+                self.tools,
+                num_generations=self.num_generations,
+                config=self.episode,
+                data_indices=indices,
+                rng=random.Random(f"agentrl-rollout:{self.seed}:{step}"),
+            )
+        self._last = {"last_rollout_time": time.perf_counter() - began, "last_train_wait": 0.0}
+        return groups
+
+    def sync(self, model: torch.nn.Module) -> int:
+        return _load_weights(self.engine, self.version, model)
+
+    def stats(self) -> dict[str, float]:
+        return {"queued": 0.0, "queue_capacity": 0.0, "stale_drop": 0.0, **self._last}
+
+    def stop(self) -> None:
+        return None
+
+
+class BackgroundSource:
+    """:class:`AsyncRollout` behind the :class:`GroupSource` interface."""
+
+    def __init__(self, rollout: AsyncRollout, fetch_timeout_s: float) -> None:
+        self.rollout = rollout
+        self.engine = rollout.engine  # type: ignore[assignment]
+        self.version = rollout.version
+        self.fetch_timeout_s = fetch_timeout_s
+
+    def start(self, prefill_groups: int, timeout_s: float) -> bool:
+        self.rollout.start()
+        return self.rollout.wait_until_ready(prefill_groups, timeout_s)
+
+    def next_batch(self, step: int) -> list[RolloutGroup]:
+        return self.rollout.get_batch(timeout=self.fetch_timeout_s or None)
+
+    def sync(self, model: torch.nn.Module) -> int:
+        return self.rollout.sync_weights(model)
+
+    def stats(self) -> dict[str, float]:
+        return self.rollout.snapshot_stats()
+
+    def stop(self) -> None:
+        self.rollout.stop()
+
+
+__all__ = [
+    "BackgroundSource",
+    "GroupSource",
+    "InlineSource",
+    "epoch_order",
+    "step_prompt_indices",
+]

@@ -1,0 +1,247 @@
+"""One training step on a batch of rollout groups: the first seed's loss, assembled.
+
+pack -> rewards -> advantages -> staleness weights -> (per micro-batch: policy and
+reference log-probs, clipped/decoupled loss with KL penalty, backward) -> behaviour-cloning
+loss -> hard KL stop check -> optimizer step (or skip) -> reward baseline and beta.
+
+Every piece is a function of `agentrl.rl`; this module only wires them and names the
+metrics. Micro-batches add up to the full-batch loss exactly: each contributes its
+reduction numerator over the denominator of the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agentrl.chat import apply_chat_template
+from agentrl.observability import dashboard_metrics
+from agentrl.rewards import RewardConfig
+from agentrl.rl.advantages import AdvantageConfig, compute_advantages, update_reward_baseline
+from agentrl.rl.bc import BCConfig, compute_bc_aux_loss
+from agentrl.rl.kl_control import BetaController
+from agentrl.rl.logprobs import sequence_logps
+from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
+from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics, microbatch_slices
+from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
+from agentrl.rollout.types import RolloutGroup
+from agentrl.training.scoring import Scores, score_trajectories
+from agentrl.training.setup import Models
+
+
+@dataclass
+class StepSettings:
+    """What shapes every step of a run (built once from the config)."""
+
+    loss: LossConfig
+    advantage: AdvantageConfig
+    bc: BCConfig
+    reward: RewardConfig
+    num_generations: int
+    max_total_len: int
+    strict_group_packing: bool
+    stale_discount: float
+    micro_batch_size: int
+    default_tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StepOutcome:
+    metrics: dict[str, float]
+    report: StepReport | None  # None when nothing could be trained on
+    scores: Scores | None
+    batch: PackedBatch | None
+    reward_baseline: float
+
+
+def _pack(groups: Sequence[RolloutGroup], settings: StepSettings, models: Models) -> PackedBatch:
+    tok = models.tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    return pack_groups(
+        groups,
+        num_generations=settings.num_generations,
+        max_total_len=settings.max_total_len,
+        pad_id=int(pad_id),
+        eos_id=tok.eos_token_id,
+        strict_group_packing=settings.strict_group_packing,
+        device=models.device,
+    )
+
+
+def _reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
+    r = scores.rewards
+    out = {
+        "reward/mean": float(r.mean()),
+        "reward/min": float(r.min()),
+        "reward/max": float(r.max()),
+        "reward/baseline": float(baseline),
+    }
+    out.update({f"reward_detail/{k}": v for k, v in scores.means.items()})
+    out.update(dashboard_metrics(scores.means, "train"))
+    return out
+
+
+def _policy_pass(
+    batch: PackedBatch,
+    advantages: torch.Tensor,
+    row_weights: torch.Tensor,
+    settings: StepSettings,
+    models: Models,
+    optimization: Optimization,
+    beta: float,
+    current_version: int,
+) -> dict[str, float]:
+    """Forward + loss + backward over the micro-batches; merged metrics."""
+    cfg = settings.loss
+    mask = batch.loss_mask
+    total_tokens = float(mask.sum().item())
+    extra = {"max_completion_length": cfg.max_completion_length, "global_tokens": total_tokens}
+    total = reduction_denominator(mask, cfg.loss_reduction, row_weights, **extra)
+    parts: list[tuple[dict[str, float], float, float]] = []
+    policy_sum = aux_sum = 0.0
+    for rows in microbatch_slices(batch.num_rows, settings.micro_batch_size):
+        width = int(batch.seq_lens[rows].max().item())
+        ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
+        out = sequence_logps(models.forward, ids, attn, with_entropy=True, autocast=models.autocast)
+        with torch.no_grad():
+            ref = sequence_logps(models.reference, ids, attn, autocast=models.autocast).logps
+        result = policy_loss(
+            out.logps,
+            batch.behavior_logps[rows, : width - 1],
+            advantages[rows],
+            mask[rows, : width - 1],
+            cfg,
+            beta=beta,
+            ref_logps=ref,
+            token_versions=batch.token_versions[rows, : width - 1],
+            current_version=current_version,
+            row_weights=row_weights[rows],
+            global_tokens=total_tokens,
+            entropy=out.entropy,
+        )
+        share = float(ids.size(0)) / batch.num_rows
+        contribution = result.numerator / total
+        if out.aux_loss is not None:
+            contribution = contribution + share * out.aux_loss
+            aux_sum += share * float(out.aux_loss.detach())
+        policy_sum += float(contribution.detach())
+        token_share = float(mask[rows].sum().item()) / max(total_tokens, 1.0)
+        parts.append((result.metrics, share, token_share))
+        if not optimization.backward(contribution):
+            break
+    metrics = merge_microbatch_metrics(parts)
+    metrics["loss/policy"] = policy_sum - aux_sum
+    metrics["loss/aux"] = aux_sum
+    return metrics
+
+
+def _bc_pass(
+    batch: PackedBatch, settings: StepSettings, models: Models, optimization: Optimization,
+    step: int,
+) -> dict[str, float]:  # fmt: skip
+    """The behaviour-cloning auxiliary loss on this batch's prompts (one row per group)."""
+    firsts = [g.trajectories[0] for g in batch.groups]
+    tok = models.tokenizer
+    loss, metrics = compute_bc_aux_loss(
+        models.forward,
+        tok,
+        [t.messages for t in firsts],
+        [t.tools for t in firsts],
+        [t.gt for t in firsts],
+        step=step,
+        config=settings.bc,
+        render=lambda messages, tools: apply_chat_template(tok, messages, tools, True, False),
+        default_tools=settings.default_tools,
+        device=models.device,
+        autocast=models.autocast,
+    )
+    coef = float(metrics.get("bc/coef", 0.0))
+    if coef > 0 and metrics.get("bc/examples", 0.0) > 0:
+        optimization.backward(coef * loss)
+    return metrics
+
+
+def train_on_groups(
+    groups: Sequence[RolloutGroup],
+    *,
+    step: int,
+    current_version: int,
+    reward_baseline: float,
+    settings: StepSettings,
+    models: Models,
+    optimization: Optimization,
+    beta: BetaController,
+) -> StepOutcome:
+    """Train on one batch; the optimizer steps when an accumulation window completes."""
+    try:
+        batch = _pack(groups, settings, models)
+    except EmptyBatchError as exc:
+        metrics = {"pack/dropped_groups": float(exc.dropped_groups), "train/skipped": 1.0}
+        return StepOutcome(metrics, None, None, None, reward_baseline)
+    scores = score_trajectories(batch.trajectories, settings.reward, step)
+    rewards = scores.rewards.to(models.device)
+    advantages, adv_metrics = compute_advantages(
+        rewards, batch.group_ids, settings.advantage, reward_baseline
+    )
+    row_weights, stale_metrics = staleness_weights(
+        batch.row_versions, current_version, settings.stale_discount
+    )
+    optimization.begin()
+    metrics = _policy_pass(
+        batch, advantages, row_weights, settings, models, optimization, beta.beta, current_version
+    )
+    metrics.update(_bc_pass(batch, settings, models, optimization, step))
+    metrics["policy/kl_control"] = beta.control_value(metrics)
+    if settings.loss.kl_estimator == "k3":
+        metrics["policy/kl_ref_k3"] = metrics.get("policy/kl_ref", 0.0)
+    report = optimization.finish(skip=beta.should_stop(metrics))
+    if report.stepped:
+        reward_baseline = update_reward_baseline(
+            reward_baseline,
+            float(rewards.mean()),
+            settings.advantage.reward_ema_decay,
+            report.opt_step,
+        )
+        beta.update(metrics, report.opt_step)
+    metrics.update(adv_metrics)
+    metrics.update(stale_metrics)
+    metrics.update(_reward_metrics(scores, reward_baseline))
+    metrics.update(_step_metrics(batch, report, beta))
+    return StepOutcome(metrics, report, scores, batch, reward_baseline)
+
+
+def _step_metrics(batch: PackedBatch, report: StepReport, beta: BetaController) -> dict[str, float]:
+    versions = batch.row_versions.float()
+    return {
+        "loss/total": report.loss,
+        "train/grad_norm": report.grad_norm,
+        "train/lr": report.lr,
+        "train/beta": beta.beta,
+        "train/beta_ema": beta.ema,
+        "train/opt_step": float(report.opt_step),
+        "train/optimizer_stepped": float(report.stepped),
+        "train/skipped": float(report.skipped is not None),
+        "pack/dropped_groups": float(batch.dropped_groups),
+        "pack/dropped_trajectories": float(batch.dropped_trajectories),
+        "pack/truncated_rows": float(batch.truncated_rows),
+        "pack/rows": float(batch.num_rows),
+        "async/row_version_min": float(versions.min()),
+        "async/row_version_max": float(versions.max()),
+    }
+
+
+def config_sections(flat: Mapping[str, Any]) -> tuple[LossConfig, AdvantageConfig, BCConfig]:
+    """The `agentrl.rl` option dataclasses filled from the flat config."""
+    from agentrl.rl import config_from
+
+    loss = config_from(LossConfig, flat)
+    loss.use_decoupled_ppo = bool(flat["use_decoupled_ppo"])
+    loss.epsilon_high = flat["epsilon_high"] or None
+    loss.max_completion_length = flat["max_completion_length"] or flat["max_gen_len"]
+    return loss, config_from(AdvantageConfig, flat), config_from(BCConfig, flat)
+
+
+__all__ = ["StepOutcome", "StepSettings", "config_sections", "train_on_groups"]
