@@ -152,3 +152,27 @@ def test_gather_logprobs_clamps_out_of_vocabulary_ids() -> None:
 def test_invalid_sampling_params_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)  # type: ignore[arg-type]
+
+
+def test_top_k_with_top_p_draws_from_the_same_distribution_as_the_full_filter() -> None:
+    torch.manual_seed(0)
+    row = torch.randn(1, 300) * 2
+    params = SamplingParams(temperature=0.8, top_k=6, top_p=0.9, min_p=0.05)
+    expected = sampling_probs(row, params)[0]
+    assert int((expected > 0).sum()) <= 6
+    out = sample_tokens(row.repeat(30000, 1), params, generator=torch.Generator().manual_seed(2))
+    freq = torch.bincount(out.tokens, minlength=300).float() / 30000
+    assert torch.allclose(freq, expected, atol=0.012)
+    logp = torch.log(expected[out.tokens[:50]])
+    assert torch.allclose(out.sample_logps[:50], logp, atol=1e-5)
+
+
+def test_top_k_keeps_every_token_tied_at_the_threshold() -> None:
+    logits = torch.tensor([[2.0, 1.0, 1.0, 1.0, 0.0]])
+    probs = sampling_probs(logits, SamplingParams(top_k=2))
+    e = math.exp(1.0)
+    _close(probs, [e / (e + 3), 1 / (e + 3), 1 / (e + 3), 1 / (e + 3), 0.0])
+    out = sample_tokens(
+        logits.repeat(4000, 1), SamplingParams(top_k=2), generator=torch.Generator().manual_seed(0)
+    )
+    assert set(out.tokens.tolist()) == {0, 1, 2, 3}

@@ -1,0 +1,266 @@
+"""Rollout throughput: the batched multi-turn loop against one episode at a time.
+
+For each model, 8 calculator tasks x G=8 episodes, up to ``--max-turns`` turns each:
+
+  (a) batched   ``run_episodes`` on all 64 episodes at once (one generate call per turn,
+                shared prefill of each group's prompt, compaction of finished rows);
+  (b) one-by-one the same loop called for one episode at a time (the seed's approach);
+  (c) first turn only: ``TorchEngine.generate`` against ``transformers``' ``generate`` on
+                the same 8 prompts x 8 samples, same sampling settings and budget.
+
+A random model never writes a tool call, so for random models every turn's output is
+treated as a ``calculate_math`` call (``--forced-calls``, default for random models):
+each episode then really runs ``--max-turns`` turns with tool execution, re-rendering and
+observation tokens, and the loop's cost is measured rather than the model's skill. A
+warm-started model (``--model runs/tiny-sft``) uses the real parser instead.
+
+Run:  nice .venv/bin/python benches/bench_rollout.py            (about 2-4 minutes on CPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl.data.instructions import ANSWER_INSTRUCTION
+from agentrl.data.synthetic import TaskConfig, TaskGenerator
+from agentrl.rollout import EpisodeConfig, SamplingParams, TorchEngine, run_episodes
+from agentrl.tools import builtin_registry
+
+
+def forced_call(_text: str, _tools: Any) -> list[dict[str, Any]]:
+    """Every turn calls the calculator (random models never write a call themselves)."""
+    return [{"name": "calculate_math", "arguments": {"expression": "12*(3+4)"}, "canonical": True}]
+
+
+def tasks(n: int, seed: int) -> list[dict[str, Any]]:
+    gen = TaskGenerator(TaskConfig(mix=(("math", 1.0),)), seed=seed)
+    tools = gen.tools()
+    return [
+        {
+            "messages": [
+                {"role": "system", "content": ANSWER_INSTRUCTION},
+                {"role": "user", "content": t.text},
+            ],
+            "tools": tools,
+            "gt": t.gt,
+        }
+        for t in gen.tasks(n)
+    ]
+
+
+def random_20m(tokenizer: Any) -> torch.nn.Module:
+    """A ~20M-parameter random Qwen3 over the tiny preset's tokenizer."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=512,
+        intermediate_size=1408,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=64,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return Qwen3ForCausalLM(config).eval()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def loop_figures(groups: list[Any], seconds: float) -> dict[str, float]:
+    trajs = [t for g in groups for t in g.trajectories]
+    generated = sum(sum(t.response_mask) for t in trajs)
+    turns = sum(len(t.turn_outputs) for t in trajs)
+    return {
+        "episodes": len(trajs),
+        "seconds": seconds,
+        "episodes_per_s": len(trajs) / seconds,
+        "tokens_per_s": generated / seconds,
+        "turns_per_episode": turns / max(len(trajs), 1),
+        "tool_calls": sum(len(t.tool_events) for t in trajs),
+    }
+
+
+def bench_loop(
+    engine: TorchEngine, samples: list[dict[str, Any]], args: argparse.Namespace, parser: Any
+) -> tuple[dict[str, float], dict[str, float]]:
+    config = EpisodeConfig(
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        max_context_len=args.max_context_len,
+        sampling=SamplingParams.seed_defaults(),
+    )
+    registry = builtin_registry()
+
+    def batched() -> list[Any]:
+        engine.reseed(1)
+        return run_episodes(
+            engine,
+            samples,
+            registry,
+            num_generations=args.g,
+            config=config,
+            rng=random.Random(0),
+            call_parser=parser,
+        )
+
+    def one_by_one() -> list[Any]:
+        engine.reseed(1)
+        rng = random.Random(0)
+        out = []
+        for sample in samples:
+            for _ in range(args.g):
+                out += run_episodes(
+                    engine, [sample], registry, config=config, rng=rng, call_parser=parser
+                )
+        return out
+
+    run_episodes(engine, samples[:1], registry, config=config, call_parser=parser)  # warm-up
+    a, ta = timed(batched)
+    b, tb = timed(one_by_one)
+    return loop_figures(a, ta), loop_figures(b, tb)
+
+
+def bench_first_turn(
+    engine: TorchEngine, samples: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[float, float]:
+    """Generated tokens/s of our engine and of `transformers` generate, first turn only."""
+    from agentrl.chat import apply_chat_template
+
+    tok = engine.tokenizer
+    prompts = [
+        tok(apply_chat_template(tok, s["messages"], s["tools"]), add_special_tokens=False)[
+            "input_ids"
+        ]
+        for s in samples
+    ]
+    params = SamplingParams.seed_defaults()
+    eos = sorted(engine.eos_token_ids)
+
+    def ours() -> int:
+        outs = engine.generate(
+            prompts, params, num_samples=args.g, max_new_tokens=args.max_new_tokens
+        )
+        return sum(len(o.token_ids) for o in outs)
+
+    width = max(len(p) for p in prompts)
+    pad = tok.pad_token_id
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = torch.tensor(p)
+        attn[r, width - len(p) :] = 1
+
+    def theirs() -> int:
+        with torch.inference_mode():
+            out = engine.model.generate(
+                input_ids=ids,
+                attention_mask=attn,
+                do_sample=True,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=params.top_k,
+                repetition_penalty=params.repetition_penalty,
+                num_return_sequences=args.g,
+                max_new_tokens=args.max_new_tokens,
+                eos_token_id=eos,
+                pad_token_id=pad,
+            )
+        new = out[:, width:].tolist()
+        count = 0
+        for row in new:
+            for t in row:
+                if t in eos:
+                    break
+                count += 1
+        return count
+
+    ours()  # warm-up
+    n_ours, t_ours = timed(ours)
+    n_hf, t_hf = timed(theirs)
+    return n_ours / t_ours, n_hf / t_hf
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="tiny,random-20m", help="tiny, random-20m, or paths")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--g", type=int, default=8)
+    ap.add_argument("--max-turns", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--max-context-len", type=int, default=1024)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument(
+        "--forced-calls",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="treat every turn as a calculator call (auto: for random models)",
+    )
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from agentrl.models.loading import load_policy
+
+    load = os.getloadavg()
+    print(
+        f"rollout bench: {args.prompts} prompts x G={args.g}, max_turns={args.max_turns}, "
+        f"max_new_tokens={args.max_new_tokens}, device={args.device}, threads={args.threads}, "
+        f"load avg {load[0]:.2f}/{load[1]:.2f} on {os.cpu_count()} CPUs"
+    )
+    samples = tasks(args.prompts, seed=7)
+    base_tok = None
+    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+        if name == "random-20m":
+            if base_tok is None:
+                _, base_tok = load_policy("tiny")
+            model, tok, random_model = random_20m(base_tok), base_tok, True
+        else:
+            model, tok = load_policy(name)
+            random_model = name == "tiny" or not Path(name).exists()
+            if name == "tiny":
+                base_tok = tok
+        model = model.to(args.device).eval()
+        forced = args.forced_calls == "yes" or (args.forced_calls == "auto" and random_model)
+        parser = forced_call if forced else None
+        engine = TorchEngine(model, tok, device=args.device, seed=0)
+        params = sum(p.numel() for p in model.parameters()) / 1e6
+        a, b = bench_loop(engine, samples, args, parser)
+        ours, hf = bench_first_turn(engine, samples, args)
+        print(f"\n== {name} ({params:.1f}M params, forced calls: {forced})")
+        for label, f in (("(a) batched", a), ("(b) one episode at a time", b)):
+            print(
+                f"  {label:28s} {f['episodes_per_s']:8.2f} episodes/s {f['tokens_per_s']:9.1f} "
+                f"gen tokens/s  {f['seconds']:6.1f} s  turns/episode {f['turns_per_episode']:.2f}"
+                f"  tool calls {f['tool_calls']}"
+            )
+        print(
+            f"  (c) first turn, tokens/s:    TorchEngine {ours:9.1f}   transformers.generate "
+            f"{hf:9.1f}"
+        )
+        print(
+            f"  ratios: batched/one-by-one episodes/s {a['episodes_per_s'] / b['episodes_per_s']:.1f}x"
+            f", tokens/s {a['tokens_per_s'] / b['tokens_per_s']:.1f}x;"
+            f" TorchEngine/generate first-turn tokens/s {ours / hf:.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
