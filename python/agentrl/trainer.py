@@ -73,7 +73,7 @@ class Trainer:
         began = time.perf_counter()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.toml").write_text(self.config.to_toml(), encoding="utf-8")
-        with StopRequest(self.config.max_time, self._early_log).install() as stop:
+        with StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             self._build()
             self._resume_if_asked()

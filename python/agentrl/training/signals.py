@@ -34,7 +34,7 @@ class StopRequest:
         self.log(f"{name} received: finishing the current step, then saving and exiting")
 
     def install(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
+        if not self._previous and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
