@@ -19,6 +19,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+import pytest
 from agentrl.parsing import (
     canonicalize_expression,
     extract_expressions,
@@ -351,6 +352,13 @@ def test_random_text_raises_only_value_or_overflow_errors(text: str) -> None:
 @given(st.text(alphabet=EXPRESSION_ALPHABET, max_size=80))
 def test_expression_like_text_raises_only_value_or_overflow_errors(text: str) -> None:
     only_documented_errors(text)
+
+
+def test_lone_surrogates_survive_canonicalisation_and_never_extract() -> None:
+    assert canonicalize_expression("a\ud800 ^ \udfffb") == "a\ud800**\udfffb"
+    assert extract_expressions("(1\ud800)+2 3+4") == ["3+4"]
+    with pytest.raises(ValueError):
+        safe_eval("1+1#\ud800")
 
 
 @PROPERTY

@@ -18,8 +18,8 @@ from agentrl import _core
 def canonicalize_expression(text: str) -> str:
     """Full-width characters to ASCII, ``^`` to ``**``, whitespace removed.
 
-    This is the key the seed de-duplicates expressions by. Text with a lone surrogate has
-    no UTF-8 form and raises ``ValueError``.
+    This is the key the seed de-duplicates expressions by. Lone surrogates are kept as the
+    seed keeps them.
     """
     return _core.canonicalize_expression(text)
 

@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyString};
+use pyo3::types::{PyBytes, PyFloat, PyString};
 
 use crate::expr;
 use crate::numfmt::{self, FormatError};
@@ -61,14 +61,31 @@ fn with_text<T: Send>(
 
 /// Full-width characters to ASCII, `^` to `**`, whitespace removed.
 #[pyfunction]
-fn canonicalize_expression(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<String> {
-    let (text, lossless) = text_of(text)?;
-    if !lossless {
-        return Err(PyValueError::new_err(
-            "text contains a lone surrogate, which has no canonical form",
-        ));
+fn canonicalize_expression<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (as_text, lossless) = text_of(text)?;
+    if lossless {
+        let canonical = with_text(py, "canonicalize_expression", &as_text, expr::canonicalize)?;
+        return Ok(PyString::new(py, &canonical).into_any());
     }
-    with_text(py, "canonicalize_expression", &text, expr::canonicalize)
+    // Lone surrogates have no UTF-8 form: go through UTF-32, which keeps every code point.
+    let as_str = match text.cast::<PyString>() {
+        Ok(s) => s.clone(),
+        Err(_) => text.str()?,
+    };
+    let encoded = as_str.call_method1("encode", ("utf-32-le", "surrogatepass"))?;
+    let bytes: &[u8] = encoded.extract()?;
+    let code_points: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let out: Vec<u8> = expr::canonicalize_code_points(&code_points)
+        .into_iter()
+        .flat_map(u32::to_le_bytes)
+        .collect();
+    PyBytes::new(py, &out).call_method1("decode", ("utf-32-le", "surrogatepass"))
 }
 
 /// Evaluate an arithmetic expression with Python float semantics (never `eval`).

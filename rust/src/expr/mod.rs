@@ -92,6 +92,26 @@ pub fn canonicalize(s: &str) -> String {
     out
 }
 
+/// [`canonicalize`] on code points that may include lone surrogates (Python strings can
+/// hold them; they are neither whitespace nor translated, so they are kept as they are).
+pub fn canonicalize_code_points(code_points: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(code_points.len());
+    for &cp in code_points {
+        match char::from_u32(cp) {
+            Some(c) => {
+                let c = translate_fullwidth_char(c);
+                if c == '^' {
+                    out.extend([u32::from('*'), u32::from('*')]);
+                } else if !is_py_space(c) {
+                    out.push(u32::from(c));
+                }
+            }
+            None => out.push(cp),
+        }
+    }
+    out
+}
+
 fn push_canonical(out: &mut String, c: char) {
     if c == '^' {
         out.push_str("**");
@@ -186,6 +206,21 @@ mod tests {
             "abcd\u{200b}"
         );
         assert_eq!(canonicalize("＾"), "**");
+    }
+
+    #[test]
+    fn code_point_canonical_form_keeps_lone_surrogates() {
+        let points = |s: &str| s.chars().map(u32::from).collect::<Vec<_>>();
+        let mut input = points("a ＾ b");
+        input.extend([0xD800, 0xDFFF, 0x20, 0x31]);
+        let mut want = points("a**b");
+        want.extend([0xD800, 0xDFFF, 0x31]);
+        assert_eq!(canonicalize_code_points(&input), want);
+        let text = "计算 ３ × ４\u{3000}= 𝟙𝟚";
+        assert_eq!(
+            canonicalize_code_points(&points(text)),
+            points(&canonicalize(text))
+        );
     }
 
     #[test]
