@@ -208,4 +208,3 @@ def _print_histogram(console: Any, rewards: np.ndarray) -> None:
     for count, left, right in zip(counts, edges[:-1], edges[1:], strict=True):
         bar = "█" * round(BAR_WIDTH * int(count) / peak)
         console.print(f"{left:+8.3f} .. {right:+8.3f} │{bar} {int(count)}")
-

@@ -60,16 +60,18 @@ def group_advantages(
             raise ValueError(f"got {ids.size} group ids for {values.size} rewards")
     _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    means = np.bincount(inverse, weights=values) / counts
-    centred = values - means[inverse]
-    stds = np.sqrt(np.bincount(inverse, weights=centred * centred) / counts)
-    advantages = centred / (stds[inverse] + epsilon)
-    metrics = {
-        "total_rewards_mean": float(values.mean()),
-        "total_rewards_std": float(values.std()),
-        "grouped_rewards_mean": float(means.mean()),
-        "grouped_rewards_std": float(stds.mean()),
-    }
+    # Overflow shows up as non-finite statistics, which _check_metrics reports.
+    with np.errstate(over="ignore", invalid="ignore"):
+        means = np.bincount(inverse, weights=values) / counts
+        centred = values - means[inverse]
+        stds = np.sqrt(np.bincount(inverse, weights=centred * centred) / counts)
+        advantages = centred / (stds[inverse] + epsilon)
+        metrics = {
+            "total_rewards_mean": float(values.mean()),
+            "total_rewards_std": float(values.std()),
+            "grouped_rewards_mean": float(means.mean()),
+            "grouped_rewards_std": float(stds.mean()),
+        }
     _check_metrics(metrics)
     return GroupAdvantages(advantages=advantages, metrics=metrics)
 

@@ -86,7 +86,9 @@ class RewardConfig:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            object.__setattr__(self, f.name, _check(f.name, f.metadata["kind"], getattr(self, f.name)))
+            object.__setattr__(
+                self, f.name, _check(f.name, f.metadata["kind"], getattr(self, f.name))
+            )
 
     # ------------------------------------------------------------------ construction
 

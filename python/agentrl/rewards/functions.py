@@ -80,8 +80,9 @@ class CombinedReward:
         for name, function in zip(self.names, self.functions, strict=True):
             values = _as_column(name, function(prompts, completions, answers, **extra), n)
             valid = values[~np.isnan(values)]
-            metrics[f"{name}_mean"] = float(valid.mean()) if valid.size else 0.0
-            metrics[f"{name}_std"] = float(valid.std()) if valid.size else 0.0
+            with np.errstate(over="ignore", invalid="ignore"):
+                metrics[f"{name}_mean"] = float(valid.mean()) if valid.size else 0.0
+                metrics[f"{name}_std"] = float(valid.std()) if valid.size else 0.0
             metrics[f"{name}_coverage"] = valid.size / n
             columns[name] = values
         matrix = np.stack(list(columns.values()), axis=1)
@@ -89,8 +90,7 @@ class CombinedReward:
         if missing.any():
             row = int(np.flatnonzero(missing)[0])
             raise ValueError(
-                f"every reward function returned None for completion {row}; "
-                "at least one must apply"
+                f"every reward function returned None for completion {row}; at least one must apply"
             )
         with np.errstate(over="ignore", invalid="ignore"):
             totals = (np.nan_to_num(matrix, nan=0.0) * self.weights).sum(axis=1)

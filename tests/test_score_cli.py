@@ -1,0 +1,98 @@
+"""`agentrl score`: reproduces the golden rewards, reports bad lines, reads stdin, explains."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from agentrl.cli import main
+
+GOLDEN = Path(__file__).parent / "data" / "reward_parity.jsonl"
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def test_scoring_the_golden_file_reproduces_its_reward_column(tmp_path: Path) -> None:
+    out = tmp_path / "scored.jsonl"
+    assert main(["score", str(GOLDEN), "-o", str(out), "--threads", "2"]) == 0
+    golden, scored = _read_jsonl(GOLDEN), _read_jsonl(out)
+    assert len(scored) == len(golden)
+    for want, got in zip(golden, scored, strict=True):
+        assert got["reward"] == pytest.approx(want["reward"], abs=1e-9)
+        assert got["details"].keys() == want["details"].keys()
+        assert got["messages"] == want["messages"]  # the input line is kept
+
+
+def test_malformed_lines_are_reported_and_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = GOLDEN.read_text(encoding="utf-8").splitlines()[:2]
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "\n".join([good[0], "{not json", "[1, 2]", '{"completion": 5}', "", good[1]]) + "\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "line 2" in err and "invalid JSON" in err
+    assert "line 3" in err and "JSON object" in err
+    assert "line 4" in err and "completion" in err
+    assert "scored 2 trajectories" in err and "3 lines skipped" in err
+    assert [r["messages"] for r in _read_jsonl(out)] == [json.loads(g)["messages"] for g in good]
+
+
+def test_reads_stdin_and_writes_stdout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = {"task": "Compute 7*8", "gt": ["56"], "completion": "<answer>56</answer>"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(line) + "\n"))
+    assert main(["score", "-"]) == 0
+    captured = capsys.readouterr()
+    (scored,) = [json.loads(x) for x in captured.out.splitlines()]
+    assert scored["task"] == line["task"]
+    # Exact answer, but no tool call on a math task (-1.5):
+    # -0.1 + 9 + 9 - 1.5 + 0.9 + 0.8 + 0.1 + 0.1 = 18.3, clipped to 12.
+    assert scored["reward"] == 12.0
+    assert scored["details"]["raw_reward"] == pytest.approx(18.3)
+    assert "reward mean" in captured.err
+
+
+def test_explain_prints_each_term(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = {"task": "hi", "gt": ["1"], "completion": "<answer>2</answer>"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(line) + "\n"))
+    assert main(["score", "-", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "line 1: reward" in err
+    assert "base" in err and "-0.1000" in err
+    assert "zero_answer_cov_cap" in err  # the wrong answer is capped at 0
+
+
+def test_config_file_and_set_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "reward.toml"
+    config.write_text("[reward]\nreward_answer_cov_weight = 1.0\nreward_base = 5.0\n")
+    line = {"task": "hi", "gt": ["1"], "completion": "<answer>1</answer>"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(line) + "\n"))
+    args = ["score", "-", "--config", str(config), "--set", "reward_exact_match_weight=1"]
+    assert main(args) == 0
+    scored = json.loads(capsys.readouterr().out)
+    # 5 + 1 + 1 + tags 0.9 + 0.8 + 0.1 + 0.1
+    assert scored["reward"] == pytest.approx(8.9)
+
+
+def test_bad_settings_exit_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["score", str(GOLDEN), "--set", "reward_bsae=1"]) == 2
+    assert "valid settings are" in capsys.readouterr().err
+    assert main(["score", str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["score", str(GOLDEN), "--threads", "0"]) == 2
