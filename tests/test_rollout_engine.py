@@ -178,3 +178,23 @@ def test_generate_leaves_training_mode_unchanged() -> None:
     model.train()
     TorchEngine(model, tiny_tokenizer()).generate(_prompts()[:1], SamplingParams(max_new_tokens=2))
     assert model.training
+
+
+def test_a_prefix_shared_by_all_prompts_is_prefilled_once_without_changing_outputs() -> None:
+    tok = tiny_tokenizer()
+    model = tiny_model(seed=10)
+    prefix = tok("You are a careful calculator. Use the tool for every expression. " * 2)[
+        "input_ids"
+    ]
+    prompts = [prefix + p for p in _prompts()]
+    engine = TorchEngine(model, tok, seed=3)
+    greedy = SamplingParams(greedy=True, max_new_tokens=16)
+    batched = engine.generate(prompts, greedy)
+    assert engine.stats["prefill_tokens"] == len(prefix) + sum(len(p) for p in _prompts())
+    for prompt, out in zip(prompts, batched, strict=True):
+        assert out.token_ids == engine.generate([prompt], greedy)[0].token_ids
+    sampled = engine.generate(prompts, SamplingParams(max_new_tokens=16), num_samples=2)
+    for i, out in enumerate(sampled):
+        prompt = prompts[i // 2]
+        ref = forward_logprobs(model, torch.tensor([prompt + out.token_ids]))[0, len(prompt) - 1 :]
+        assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4)

@@ -36,6 +36,8 @@ from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tok
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
 
+# A prefix shared by every prompt of a batch is prefilled once when at least this long.
+MIN_SHARED_PREFIX = 16
 # Finish reasons of a generation.
 FINISH_EOS = "eos"
 FINISH_STOP = "stop"
@@ -355,6 +357,51 @@ class TorchEngine:
             self._stop_matchers[key] = matcher
         return matcher
 
+    def _valid_ids(self, ids: list[int], vocab: int) -> list[int]:
+        """Ids outside the embedding table become the fallback token (counted)."""
+        bad = sum(1 for t in ids if not 0 <= t < vocab)
+        if not bad:
+            return ids
+        self.stats["bad_prompt_ids"] += bad
+        return [t if 0 <= t < vocab else self.fallback_token_id for t in ids]
+
+    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """Run distinct prompts through the model: last logits, cache, attention mask.
+
+        A prefix shared by all prompts (the system turn and tool list, typically) is run
+        once and its cache copied to every row; the rest of each prompt follows it,
+        left-padded, so padding sits between prefix and suffix where the mask hides it.
+        """
+        device = self.device
+        shared = _common_prefix(prompts) if len(prompts) > 1 else 0
+        shared = min(shared, min(len(p) for p in prompts) - 1)
+        cache = None
+        head = None
+        if shared >= MIN_SHARED_PREFIX:
+            ids = torch.tensor([prompts[0][:shared]], dtype=torch.long, device=device)
+            ones = torch.ones_like(ids)
+            _, cache = self._forward(ids, ones, torch.arange(shared, device=device)[None], None)
+            cache = _select_cache_rows(
+                cache, torch.zeros(len(prompts), dtype=torch.long, device=device)
+            )
+            head = ones.expand(len(prompts), shared)
+            self.stats["prefill_tokens"] += shared
+        else:
+            shared = 0
+        tails = [p[shared:] for p in prompts]
+        width = max(len(t) for t in tails)
+        ids = torch.full((len(tails), width), self.fallback_token_id, dtype=torch.long)
+        mask = torch.zeros((len(tails), width), dtype=torch.long)
+        for r, tail in enumerate(tails):
+            ids[r, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+            mask[r, width - len(tail) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        positions = shared + (mask.cumsum(-1) - 1).clamp(min=0)
+        attn = mask if head is None else torch.cat([head, mask], dim=-1)
+        self.stats["prefill_tokens"] += sum(len(t) for t in tails)
+        logits, cache = self._forward(ids, attn, positions, cache)
+        return logits, cache, attn
+
     def _generate_rows(
         self, rows: list[list[int]], budgets: list[int], params: SamplingParams
     ) -> list[Generation]:
@@ -420,25 +467,12 @@ class TorchEngine:
             key = tuple(rows[i])
             row_source.append(distinct.setdefault(key, len(distinct)))
         prompts = [list(k) for k in distinct]
-        width = max(len(p) for p in prompts)
-        pad = self.fallback_token_id
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attn = torch.zeros((len(prompts), width), dtype=torch.long)
-        for r, p in enumerate(prompts):
-            ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attn[r, width - len(p) :] = 1
         if vocab_limit is not None:
-            bad = (ids < 0) | (ids >= vocab_limit)
-            if bool(bad.any()):
-                self.stats["bad_prompt_ids"] += int((bad & attn.bool()).sum())
-                ids = ids.masked_fill(bad, pad)
-        ids, attn = ids.to(device), attn.to(device)
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        self.stats["prefill_tokens"] += sum(len(p) for p in prompts)
+            prompts = [self._valid_ids(p, vocab_limit) for p in prompts]
         self.stats["prefill_tokens_shared"] += sum(len(rows[i]) for i in live) - sum(
             len(p) for p in prompts
         )
-        logits, cache = self._forward(ids, attn, positions, None)
+        logits, cache, attn = self._prefill(prompts)
         source = torch.tensor(row_source, dtype=torch.long, device=device)
         if len(prompts) != len(live) or row_source != list(range(len(live))):
             cache = _select_cache_rows(cache, source)
@@ -512,6 +546,20 @@ class TorchEngine:
             self.stats["decode_rows"] += len(slots)
             logits, cache = self._forward(token_col, attn, next_pos.unsqueeze(-1), cache)
             next_pos = next_pos + 1
+
+
+def _common_prefix(prompts: list[list[int]]) -> int:
+    """Length of the longest prefix all prompts share."""
+    first = prompts[0]
+    n = min(len(p) for p in prompts)
+    for p in prompts[1:]:
+        k = 0
+        while k < n and p[k] == first[k]:
+            k += 1
+        n = k
+        if n == 0:
+            break
+    return n
 
 
 def _finite_logp(value: float) -> float:
