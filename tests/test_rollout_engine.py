@@ -198,3 +198,15 @@ def test_a_prefix_shared_by_all_prompts_is_prefilled_once_without_changing_outpu
         prompt = prompts[i // 2]
         ref = forward_logprobs(model, torch.tensor([prompt + out.token_ids]))[0, len(prompt) - 1 :]
         assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4)
+
+
+def test_row_cap_splits_the_batch_without_changing_outputs() -> None:
+    tok = tiny_tokenizer()
+    model = tiny_model(seed=11)
+    greedy = SamplingParams(greedy=True, max_new_tokens=10)
+    whole = TorchEngine(model, tok).generate(_prompts(), greedy, num_samples=2)
+    capped = TorchEngine(model, tok, max_batch_rows=3)
+    assert [o.token_ids for o in capped.generate(_prompts(), greedy, num_samples=2)] == [
+        o.token_ids for o in whole
+    ]
+    assert capped.stats["forward_calls"] > 10

@@ -60,6 +60,9 @@ class EpisodeConfig:
     each turn's budget shrinks to what is left, and an episode with nothing left ends
     unfinished. ``call_parser``: ``lenient`` (`agentrl.parsing.parse_message`, with the
     seed's function-style calls as a fallback) or ``seed`` (exactly the seed's parser).
+    ``sampling`` gives the token choice and stop strings; its ``max_new_tokens`` is
+    ignored here (each turn's budget is ``max_new_tokens`` above). For evaluation use
+    ``sampling=SamplingParams(greedy=True)``.
     """
 
     max_turns: int = 3
