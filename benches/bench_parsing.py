@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 import warnings
@@ -48,6 +49,9 @@ class Row:
     seed_cap: int | None = None
     # Adapts the seed function's call (e.g. to pass extra arguments).
     seed_call: Callable[[Callable[..., object], Any], object] | None = None
+    # A plain-Python baseline to time instead of a seed function (for functions the seed
+    # has no equivalent of); it is used whether or not the seed file is present.
+    baseline: Callable[[Any], object] | None = None
 
 
 def work(items: Sequence[Any]) -> int:
@@ -136,8 +140,90 @@ def expression_rows(corpus: list[dict[str, Any]]) -> list[Row]:
     return rows
 
 
+def load_tool_call_texts() -> list[str]:
+    with (DATA / "tool_calls.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line)["text"] for line in fh if line.strip()]
+
+
+def toolcall_rows() -> list[Row]:
+    texts = load_tool_call_texts()
+    small_call = '<tool_call>{"name":"calculate_math","arguments":{"expression":"1+1"}}</tool_call>'
+    # (text, prefix the seed is timed on): the seed's regex and paren scan restart at every
+    # unclosed tag or call, so it is quadratic on those.
+    adversarial = {
+        "unclosed tags": ("<tool_call>" * (MB // 11), 20_000),
+        "open calculate_math(": ("calculate_math(" * (MB // 15), 8_000),
+        'open calculate_math("': ('calculate_math("' * (MB // 16), 8_000),
+        "nested ( after call": ("calculate_math(" + "(" * MB, None),
+        "deep [[[ in a tag": ("<tool_call>" + "[" * MB + "</tool_call>", None),
+        "long string arg": (
+            '<tool_call>{"name":"f","arguments":{"s":"' + "a" * MB + '"}}</tool_call>',
+            None,
+        ),
+        "many small calls": (small_call * (MB // len(small_call)), None),
+    }
+    rows = [
+        Row("tool", "parse_tool_calls / golden texts", parsing.parse_tool_calls, texts,
+            "parse_tool_calls"),
+    ]  # fmt: skip
+    for name, (text, cap) in adversarial.items():
+        rows.append(
+            Row("tool", f"parse_tool_calls / 1 MB {name}", parsing.parse_tool_calls, [text],
+                "parse_tool_calls", seed_cap=cap)
+        )  # fmt: skip
+    return rows
+
+
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+def regex_json_calls(text: str) -> list[dict[str, Any]]:
+    """The plain Python way: a non-greedy regex for the blocks, `json.loads` on each."""
+    calls = []
+    for body in _TOOL_CALL_BLOCK.findall(text):
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+            arguments = obj.get("arguments", {})
+            if isinstance(arguments, str):
+                arguments = json.loads(arguments)
+            calls.append({"name": obj["name"], "arguments": arguments})
+    return calls
+
+
+def two_call_messages(count: int = 200) -> list[str]:
+    """Typical model turns: reasoning, a sentence, two calls, a closing sentence."""
+    cities = ["Paris", "東京", "São Paulo", "Zürich", "北京", "New York"]
+    messages = []
+    for i in range(count):
+        a, b = cities[i % len(cities)], cities[(i * 7 + 3) % len(cities)]
+        first = {"name": "get_weather", "arguments": {"city": a, "unit": "celsius", "days": i % 5}}
+        second = {"name": "calculate_math", "arguments": {"expression": f"({i}+17)*3/{i % 9 + 1}"}}
+        messages.append(
+            f"<think>\nThe user wants the weather in {a} and {b}, and a sum. I will call "
+            f"get_weather, then calculate_math.\n</think>\n\nLet me check that for you.\n"
+            f"<tool_call>\n{json.dumps(first, ensure_ascii=False)}\n</tool_call>\n"
+            f"<tool_call>\n{json.dumps(second, ensure_ascii=False)}\n</tool_call>\n"
+            "I will report back once both results are in."
+        )
+    return messages
+
+
+def message_rows() -> list[Row]:
+    declared = ["get_weather", "calculate_math"]
+    ours = partial(parsing.parse_message, tools=declared)
+    return [
+        Row("msg", "parse_message / typical two-call turns", ours, two_call_messages(),
+            baseline=regex_json_calls),
+        Row("msg", "parse_message / 1 MB unclosed <tool_call>{", ours,
+            ["<tool_call>{" * (MB // 12)], seed_cap=20_000, baseline=regex_json_calls),
+    ]  # fmt: skip
+
+
 def build_rows(corpus: list[dict[str, Any]]) -> list[Row]:
-    return expression_rows(corpus)
+    return expression_rows(corpus) + toolcall_rows() + message_rows()
 
 
 def run(rows: list[Row], seed: dict[str, Any] | None, budget: float) -> None:
@@ -147,6 +233,8 @@ def run(rows: list[Row], seed: dict[str, Any] | None, budget: float) -> None:
         units = work(row.inputs)
         line = f"{row.area:6} {row.name:44} {rate(units, ours):>10}"
         seed_function = seed.get(row.seed_name) if seed and row.seed_name else None
+        if row.baseline is not None:
+            seed_function = row.baseline
         if seed_function is None:
             print(f"{line} {'-':>10} {'-':>9}  no seed baseline")
             continue
@@ -156,6 +244,10 @@ def run(rows: list[Row], seed: dict[str, Any] | None, budget: float) -> None:
             seed_inputs = [x[: row.seed_cap] if isinstance(x, str) else x for x in row.inputs]
             if work(seed_inputs) < units:
                 note = f"seed timed on a {row.seed_cap:,}-char prefix (superlinear beyond)"
+        if row.baseline is not None:
+            note = "; ".join(
+                filter(None, ["baseline column: plain regex + json.loads, not the seed", note])
+            )
         function = seed_function if row.seed_call is None else partial(row.seed_call, seed_function)
         theirs = seconds_per_pass(function, seed_inputs, budget)
         seed_units = work(seed_inputs)

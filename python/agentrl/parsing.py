@@ -66,7 +66,7 @@ MESSAGE_FORMATS: tuple[str, ...] = ("hermes", "json", "llama3", "mistral", "deep
 """Call formats `parse_message` knows; pass a subset as ``formats`` to look for fewer."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ParsedMessage:
     """A model message taken apart: what to show, what the model thought, what to run.
 
@@ -109,7 +109,7 @@ def parse_message(
     count only when they name a declared tool. ``formats`` restricts the formats looked for
     (see `MESSAGE_FORMATS`). Linear time on any input; nothing is evaluated.
     """
-    names = None if tools is None else [_tool_name(t) for t in tools]
+    names = None if tools is None else [t if isinstance(t, str) else _tool_name(t) for t in tools]
     if isinstance(formats, str):
         formats = [formats]
     wanted = None if formats is None else [str(f) for f in formats]

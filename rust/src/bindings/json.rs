@@ -6,10 +6,28 @@
 use std::borrow::Cow;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::pyjson::{DumpOptions, Object, Value, PYTHON_MAX_DEPTH};
+
+/// Below this many bytes of input, parsing is quicker than releasing and re-taking the GIL.
+const DETACH_MIN_BYTES: usize = 8192;
+
+/// Runs `work` on `len` bytes of input, without the GIL when the input is large enough for
+/// other Python threads to gain from it.
+pub(crate) fn without_gil_if_long<T, F>(py: Python<'_>, len: usize, work: F) -> T
+where
+    F: Ungil + FnOnce() -> T,
+    T: Ungil,
+{
+    if len >= DETACH_MIN_BYTES {
+        py.detach(work)
+    } else {
+        work()
+    }
+}
 
 /// A Python `str` as Rust text. Lone surrogates, which Rust strings cannot hold, become
 /// U+FFFD (one per surrogate, so character counts stay the same).

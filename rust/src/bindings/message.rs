@@ -4,7 +4,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::json::{py_str_lossy, value_to_py};
+use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
 use crate::message::{self, Format, FormatSet, MessageOptions};
 use crate::pyjson::Value;
 
@@ -42,7 +42,7 @@ fn parse_message<'py>(
         formats: format_set(formats)?,
     };
     let text = py_str_lossy(text)?;
-    let parsed = py.detach(|| message::parse_message(&text, &opts));
+    let parsed = without_gil_if_long(py, text.len(), || message::parse_message(&text, &opts));
     let calls = PyList::empty(py);
     for call in parsed.calls {
         let dict = PyDict::new(py);

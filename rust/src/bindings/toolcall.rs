@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use super::json::{py_str_lossy, value_to_py};
+use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
 use crate::toolcall::{self, ToolCall};
 
 /// The seed's dict for one call, with its key order: `name`, `arguments`,
@@ -31,7 +31,7 @@ fn parse_tool_calls<'py>(
         Err(_) => text.str()?,
     };
     let text = py_str_lossy(&as_str)?;
-    let calls = py.detach(|| toolcall::parse_tool_calls(&text));
+    let calls = without_gil_if_long(py, text.len(), || toolcall::parse_tool_calls(&text));
     let list = PyList::empty(py);
     for call in &calls {
         list.append(call_to_dict(py, call)?)?;

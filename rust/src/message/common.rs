@@ -163,12 +163,6 @@ pub(super) fn identifier_end(text: &str, at: usize, end: usize) -> Option<usize>
     Some(stop)
 }
 
-/// Sorted offsets of every occurrence of `needle` in `text[start..end]`.
-pub(super) fn occurrences(text: &str, start: usize, end: usize, needle: &str) -> Vec<usize> {
-    let hay = text.get(start..end).unwrap_or_default();
-    hay.match_indices(needle).map(|(i, _)| start + i).collect()
-}
-
 /// The first offset in the sorted `positions` that is `>= at`.
 pub(super) fn first_at_or_after(positions: &[usize], at: usize) -> Option<usize> {
     let i = positions.partition_point(|&p| p < at);

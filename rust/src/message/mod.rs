@@ -33,7 +33,7 @@ use crate::pyjson::Object;
 use crate::text::py_strip;
 use crate::toolcall::first_chars;
 
-use common::{occurrences, Found, Outcome};
+use common::{Found, Outcome};
 
 /// The call formats this parser knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -240,69 +240,100 @@ struct Candidates {
 }
 
 impl Candidates {
+    /// One forward pass over the segment, looking at the bytes that can start a marker.
     fn collect(text: &str, start: usize, end: usize, opts: &MessageOptions) -> Self {
         let formats = opts.formats;
-        let mut by_format: Vec<(Format, Vec<usize>, usize)> = Vec::new();
-        let mut hermes_closes = Vec::new();
+        let hermes_on = formats.contains(Format::Hermes);
+        let llama_on = formats.contains(Format::Llama3);
+        let mistral_on = formats.contains(Format::Mistral);
+        let deepseek_on = formats.contains(Format::DeepSeek);
+        let fences_on = formats.contains(Format::Json) && opts.tools.is_some();
+        let pythonic_on = formats.contains(Format::Pythonic);
+        let tools = opts.tools.as_ref();
+        let bytes = text.as_bytes();
         let mut all: Vec<(usize, Marker)> = Vec::new();
-        let mut add = |format: Format, found: Vec<(usize, Marker)>| {
-            by_format.push((format, found.iter().map(|&(at, _)| at).collect(), 0));
-            all.extend(found);
-        };
-        if formats.contains(Format::Hermes) {
-            let found = occurrences(text, start, end, hermes::OPEN)
-                .into_iter()
-                .filter(|&at| hermes::starts_block(text, at, end))
-                .map(|at| (at, Marker::Hermes))
-                .collect();
-            add(Format::Hermes, found);
-            hermes_closes = occurrences(text, start, end, hermes::CLOSE);
-        }
-        if formats.contains(Format::Llama3) {
-            let found = occurrences(text, start, end, special::PYTHON_TAG)
-                .into_iter()
-                .map(|at| (at, Marker::PythonTag))
-                .collect();
-            add(Format::Llama3, found);
-        }
-        if formats.contains(Format::Mistral) {
-            let found = occurrences(text, start, end, special::TOOL_CALLS)
-                .into_iter()
-                .map(|at| (at, Marker::Mistral))
-                .collect();
-            add(Format::Mistral, found);
-        }
-        if formats.contains(Format::DeepSeek) {
-            let mut found: Vec<(usize, Marker)> = Vec::new();
-            for token in special::DEEPSEEK_CALL_BEGIN {
-                found.extend(
-                    occurrences(text, start, end, token)
-                        .into_iter()
-                        .map(|at| (at, Marker::DeepSeekCall)),
-                );
+        let mut hermes_closes = Vec::new();
+        let mut at = start;
+        let mut line_start = true;
+        while at < end {
+            if line_start && pythonic_on {
+                // A pythonic list starts a line, after spaces or tabs.
+                let mut first = at;
+                while first < end && matches!(bytes[first], b' ' | b'\t') {
+                    first += 1;
+                }
+                if let Some(name) = pythonic::first_name(text, first, end) {
+                    if tools.is_none_or(|t| t.contains(name)) {
+                        all.push((first, Marker::Pythonic));
+                    }
+                }
             }
-            for token in special::DEEPSEEK_ENVELOPE {
-                found.extend(
-                    occurrences(text, start, end, token)
-                        .into_iter()
-                        .map(|at| (at, Marker::DeepSeekEnvelope)),
-                );
+            line_start = false;
+            // Every marker starts with an ASCII byte, so `at` is a char boundary there.
+            let rest = || text.get(at..end).unwrap_or_default();
+            let found = match bytes[at] {
+                b'\n' => {
+                    line_start = true;
+                    None
+                }
+                b'<' if hermes_on && rest().starts_with(hermes::OPEN) => {
+                    if hermes::starts_block(text, at, end) {
+                        all.push((at, Marker::Hermes));
+                    }
+                    Some(hermes::OPEN.len())
+                }
+                b'<' if hermes_on && rest().starts_with(hermes::CLOSE) => {
+                    hermes_closes.push(at);
+                    Some(hermes::CLOSE.len())
+                }
+                b'<' if llama_on && rest().starts_with(special::PYTHON_TAG) => {
+                    all.push((at, Marker::PythonTag));
+                    Some(special::PYTHON_TAG.len())
+                }
+                b'<' if deepseek_on => {
+                    let r = rest();
+                    let call = special::DEEPSEEK_CALL_BEGIN
+                        .iter()
+                        .find(|t| r.starts_with(*t));
+                    let envelope = special::DEEPSEEK_ENVELOPE
+                        .iter()
+                        .find(|t| r.starts_with(*t));
+                    match (call, envelope) {
+                        (Some(t), _) => {
+                            all.push((at, Marker::DeepSeekCall));
+                            Some(t.len())
+                        }
+                        (None, Some(t)) => {
+                            all.push((at, Marker::DeepSeekEnvelope));
+                            Some(t.len())
+                        }
+                        (None, None) => None,
+                    }
+                }
+                b'[' if mistral_on && rest().starts_with(special::TOOL_CALLS) => {
+                    all.push((at, Marker::Mistral));
+                    Some(special::TOOL_CALLS.len())
+                }
+                b'`' if fences_on && rest().starts_with("```") => {
+                    all.push((at, Marker::Fence));
+                    Some(3)
+                }
+                _ => None,
+            };
+            at += found.unwrap_or(1);
+        }
+        all.sort_by_key(|&(at, _)| at);
+        let mut by_format: Vec<(Format, Vec<usize>, usize)> = Format::ALL
+            .into_iter()
+            .map(|f| (f, Vec::new(), 0))
+            .collect();
+        for &(at, marker) in &all {
+            if let Some((_, starts, _)) =
+                by_format.iter_mut().find(|(f, _, _)| *f == marker.format())
+            {
+                starts.push(at);
             }
-            found.sort_unstable_by_key(|&(at, _)| at);
-            add(Format::DeepSeek, found);
         }
-        if formats.contains(Format::Json) && opts.tools.is_some() {
-            let found = occurrences(text, start, end, "```")
-                .into_iter()
-                .map(|at| (at, Marker::Fence))
-                .collect();
-            add(Format::Json, found);
-        }
-        if formats.contains(Format::Pythonic) {
-            let found = pythonic_starts(text, start, end, opts.tools.as_ref());
-            add(Format::Pythonic, found);
-        }
-        all.sort_unstable_by_key(|&(at, _)| at);
         Candidates {
             all,
             by_format,
@@ -322,35 +353,6 @@ impl Candidates {
         }
         starts.get(*cursor).map_or(end, |&next| next.min(end))
     }
-}
-
-/// Pythonic list starts: a `[` first on its line (after spaces or tabs), then a name and
-/// `(`. With declared tools, the first name must be one of them.
-fn pythonic_starts(
-    text: &str,
-    start: usize,
-    end: usize,
-    tools: Option<&HashSet<String>>,
-) -> Vec<(usize, Marker)> {
-    let bytes = text.as_bytes();
-    let mut found = Vec::new();
-    let mut line = Some(start);
-    while let Some(line_start) = line {
-        let mut at = line_start;
-        while at < end && matches!(bytes[at], b' ' | b'\t') {
-            at += 1;
-        }
-        if let Some(name) = pythonic::first_name(text, at, end) {
-            if tools.is_none_or(|t| t.contains(name)) {
-                found.push((at, Marker::Pythonic));
-            }
-        }
-        line = text[line_start..end]
-            .find('\n')
-            .map(|i| line_start + i + 1)
-            .filter(|&next| next < end);
-    }
-    found
 }
 
 /// Finds the blocks of one stretch of text outside reasoning.
