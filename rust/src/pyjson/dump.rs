@@ -191,8 +191,21 @@ pub(crate) fn python_float_repr(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
     }
-    // Rust's `{:e}` gives the same shortest round-trip digits: "-1.2345e-7".
-    let sci = format!("{f:e}");
+    // Rust's `{:e}` gives the shortest digits that round-trip ("-1.2345e-7"). When two
+    // strings of that length round-trip, Python takes the one nearest the value (ties to
+    // even), which Rust's correctly rounded fixed-precision formatting gives; it is used when
+    // it still round-trips (at a power of two the nearer one may fall outside).
+    let shortest = format!("{f:e}");
+    let digits_len = shortest
+        .split('e')
+        .next()
+        .map_or(1, |m| m.bytes().filter(u8::is_ascii_digit).count());
+    let nearest = format!("{:.*e}", digits_len.saturating_sub(1), f);
+    let sci = if nearest.parse::<f64>() == Ok(f) {
+        nearest
+    } else {
+        shortest
+    };
     let (negative, body) = match sci.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, sci.as_str()),
@@ -258,6 +271,9 @@ mod tests {
             (5e-324, "5e-324"),
             (1.7976931348623157e308, "1.7976931348623157e+308"),
             (123.456, "123.456"),
+            // 2**49 + 0.25: ".2" and ".3" both round-trip and are equally near; Python
+            // takes the even digit.
+            (562949953421312.2, "562949953421312.2"),
             (100.0, "100.0"),
         ];
         for (f, want) in cases {
