@@ -1,0 +1,539 @@
+"""Peer benchmark: seconds per GRPO optimizer step, agentrl next to TRL's ``GRPOTrainer``.
+
+Both frameworks train the same thing in the same process, on the CPU:
+
+* the same tiny random Qwen3 (the built-in ``tiny`` preset, built here, never downloaded)
+  and the same tokenizer, saved once to a temporary directory that both load;
+* the same single-turn prompts: generated arithmetic tasks with the tool list in the
+  system turn, rendered to text once by agentrl's chat template; TRL receives that text;
+* G=8 completions per prompt, 2 prompts = 16 completions per optimizer step, at most 48
+  new tokens each, the same sampling settings (default: temperature 1, no top-k/top-p,
+  no repetition penalty: TRL's defaults);
+* the same reward: agentrl's tool-use reward (the Rust scorer, one batched call), which
+  TRL calls as a plain Python reward function;
+* the same objective: token-level PPO clip (epsilon 0.2), group-normalised advantages,
+  ``dapo`` reduction, k3 KL to a frozen reference with the same fixed beta, AdamW with
+  the same learning rate, no weight decay, gradient clipping at 1.0, one optimizer step
+  per generation batch.
+
+agentrl runs its real training loop, ``agentrl.trainer.Trainer.run`` (inline rollout,
+``async_workers = 0``: rollout and training take turns like TRL's), and TRL runs
+``GRPOTrainer.train``. The two loops run in two threads that strictly take turns, one
+optimizer step each, so load from other processes falls on both alike; a step's time runs
+from the moment its loop gets the turn to its step-end callback. Warm-up steps are
+dropped; the median of the measured steps is reported, with the ratio.
+
+Run:  nice .venv/bin/python benches/bench_vs_trl.py        (about 1-2 minutes on 2 cores)
+Needs the ``bench`` extra (``pip install -e '.[bench]'``: trl, datasets, accelerate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+AGENTRL = "agentrl"
+TRL = "trl"
+
+
+# ------------------------------------------------------------------ taking turns
+
+
+class Turns:
+    """Two loops in two threads that run strictly one step at a time, alternately.
+
+    ``hand_over(me)`` gives the turn to the other side and blocks until it comes back
+    (or the other side has finished or failed, after which ``me`` runs alone).
+    """
+
+    def __init__(self, first: str) -> None:
+        self._cond = threading.Condition()
+        self._turn = first
+        self._done: set[str] = set()
+
+    @staticmethod
+    def other(me: str) -> str:
+        return TRL if me == AGENTRL else AGENTRL
+
+    def wait(self, me: str) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._turn == me or self.other(me) in self._done)
+
+    def hand_over(self, me: str) -> None:
+        with self._cond:
+            self._turn = self.other(me)
+            self._cond.notify_all()
+        self.wait(me)
+
+    def finish(self, me: str) -> None:
+        with self._cond:
+            self._done.add(me)
+            self._turn = self.other(me)
+            self._cond.notify_all()
+
+
+@dataclass
+class StepLog:
+    """Wall time of every step of one framework, and what each step worked on."""
+
+    seconds: list[float] = field(default_factory=list)
+    generate_seconds: list[float] = field(default_factory=list)
+    completion_tokens: list[int] = field(default_factory=list)
+    completions: list[int] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    started: float = 0.0
+
+    def resume(self) -> None:
+        self.started = time.perf_counter()
+
+    def lap(self) -> float:
+        elapsed = time.perf_counter() - self.started
+        self.seconds.append(elapsed)
+        return elapsed
+
+
+# ------------------------------------------------------------------ shared inputs
+
+
+@dataclass
+class Setup:
+    workdir: Path
+    model_dir: Path
+    prompts_path: Path
+    agentrl_overrides: dict[str, Any]
+    trl_rows: list[dict[str, Any]]
+    reward_config: Any
+    params: int
+
+
+def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
+    """Model + tokenizer on disk, the prompt file, and the rendered prompts TRL receives."""
+    from agentrl.chat import apply_chat_template
+    from agentrl.config import resolve
+    from agentrl.data.synthetic import TaskConfig, TaskGenerator, write_tasks
+    from agentrl.models.tiny import build_tiny_preset, save_preset
+    from agentrl.training.setup import build_tools, load_prompts
+
+    model, tokenizer = build_tiny_preset()
+    model_dir = save_preset(model, tokenizer, workdir / "model")
+    params = sum(p.numel() for p in model.parameters())
+    del model
+
+    generator = TaskGenerator(TaskConfig(mix=(("math", 1.0),)), seed=args.seed)
+    prompts_path = workdir / "prompts.jsonl"
+    write_tasks(str(prompts_path), list(generator.tasks(args.prompts)), generator.tools())
+
+    steps = args.warmup + args.steps
+    overrides: dict[str, Any] = {
+        "save_dir": str(workdir),
+        "save_weight": "agentrl-run",
+        "model": str(model_dir),
+        "data_path": str(prompts_path),
+        "filter_mode": "all",
+        "eval_ratio": 0.0,
+        "device": "cpu",
+        "dtype": "float32",
+        "seed": args.seed,
+        "total_steps": steps,
+        "batch_size": args.prompts_per_step,
+        "num_generations": args.group_size,
+        "max_turns": 1,
+        "max_gen_len": args.max_new_tokens,
+        "max_context_len": 1024,
+        "max_total_len": 1024,
+        "max_completion_length": args.max_new_tokens,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "repetition_penalty": args.repetition_penalty,
+        "learning_rate": args.learning_rate,
+        "weight_decay": 0.0,
+        "accumulation_steps": 1,
+        "micro_batch_size": 0,
+        "grad_clip": 1.0,
+        "epsilon": 0.2,
+        "use_decoupled_ppo": 0,
+        "loss_reduction": "dapo",
+        "importance_sampling_level": "token",
+        "kl_estimator": "k3",
+        "advantage_mode": "grpo",
+        "adv_clip": 0.0,
+        "beta": args.beta,
+        "beta_auto_tune": 0,
+        "hard_kl_stop_mult": 0.0,
+        "bc_coef": 0.0,
+        "async_workers": 0,
+        "async_stale_discount": 1.0,
+        "eval_before_train": 0,
+        "eval_interval": 0,
+        "save_interval": 0,
+        "keep_last": 1,
+        "report": 0,
+        "progress": 0,
+        "log_interval": 1_000_000,
+        "use_wandb": False,
+        "format_warmup_steps": 0,
+        "reward_cap_warmup_steps": 0,
+    }
+    config = resolve("tiny", overrides=overrides)
+    tools = build_tools(config)
+    train_pool, _ = load_prompts(config, tools, lambda _msg: None)
+    rows = []
+    for sample in train_pool:
+        specs = sample.tools or tools.specs()
+        rows.append(
+            {
+                # Exactly the text agentrl's rollout renders for this prompt.
+                "prompt": apply_chat_template(tokenizer, sample.messages, specs, True, False),
+                "messages_json": json.dumps(sample.messages, ensure_ascii=False),
+                "tools_json": json.dumps(specs, ensure_ascii=False),
+                "gt": [str(g) for g in sample.gt],
+            }
+        )
+    return Setup(workdir, model_dir, prompts_path, overrides, rows, config.reward, params)
+
+
+# ------------------------------------------------------------------ agentrl side
+
+
+def run_agentrl(setup: Setup, turns: Turns, log: StepLog, steps: int) -> None:
+    """agentrl's real loop (``Trainer.run``), one optimizer step per turn."""
+    from agentrl.config import resolve
+    from agentrl.trainer import Trainer
+
+    def on_step(trainer: Any, step: int, outcome: Any) -> None:
+        log.lap()
+        batch = outcome.batch
+        if batch is not None:
+            log.completion_tokens.append(int(batch.loss_mask.sum().item()))
+            log.completions.append(int(batch.num_rows))
+            log.prompt_tokens.append(sum(len(t.prompt_ids) for t in batch.trajectories))
+        log.generate_seconds.append(float(getattr(trainer, "rollout_seconds", 0.0)))
+        if outcome.scores is not None:
+            log.rewards.append(float(outcome.scores.rewards.mean()))
+        if step < steps:
+            turns.hand_over(AGENTRL)
+        log.resume()
+
+    config = resolve("tiny", overrides=setup.agentrl_overrides)
+    trainer = Trainer(config, callbacks=[on_step])
+    turns.wait(AGENTRL)
+    log.resume()
+    try:
+        result = trainer.run()
+    finally:
+        turns.finish(AGENTRL)
+    if result.steps_done != steps:
+        raise RuntimeError(f"agentrl ran {result.steps_done} of {steps} steps ({result.stopped})")
+
+
+# ------------------------------------------------------------------ TRL side
+
+
+def trl_reward(reward_config: Any, log: StepLog) -> Callable[..., list[float]]:
+    """agentrl's tool-use reward as a TRL reward function (same scorer, same settings)."""
+    from agentrl.rewards import score_batch
+
+    calls = {"n": 0}
+
+    def tool_use_reward(
+        prompts: list[str],
+        completions: list[str],
+        completion_ids: list[list[int]],
+        messages_json: list[str],
+        tools_json: list[str],
+        gt: list[list[str]],
+        **_: Any,
+    ) -> list[float]:
+        calls["n"] += 1
+        records = []
+        for text, msgs, specs, truth in zip(completions, messages_json, tools_json, gt,
+                                            strict=True):  # fmt: skip
+            messages = [*json.loads(msgs), {"role": "assistant", "content": text}]
+            records.append(
+                {
+                    "messages": messages,
+                    "tools": json.loads(specs),
+                    "gt": list(truth),
+                    "completion": text,
+                    "tool_events": [],
+                    "unfinished": False,
+                }
+            )
+        config = reward_config.with_overrides(current_step=calls["n"])
+        rewards = [float(r) for r in score_batch(records, config).rewards]
+        log.completion_tokens.append(sum(len(c) for c in completion_ids))
+        log.completions.append(len(completions))
+        log.rewards.append(statistics.fmean(rewards))
+        return rewards
+
+    return tool_use_reward
+
+
+def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) -> None:
+    """TRL's ``GRPOTrainer.train`` on the same model files, prompts and reward."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    steps = args.warmup + args.steps
+
+    class TakeTurns(TrainerCallback):
+        def on_step_end(self, _args: Any, state: Any, control: Any, **_: Any) -> Any:
+            log.lap()
+            if state.global_step < steps:
+                turns.hand_over(TRL)
+            log.resume()
+            return control
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        """Records how long generation (+ reference log-probs + reward) takes per step."""
+
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            began = time.perf_counter()
+            out = super()._generate_and_score_completions(inputs)
+            log.generate_seconds.append(time.perf_counter() - began)
+            mask = out.get("prompt_mask")
+            if mask is not None:
+                log.prompt_tokens.append(int(mask.sum().item()))
+            return out
+
+    config = GRPOConfig(
+        output_dir=str(setup.workdir / "trl-run"),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=args.prompts_per_step * args.group_size,
+        gradient_accumulation_steps=1,
+        num_generations=args.group_size,
+        max_completion_length=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        repetition_penalty=args.repetition_penalty,
+        learning_rate=args.learning_rate,
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        beta=args.beta,
+        epsilon=0.2,
+        loss_type="dapo",
+        scale_rewards="group",
+        num_iterations=1,
+        max_steps=steps,
+        logging_steps=1_000_000,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=args.seed,
+        data_seed=args.seed,
+        dataloader_num_workers=0,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(setup.model_dir))
+    trainer = TimedGRPOTrainer(
+        model=str(setup.model_dir),
+        reward_funcs=[trl_reward(setup.reward_config, log)],
+        args=config,
+        train_dataset=Dataset.from_list(setup.trl_rows),
+        processing_class=tokenizer,
+        callbacks=[TakeTurns()],
+    )
+    turns.wait(TRL)
+    log.resume()
+    try:
+        trainer.train()
+    finally:
+        turns.finish(TRL)
+    if trainer.state.global_step != steps:
+        raise RuntimeError(f"TRL ran {trainer.state.global_step} of {steps} steps")
+
+
+# ------------------------------------------------------------------ report
+
+
+def summary(name: str, log: StepLog, warmup: int) -> dict[str, float]:
+    measured = log.seconds[warmup:]
+    gen = log.generate_seconds[warmup : warmup + len(measured)]
+    tokens = log.completion_tokens[warmup : warmup + len(measured)]
+    n = len(measured)
+    return {
+        "median_s": statistics.median(measured),
+        "min_s": min(measured),
+        "max_s": max(measured),
+        "mean_s": statistics.fmean(measured),
+        "gen_median_s": statistics.median(gen) if gen else float("nan"),
+        "completion_tokens": statistics.fmean(tokens) if tokens else float("nan"),
+        "completions": statistics.fmean(log.completions[warmup:]) if log.completions else 0,
+        "prompt_tokens": statistics.fmean(log.prompt_tokens[warmup:])
+        if log.prompt_tokens[warmup:]
+        else float("nan"),
+        "steps": n,
+        "name": name,  # type: ignore[dict-item]
+    }
+
+
+IDENTICAL = (
+    "model weights and tokenizer files (tiny random Qwen3, loaded from one directory)",
+    "prompt text (rendered once by agentrl's chat template; TRL gets the string)",
+    "prompts per step, G, completions per step, max new tokens, sampling settings",
+    "reward: agentrl's Rust tool-use scorer, same RewardConfig",
+    "loss: token PPO clip eps=0.2, dapo reduction, group-normalised advantages, "
+    "k3 KL to a frozen reference with fixed beta (both run a reference forward when beta>0)",
+    "AdamW lr, betas (0.9, 0.95), no weight decay, grad clip 1.0, float32, one optimizer "
+    "step per generation batch, no gradient checkpointing, same torch threads",
+)
+DIFFERENT = (
+    "generation: agentrl's TorchEngine (KV cache, one prefill per group copied G times, "
+    "finished rows dropped) vs TRL's transformers model.generate on 16 repeated prompts",
+    "behaviour log-probs: agentrl keeps the sampler's; TRL (no vLLM, aligned steps) uses "
+    "the detached current log-probs: neither runs an extra old-policy forward",
+    "reference forward: TRL's sits in its generation phase (counted in its gen column), "
+    "agentrl's in its training phase",
+    "training forward: TRL computes logits only for completion positions "
+    "(logits_to_keep); agentrl scores every position of prompt + completion",
+    "advantage std: TRL's torch.std (unbiased) vs agentrl's population std; "
+    "lr schedule: TRL constant, agentrl cosine (no effect on speed)",
+    "which 2 prompts a step draws (each framework's own seeded shuffle of the same pool); "
+    "agentrl also writes its metrics JSONL every step",
+)
+
+
+def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> float:
+    a = summary(AGENTRL, logs[AGENTRL], args.warmup)
+    t = summary(TRL, logs[TRL], args.warmup)
+    ratio = t["median_s"] / a["median_s"]
+    import transformers
+    import trl
+
+    load = os.getloadavg()
+    print()
+    print(
+        f"tiny random Qwen3 ({setup.params / 1e6:.2f}M params), {len(setup.trl_rows)} prompts, "
+        f"{args.prompts_per_step} prompts x G={args.group_size} per step, "
+        f"<= {args.max_new_tokens} new tokens, CPU, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
+        f"trl {trl.__version__}"
+    )
+    print(
+        f"{args.warmup} warm-up + {args.steps} measured steps each, interleaved; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    header = (
+        f"{'':<9}{'median s/step':>14}{'min':>8}{'max':>8}{'gen+score s':>13}"
+        f"{'completions':>13}{'gen tokens':>12}{'prompt tok':>12}"
+    )
+    print(header)
+    for s in (a, t):
+        print(
+            f"{s['name']:<9}{s['median_s']:>14.3f}{s['min_s']:>8.3f}{s['max_s']:>8.3f}"
+            f"{s['gen_median_s']:>13.3f}{s['completions']:>13.1f}{s['completion_tokens']:>12.1f}"
+            f"{s['prompt_tokens']:>12.1f}"
+        )
+    print(f"speed-up (TRL median / agentrl median): {ratio:.2f}x")
+    print("gen+score: agentrl = rollout (generation); TRL = generation + reference log-probs "
+          "+ reward (its _generate_and_score_completions)")  # fmt: skip
+    print("identical on both sides:")
+    for line in IDENTICAL:
+        print(f"  - {line}")
+    print("not identical:")
+    for line in DIFFERENT:
+        print(f"  - {line}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"agentrl": a, "trl": t, "ratio": ratio, "load": load}, indent=2) + "\n",
+            encoding="utf-8",
+        )
+    return ratio
+
+
+# ------------------------------------------------------------------ main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=int, default=10, help="measured steps per framework")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up steps per framework")
+    p.add_argument("--prompts", type=int, default=64, help="prompts in the shared pool")
+    p.add_argument("--prompts-per-step", type=int, default=2)
+    p.add_argument("--group-size", type=int, default=8, help="G: completions per prompt")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--learning-rate", type=float, default=1e-6)
+    p.add_argument("--beta", type=float, default=0.04, help="KL coefficient (both sides)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--first", choices=(AGENTRL, TRL), default=AGENTRL, help="who starts")
+    p.add_argument("--json", default="", help="also write the summary to this JSON file")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.warmup < 1:
+        p.error("--steps and --warmup must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        print("TRL is not installed: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    tmp = tempfile.TemporaryDirectory(prefix="agentrl-vs-trl-")
+    workdir = Path(tmp.name)
+    try:
+        began = time.perf_counter()
+        setup = build_inputs(args, workdir)
+        print(f"inputs built in {time.perf_counter() - began:.1f}s in {workdir}")
+        steps = args.warmup + args.steps
+        logs = {AGENTRL: StepLog(), TRL: StepLog()}
+        turns = Turns(args.first)
+        failure: list[BaseException] = []
+
+        def trl_thread() -> None:
+            try:
+                run_trl(setup, args, turns, logs[TRL])
+            except BaseException as exc:  # reported by the main thread
+                failure.append(exc)
+                turns.finish(TRL)
+
+        worker = threading.Thread(target=trl_thread, name="trl", daemon=True)
+        worker.start()
+        run_agentrl(setup, turns, logs[AGENTRL], steps)
+        worker.join()
+        if failure:
+            raise failure[0]
+        report(args, setup, logs)
+    finally:
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
