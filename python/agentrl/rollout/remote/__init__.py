@@ -1,0 +1,101 @@
+"""Rollout engines other than the in-process torch one: an SGLang server, an in-process vLLM.
+
+Both speak the `RolloutEngine` interface of `agentrl.rollout` (``generate`` over token-id
+prompts returning `Generation`s with behaviour log-probs; ``update_weights``; ``version``,
+``lock``, ``reseed``), so the episode loop, the async producer and the trainer use them
+unchanged. Their heavy dependencies are optional and imported only when selected.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
+
+ENGINES = ("torch", "sglang", "vllm")
+
+
+def create_rollout_engine(
+    kind: str,
+    *,
+    tokenizer: Any,
+    rollout_model: Any = None,
+    device: Any = None,
+    autocast: Any = None,
+    seed: int = 0,
+    version: int = 0,
+    sglang_base_url: str = "http://localhost:8998",
+    sglang_model_path: str | None = None,
+    sglang_shared_path: str | os.PathLike[str] = "./sglang_ckpt_agentic_async",
+    sglang_timeout_s: float = 600.0,
+    sglang_wait_s: float = 0.0,
+    vllm_model_path: str | None = None,
+    vllm_gpu_memory_utilization: float = 0.3,
+    vllm_dtype: str = "bfloat16",
+) -> Any:
+    """The rollout engine named ``kind`` (``torch``, ``sglang`` or ``vllm``).
+
+    ``sglang_wait_s`` > 0 waits that long for the server to report healthy first.
+    """
+    if kind == "torch":
+        from agentrl.rollout.engine import TorchEngine
+
+        if rollout_model is None:
+            raise ValueError("the torch rollout engine needs a model")
+        return TorchEngine(
+            rollout_model, tokenizer, device=device, autocast=autocast, seed=seed, version=version
+        )
+    if kind == "sglang":
+        from agentrl.rollout.remote.sglang import SGLangEngine
+
+        engine = SGLangEngine(
+            sglang_base_url,
+            tokenizer,
+            shared_dir=sglang_shared_path,
+            model_path=sglang_model_path,
+            version=version,
+            timeout_s=sglang_timeout_s,
+        )
+        engine.reseed(seed)
+        if sglang_wait_s > 0:
+            engine.wait_until_healthy(sglang_wait_s)
+        return engine
+    if kind == "vllm":
+        from agentrl.rollout.remote.vllm_engine import VLLMEngine
+
+        if not vllm_model_path:
+            raise ValueError("the vllm rollout engine needs the policy's HF directory")
+        return VLLMEngine(
+            vllm_model_path,
+            tokenizer,
+            dtype=vllm_dtype,
+            gpu_memory_utilization=vllm_gpu_memory_utilization,
+            seed=seed,
+            version=version,
+        )
+    raise ValueError(f"unknown rollout engine {kind!r} (choose from {', '.join(ENGINES)})")
+
+
+def __getattr__(name: str) -> Any:
+    # The engines load lazily so that importing this package never imports their extras.
+    if name == "SGLangEngine":
+        from agentrl.rollout.remote.sglang import SGLangEngine
+
+        return SGLangEngine
+    if name == "VLLMEngine":
+        from agentrl.rollout.remote.vllm_engine import VLLMEngine
+
+        return VLLMEngine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ENGINES",
+    "JsonHttpClient",
+    "RemoteEngineError",
+    "RetryPolicy",
+    "SGLangEngine",
+    "VLLMEngine",
+    "create_rollout_engine",
+]

@@ -1,0 +1,360 @@
+"""`SGLangEngine`: rollout on an SGLang server, behind the same interface as `TorchEngine`.
+
+The client speaks SGLang's native HTTP API (the server itself needs a GPU; start it with
+``python -m sglang.launch_server --model-path ... --port 8998``):
+
+* ``POST /generate`` with ``input_ids`` (a batch of token-id prompts, so the server never
+  re-tokenizes our chat rendering), per-row ``sampling_params`` and ``return_logprob``.
+  Each answer's ``meta_info.output_token_logprobs`` holds ``[logprob, token_id, text]``
+  per generated token: the token ids and their behaviour log-probs.
+* ``POST /update_weights_from_disk`` with the path of a directory the trainer published
+  (see `weights.publish_weights`), then ``POST /flush_cache`` so no prefix cached under the
+  old weights is reused.
+* ``GET /health`` to wait for a server that is still loading.
+
+Behaviour log-probs from the server are used as the behaviour policy of decoupled PPO.
+They are computed by another kernel, often in bf16, so they differ a little from what the
+trainer computes for the same weights; decoupled PPO's proximal policy and the capped
+behaviour importance weight (``behav_imp_weight_cap``) exist for exactly this. Depending on
+the SGLang version they may also be taken after temperature scaling: start the server with
+``SGLANG_RETURN_ORIGINAL_LOGPROB=1`` to get raw-policy log-probs as the torch engine does.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Generation
+from agentrl.rollout.remote.common import (
+    empty_generation,
+    expand_rows,
+    row_budgets,
+    tokenizer_end_ids,
+)
+from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
+from agentrl.rollout.remote.weights import (
+    WEIGHTS_FILE,
+    has_nonfinite,
+    latest_published,
+    model_config_of,
+    policy_state_dict,
+    publish_weights,
+)
+from agentrl.rollout.sampling import SamplingParams
+
+
+def _new_stats() -> dict[str, int]:
+    return {
+        "sequences": 0,
+        "generate_calls": 0,
+        "http_requests": 0,
+        "generated_tokens": 0,
+        "prompt_tokens": 0,
+        "nonfinite_logps": 0,
+        "weight_updates": 0,
+        "weight_updates_skipped": 0,
+        "cache_flush_failures": 0,
+    }
+
+
+class _PublishedWeights:
+    """Stands in for ``engine.model`` where callers only read the rollout weights back."""
+
+    def __init__(self, engine: SGLangEngine) -> None:
+        self._engine = engine
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        path = self._engine.published_path
+        if path is None:
+            raise RuntimeError("no weights have been published to the SGLang server yet")
+        from safetensors.torch import load_file
+
+        return load_file(str(Path(path) / WEIGHTS_FILE))
+
+
+class SGLangEngine:
+    """Generate with an SGLang server; load new weights into it after each policy sync.
+
+    ``shared_dir`` must be readable by the server at the same path. ``eos_token_ids``
+    default: the tokenizer's EOS and pad ids; the server is asked to stop on them too,
+    and a final end token is moved out of ``token_ids`` as `TorchEngine` does.
+    ``max_batch_rows`` caps prompts per HTTP request (0: the whole batch in one request).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        tokenizer: Any,
+        *,
+        shared_dir: str | os.PathLike[str],
+        model_path: str | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        version: int = 0,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+        max_batch_rows: int = 0,
+        keep_published: int = 2,
+        load_format: str | None = None,
+        send_seed: bool = False,
+        client: JsonHttpClient | None = None,
+    ) -> None:
+        self.client = client or JsonHttpClient(base_url, timeout_s=timeout_s, retry=retry)
+        self.tokenizer = tokenizer
+        self.shared_dir = Path(shared_dir)
+        self.model_path = model_path
+        ends = tokenizer_end_ids(tokenizer) if eos_token_ids is None else eos_token_ids
+        self.eos_token_ids = frozenset(int(t) for t in ends)
+        self.version = int(version)
+        self.max_batch_rows = max(0, int(max_batch_rows))
+        self.keep_published = int(keep_published)
+        self.load_format = load_format
+        self.send_seed = bool(send_seed)
+        self.lock = threading.RLock()
+        self.stats = _new_stats()
+        self.published_path: Path | None = latest_published(self.shared_dir)
+        self._seed: int | None = None
+        self._calls = 0
+
+    # ---- server state ----
+
+    def health(self, timeout_s: float = 5.0) -> bool:
+        """True when ``GET /health`` answers 200 now (one attempt, short timeout)."""
+        try:
+            response = self.client.request("GET", "/health", timeout_s=timeout_s, attempts=1)
+        except RemoteEngineError:
+            return False
+        return response.status == 200
+
+    def wait_until_healthy(self, timeout_s: float = 300.0, poll_s: float = 2.0) -> None:
+        """Block until the server is healthy; RemoteEngineError after ``timeout_s``."""
+        deadline = time.monotonic() + max(float(timeout_s), 0.0)
+        while True:
+            if self.health():
+                return
+            if time.monotonic() >= deadline:
+                raise RemoteEngineError(
+                    f"SGLang server at {self.client.base_url} not healthy after {timeout_s:.0f}s "
+                    "(is it running? start it with `python -m sglang.launch_server "
+                    "--model-path <dir> --port <port>`)"
+                )
+            time.sleep(poll_s)
+
+    def flush_cache(self) -> bool:
+        """Drop the server's prefix cache; False (and counted) when it refuses."""
+        try:
+            response = self.client.request("POST", "/flush_cache", None, timeout_s=60.0)
+        except RemoteEngineError:
+            ok = False
+        else:
+            ok = 200 <= response.status < 300
+        if not ok:
+            self.stats["cache_flush_failures"] += 1
+        return ok
+
+    def reseed(self, seed: int) -> None:
+        """Seeds are sent only with ``send_seed`` (the server must allow per-request seeds)."""
+        self._seed = int(seed)
+        self._calls = 0
+
+    def reset_stats(self) -> dict[str, int]:
+        with self.lock:
+            old, self.stats = self.stats, _new_stats()
+        return old
+
+    @property
+    def model(self) -> _PublishedWeights:
+        return _PublishedWeights(self)
+
+    # ---- weights ----
+
+    def update_weights(
+        self,
+        source: Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str],
+        version: int | None = None,
+        *,
+        strict: bool = False,
+    ) -> bool:
+        """Publish ``source`` and have the server load it; False for non-finite weights.
+
+        ``source`` may be a model, a state dict, or a directory already in the server's
+        reach (loaded as it is). A server that fails to load the weights raises
+        RemoteEngineError: rollouts must not go on silently with the old weights.
+        """
+        del strict  # the server checks names and shapes itself
+        new_version = self.version + 1 if version is None else int(version)
+        with self.lock:
+            if isinstance(source, str | os.PathLike):
+                path = Path(source)
+            else:
+                state = policy_state_dict(source)
+                if has_nonfinite(state):
+                    self.stats["weight_updates_skipped"] += 1
+                    return False
+                path = publish_weights(
+                    state,
+                    self.shared_dir,
+                    new_version,
+                    keep=self.keep_published,
+                    config_dir=self.model_path,
+                    model_config=model_config_of(source),
+                )
+            self._load_from_disk(path, new_version)
+            self.flush_cache()
+            self.published_path = path
+            self.version = new_version
+            self.stats["weight_updates"] += 1
+        return True
+
+    def _load_from_disk(self, path: Path, version: int) -> None:
+        payload: dict[str, Any] = {"model_path": str(path), "weight_version": str(version)}
+        if self.load_format:
+            payload["load_format"] = self.load_format
+        answer = self.client.post_json("/update_weights_from_disk", payload)
+        if not isinstance(answer, Mapping) or not answer.get("success", False):
+            message = answer.get("message") if isinstance(answer, Mapping) else answer
+            raise RemoteEngineError(f"the SGLang server could not load {path}: {message}")
+
+    # ---- generation ----
+
+    def _sampling_params(self, params: SamplingParams, budget: int) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "max_new_tokens": int(budget),
+            "temperature": 0.0 if params.is_greedy else float(params.temperature),
+            "top_p": float(params.top_p),
+            "top_k": int(params.top_k) if params.top_k > 0 else -1,
+            "min_p": float(params.min_p),
+            "repetition_penalty": float(params.repetition_penalty),
+            "stop_token_ids": sorted(self.eos_token_ids | set(params.stop_token_ids)),
+        }
+        if params.stop:
+            out["stop"] = list(params.stop)
+        if self.send_seed and self._seed is not None:
+            out["sampling_seed"] = (self._seed * 1_000_003 + self._calls) % (2**31)
+        return out
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        num_samples: int = 1,
+        max_new_tokens: int | Sequence[int] | None = None,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
+        params = params or SamplingParams()
+        rows = expand_rows(prompts, num_samples)
+        budgets = row_budgets(max_new_tokens, params, len(rows), len(prompts))
+        results: list[Generation | None] = [None] * len(rows)
+        with self.lock:
+            if seed is not None:
+                self.reseed(seed)
+            version = self.version
+            live = [i for i in range(len(rows)) if budgets[i] > 0]
+            for i in range(len(rows)):
+                if budgets[i] <= 0:
+                    results[i] = empty_generation(version, len(rows[i]))
+            step = self.max_batch_rows or max(len(live), 1)
+            for start in range(0, len(live), step):
+                chunk = live[start : start + step]
+                outs = self._request(
+                    [rows[i] for i in chunk],
+                    [self._sampling_params(params, budgets[i]) for i in chunk],
+                    version,
+                )
+                for i, out in zip(chunk, outs, strict=True):
+                    results[i] = out
+            self._calls += 1
+            self.stats["generate_calls"] += 1
+            self.stats["sequences"] += len(rows)
+        return [r for r in results if r is not None]
+
+    def _request(
+        self, rows: list[list[int]], sampling: list[dict[str, Any]], version: int
+    ) -> list[Generation]:
+        payload = {"input_ids": rows, "sampling_params": sampling, "return_logprob": True}
+        answer = self.client.post_json("/generate", payload)
+        self.stats["http_requests"] += 1
+        items = [answer] if isinstance(answer, Mapping) else answer
+        if not isinstance(items, list) or len(items) != len(rows):
+            got = len(items) if isinstance(items, list) else type(answer).__name__
+            raise RemoteEngineError(f"/generate answered {got} result(s) for {len(rows)} prompts")
+        return [self._parse(item, len(row), version) for item, row in zip(items, rows, strict=True)]
+
+    def _parse(self, item: Any, prompt_len: int, version: int) -> Generation:
+        if not isinstance(item, Mapping) or not isinstance(item.get("meta_info"), Mapping):
+            raise RemoteEngineError(f"/generate result without meta_info: {str(item)[:200]}")
+        meta = item["meta_info"]
+        reason = meta.get("finish_reason")
+        kind = reason.get("type") if isinstance(reason, Mapping) else reason
+        matched = reason.get("matched") if isinstance(reason, Mapping) else None
+        if kind == "abort":
+            message = reason.get("message", "") if isinstance(reason, Mapping) else ""
+            raise RemoteEngineError(f"the SGLang server aborted a generation: {message}")
+        entries = meta.get("output_token_logprobs")
+        if not isinstance(entries, list):
+            raise RemoteEngineError(
+                "/generate result has no meta_info.output_token_logprobs "
+                "(the request asked for return_logprob)"
+            )
+        ids, logps = [], []
+        for entry in entries:
+            if not isinstance(entry, list | tuple) or len(entry) < 2:
+                raise RemoteEngineError(f"malformed output_token_logprobs entry: {entry!r}")
+            ids.append(_token_id(entry[1]))
+            logps.append(self._logp(entry[0]))
+        output_ids = item.get("output_ids")
+        if isinstance(output_ids, list) and [int(t) for t in output_ids] != ids:
+            raise RemoteEngineError(
+                f"output_ids ({len(output_ids)} tokens) disagree with output_token_logprobs "
+                f"({len(ids)} tokens)"
+            )
+        end_id = end_logp = None
+        finish = FINISH_LENGTH
+        if kind == "stop":
+            finish = FINISH_STOP if isinstance(matched, str) else FINISH_EOS
+            if ids and (ids[-1] in self.eos_token_ids or (isinstance(matched, int)
+                                                           and ids[-1] == matched)):  # fmt: skip
+                end_id, end_logp = ids.pop(), logps.pop()
+                finish = FINISH_EOS
+        self.stats["generated_tokens"] += len(ids)
+        self.stats["prompt_tokens"] += prompt_len
+        return Generation(
+            token_ids=ids,
+            logps=logps,
+            sample_logps=list(logps),
+            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            finish_reason=finish,
+            end_token_id=end_id,
+            end_logp=end_logp,
+            version=version,
+            prompt_tokens=prompt_len,
+        )
+
+    def _logp(self, value: Any) -> float:
+        """A stored behaviour log-prob: finite and <= 0 (a missing one counts as 0.0)."""
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        if not math.isfinite(x):
+            self.stats["nonfinite_logps"] += 1
+            return 0.0
+        return min(x, 0.0)
+
+
+def _token_id(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RemoteEngineError(f"invalid token id in /generate result: {value!r}")
+    return value
+
+
+__all__ = ["SGLangEngine"]

@@ -1,0 +1,278 @@
+"""`VLLMEngine`: rollout with an in-process `vllm.LLM`, colocated with training.
+
+vLLM shares the GPU with the trainer (``gpu_memory_utilization`` caps its share). Prompts
+go in as token ids (``TokensPrompt``), so vLLM never re-tokenizes our chat rendering;
+each sampled token comes back with its log-prob (``logprobs=0``: the chosen token only).
+After each policy sync the new weights are pushed straight into vLLM's model
+(``load_weights``) and its prefix cache is reset, so no KV computed by old weights is
+reused.
+
+vLLM's log-probs are those of the model's raw output by default (vLLM's
+``logprobs_mode``), computed by its own kernels in bf16: close to, not equal to, the
+trainer's. Decoupled PPO takes them as the behaviour policy, which is what it is for.
+
+`vllm` is optional and heavy: it is imported only when this engine is built, and a clear
+message says how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Generation
+from agentrl.rollout.remote.common import (
+    empty_generation,
+    expand_rows,
+    row_budgets,
+    tokenizer_end_ids,
+)
+from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
+from agentrl.rollout.sampling import SamplingParams
+
+
+class VLLMUnavailableError(ImportError):
+    """`vllm` is not installed (or cannot be imported on this machine)."""
+
+
+def require_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise VLLMUnavailableError(
+            "--rollout_engine vllm needs vLLM and a GPU: pip install 'agentrl[vllm]' "
+            f"(or pip install vllm); import failed with: {exc}"
+        ) from exc
+    return vllm
+
+
+def _new_stats() -> dict[str, int]:
+    return {
+        "sequences": 0,
+        "generate_calls": 0,
+        "generated_tokens": 0,
+        "nonfinite_logps": 0,
+        "weight_updates": 0,
+        "weight_updates_skipped": 0,
+    }
+
+
+# Where an in-process vLLM keeps its torch model, across vLLM versions.
+_MODEL_PATHS = (
+    ("llm_engine", "model_executor", "driver_worker", "worker", "model_runner", "model"),
+    ("llm_engine", "model_executor", "driver_worker", "model_runner", "model"),
+    ("llm_engine", "engine_core", "engine_core", "model_executor", "driver_worker", "worker",
+     "model_runner", "model"),
+)  # fmt: skip
+
+
+class VLLMEngine:
+    """Generate with ``vllm.LLM`` in this process; push weights into it after each sync.
+
+    ``model_path``: an HF directory vLLM can load (the policy's starting point, e.g. the
+    warm start exported by `agentrl sft`). ``llm_kwargs`` go to ``vllm.LLM`` unchanged.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer: Any,
+        *,
+        dtype: str = "bfloat16",
+        gpu_memory_utilization: float = 0.3,
+        seed: int = 0,
+        version: int = 0,
+        eos_token_ids: Sequence[int] | None = None,
+        llm: Any = None,
+        **llm_kwargs: Any,
+    ) -> None:
+        self.vllm = require_vllm()
+        if llm is None:
+            # The model must live in this process for weights to be pushed into it.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            llm = self.vllm.LLM(
+                model=str(model_path),
+                tokenizer=str(model_path),
+                dtype=dtype,
+                gpu_memory_utilization=float(gpu_memory_utilization),
+                seed=int(seed),
+                enable_prefix_caching=True,
+                **llm_kwargs,
+            )
+        self.llm = llm
+        self.tokenizer = tokenizer
+        ends = tokenizer_end_ids(tokenizer) if eos_token_ids is None else eos_token_ids
+        self.eos_token_ids = frozenset(int(t) for t in ends)
+        self.version = int(version)
+        self.lock = threading.RLock()
+        self.stats = _new_stats()
+        self._seed: int | None = int(seed)
+        self._calls = 0
+
+    def reseed(self, seed: int) -> None:
+        self._seed = int(seed)
+        self._calls = 0
+
+    def reset_stats(self) -> dict[str, int]:
+        with self.lock:
+            old, self.stats = self.stats, _new_stats()
+        return old
+
+    # ---- weights ----
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """vLLM's own torch model (its parameter layout is vLLM's, e.g. fused qkv)."""
+        for path in _MODEL_PATHS:
+            obj: Any = self.llm
+            for attr in path:
+                obj = getattr(obj, attr, None)
+                if obj is None:
+                    break
+            if obj is not None and hasattr(obj, "load_weights"):
+                return obj
+        raise RuntimeError(
+            "cannot reach the model inside vllm.LLM to push weights (vLLM "
+            f"{getattr(self.vllm, '__version__', '?')}); set VLLM_ENABLE_V1_MULTIPROCESSING=0 "
+            "before starting so the model runs in this process"
+        )
+
+    def update_weights(
+        self,
+        source: Mapping[str, torch.Tensor] | torch.nn.Module,
+        version: int | None = None,
+        *,
+        strict: bool = False,
+    ) -> bool:
+        """Push ``source`` (HF parameter names) into vLLM; False for non-finite weights."""
+        del strict  # vLLM's load_weights maps HF names to its fused layout itself
+        state = policy_state_dict(source)
+        if has_nonfinite(state):
+            with self.lock:
+                self.stats["weight_updates_skipped"] += 1
+            return False
+        with self.lock, torch.no_grad():
+            self.model.load_weights(weights=list(state.items()))
+            reset = getattr(self.llm, "reset_prefix_cache", None)
+            if callable(reset):
+                reset()
+            self.version = self.version + 1 if version is None else int(version)
+            self.stats["weight_updates"] += 1
+        return True
+
+    # ---- generation ----
+
+    def _sampling(self, params: SamplingParams, budget: int) -> Any:
+        kwargs: dict[str, Any] = {
+            "n": 1,
+            "max_tokens": int(budget),
+            "temperature": 0.0 if params.is_greedy else float(params.temperature),
+            "top_p": float(params.top_p),
+            "min_p": float(params.min_p),
+            "repetition_penalty": float(params.repetition_penalty),
+            "stop": list(params.stop) or None,
+            "stop_token_ids": sorted(self.eos_token_ids | set(params.stop_token_ids)),
+            "logprobs": 0,
+            "detokenize": False,
+        }
+        if self._seed is not None:
+            kwargs["seed"] = (self._seed * 1_000_003 + self._calls) % (2**31)
+        if params.stop:
+            kwargs["detokenize"] = True  # stop strings are matched on text
+        top_k = int(params.top_k)
+        try:
+            return self.vllm.SamplingParams(top_k=top_k if top_k > 0 else 0, **kwargs)
+        except (ValueError, TypeError):
+            # Older vLLM spells "no top-k" as -1.
+            return self.vllm.SamplingParams(top_k=top_k if top_k > 0 else -1, **kwargs)
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        num_samples: int = 1,
+        max_new_tokens: int | Sequence[int] | None = None,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
+        params = params or SamplingParams()
+        rows = expand_rows(prompts, num_samples)
+        budgets = row_budgets(max_new_tokens, params, len(rows), len(prompts))
+        results: list[Generation] = []
+        with self.lock:
+            if seed is not None:
+                self.reseed(seed)
+            version = self.version
+            live = [i for i in range(len(rows)) if budgets[i] > 0]
+            token_prompt = self.vllm.inputs.TokensPrompt
+            outputs = []
+            if live:
+                outputs = self.llm.generate(
+                    [token_prompt(prompt_token_ids=rows[i]) for i in live],
+                    sampling_params=[self._sampling(params, budgets[i]) for i in live],
+                    use_tqdm=False,
+                )
+                if len(outputs) != len(live):
+                    raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(live)}")
+            by_row = dict(zip(live, outputs, strict=True))
+            for i, row in enumerate(rows):
+                out = by_row.get(i)
+                results.append(empty_generation(version, len(row)) if out is None
+                               else self._parse(out, len(row), version))  # fmt: skip
+            self._calls += 1
+            self.stats["generate_calls"] += 1
+            self.stats["sequences"] += len(rows)
+        return results
+
+    def _parse(self, request_output: Any, prompt_len: int, version: int) -> Generation:
+        completion = request_output.outputs[0]
+        ids = [int(t) for t in completion.token_ids]
+        steps = completion.logprobs or []
+        if len(steps) != len(ids):
+            raise RuntimeError(f"vLLM gave {len(steps)} log-prob entries for {len(ids)} tokens")
+        logps = [self._logp(step, token) for step, token in zip(steps, ids, strict=True)]
+        reason = completion.finish_reason
+        matched = getattr(completion, "stop_reason", None)
+        end_id = end_logp = None
+        finish = FINISH_LENGTH
+        if reason == "stop":
+            finish = FINISH_STOP if isinstance(matched, str) else FINISH_EOS
+            if ids and ids[-1] in self.eos_token_ids | ({matched} if isinstance(matched, int)
+                                                       else set()):  # fmt: skip
+                end_id, end_logp = ids.pop(), logps.pop()
+                finish = FINISH_EOS
+        elif reason == "abort":
+            raise RuntimeError("vLLM aborted a generation")
+        self.stats["generated_tokens"] += len(ids)
+        return Generation(
+            token_ids=ids,
+            logps=logps,
+            sample_logps=list(logps),
+            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            finish_reason=finish,
+            end_token_id=end_id,
+            end_logp=end_logp,
+            version=version,
+            prompt_tokens=prompt_len,
+        )
+
+    def _logp(self, step: Any, token: int) -> float:
+        entry = step.get(token) if isinstance(step, Mapping) else None
+        value = getattr(entry, "logprob", entry)
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        if not math.isfinite(x):
+            self.stats["nonfinite_logps"] += 1
+            return 0.0
+        return min(x, 0.0)
+
+
+__all__ = ["VLLMEngine", "VLLMUnavailableError", "require_vllm"]
