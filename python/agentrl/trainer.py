@@ -94,6 +94,9 @@ class Trainer:
                     self._checkpoint_if_due(step)
                     for callback in self.callbacks:
                         callback(self, step, outcome)
+            except BaseException:
+                self.observer.abort()
+                raise
             finally:
                 self.source.stop()
             checkpoint = self._save_checkpoint()
@@ -347,13 +350,15 @@ class Trainer:
     ) -> TrainResult:
         done = self.counters.step
         stopped = self.stop.reason if done < self.total_steps else None
+        evals = [r for r in self.observer.history() if r["kind"] == "eval"]
+        first = {k: v for k, v in evals[0].items() if k.startswith("eval/")} if evals else {}
         return TrainResult(
             run_dir=self.run_dir,
             steps_done=done,
             total_steps=self.total_steps,
             stopped=stopped,
             wall_seconds=time.perf_counter() - began,
-            first_eval=self.first_eval,
+            first_eval=first or self.first_eval,
             last_eval=self.last_eval,
             report=report,
             policy_export=export,

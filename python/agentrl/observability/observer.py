@@ -94,6 +94,16 @@ class RunObserver:
         n = len(groups[0].trajectories)
         self.log(format_debug_sample(step, groups[0], rewards[:n], details[:n]))
 
+    def history(self) -> list[dict[str, Any]]:
+        """Every record of the run so far (a resumed run's included)."""
+        return read_metrics(self.run_dir / METRICS_FILE)
+
+    def abort(self) -> None:
+        """Stop the display and close the files without a report (the run failed)."""
+        self.display.close()
+        self.sinks.close()
+        self.metrics.close()
+
     def close(self) -> Path | None:
         """Stop the display and dashboards; write the report. Returns the report path."""
         self.display.close()
