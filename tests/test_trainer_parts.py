@@ -1,0 +1,115 @@
+"""Pieces of the trainer loop: micro-batching, scoring, eval decoding, stops, model specs."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+import torch
+from agentrl.config import resolve
+from agentrl.models.tiny import TinySpec, build_tiny_preset
+from agentrl.rl.kl_control import BetaConfig, BetaController
+from agentrl.rl.optim import OptimConfig, Optimization
+from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams, Trajectory
+from agentrl.rollout.engine import TorchEngine
+from agentrl.tools import builtin_registry
+from agentrl.training.evaluation import eval_episode_config
+from agentrl.training.scoring import score_trajectories
+from agentrl.training.setup import Models, autocast_factory, generated_heldout_samples, model_spec
+from agentrl.training.signals import StopRequest
+from agentrl.training.sources import InlineSource
+from agentrl.training.step import StepSettings, config_sections, row_chunks, train_on_groups
+
+SPEC = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
+                intermediate_size=64, corpus_tasks=150)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.set_num_threads(1)
+    return build_tiny_preset(SPEC)
+
+
+def test_row_chunks_group_similar_lengths_and_cover_every_row_once():
+    lens = torch.tensor([5, 50, 7, 48, 6, 49])
+    chunks = row_chunks(lens, 2)
+    assert [lens[c].tolist() for c in chunks] == [[50, 49], [48, 7], [6, 5]]
+    assert [c.tolist() for c in row_chunks(lens, 0)] == [list(range(6))]
+
+
+def _models(model, tokenizer) -> Models:
+    model = copy.deepcopy(model).train()
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    return Models(model, model, reference, reference, tokenizer, torch.device("cpu"),
+                  autocast_factory(torch.device("cpu"), "float32"), "test")  # fmt: skip
+
+
+def test_micro_batches_give_the_full_batch_update(tiny):
+    model, tokenizer = tiny
+    tools = builtin_registry()
+    config = resolve(preset="seed", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
+    loss, advantage, bc = config_sections(config.flat())
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
+    episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
+    engine = TorchEngine(copy.deepcopy(model), tokenizer, seed=0)
+    prompts = generated_heldout_samples(6)
+    source = InlineSource(engine, prompts, tools, episode, num_generations=3, batch_size=2,
+                          seed=0, version=PolicyVersion())  # fmt: skip
+    groups = source.next_batch(1)
+    results = []
+    for micro in (0, 2):
+        models = _models(model, tokenizer)
+        settings = StepSettings(loss, advantage, bc, config.reward, num_generations=3,
+                                max_total_len=512, strict_group_packing=True,
+                                stale_discount=0.65, micro_batch_size=micro)  # fmt: skip
+        opt = Optimization(models.policy, OptimConfig(learning_rate=1e-2, accumulation_steps=1), 4)
+        out = train_on_groups(groups, step=1, current_version=0, reward_baseline=0.0,
+                              settings=settings, models=models, optimization=opt,
+                              beta=BetaController(BetaConfig()))  # fmt: skip
+        assert out.report is not None and out.report.stepped
+        results.append((out.metrics, models.policy.state_dict()))
+    (whole, w_whole), (micro, w_micro) = results
+    assert micro["loss/total"] == pytest.approx(whole["loss/total"], rel=1e-5, abs=1e-7)
+    assert micro["reward/mean"] == whole["reward/mean"]
+    for key in w_whole:
+        torch.testing.assert_close(w_micro[key], w_whole[key], rtol=1e-4, atol=1e-6)
+
+
+def test_scores_use_the_seed_reward_details():
+    traj = Trajectory(
+        prompt="", messages=[{"role": "user", "content": "What is 2+3?"}], tools=None,
+        gt=["5"], completion='<tool_call>{"name": "calculate_math", "arguments": '
+        '{"expression": "2+3"}}</tool_call>\n<answer>5</answer>', context="", prompt_ids=[1],
+        tool_events=[{"ok": True, "name": "calculate_math", "args": {"expression": "2+3"},
+                      "result": {"value": 5.0, "result": "5"}, "canonical": True}],
+    )  # fmt: skip
+    wrong = copy.deepcopy(traj)
+    wrong.completion = "<answer>6</answer>"
+    wrong.tool_events = []
+    scores = score_trajectories([traj, wrong], resolve(preset="seed").reward, step=1000)
+    assert scores.details[0]["exact_match"] == 1.0 and scores.details[1]["exact_match"] == 0.0
+    assert scores.rewards[0] > scores.rewards[1]
+    assert scores.means["exact_match"] == 0.5
+
+
+def test_eval_decoding_is_greedy_with_the_eval_length():
+    base = EpisodeConfig(max_new_tokens=192, thinking_ratio=0.5,
+                         sampling=SamplingParams.seed_defaults())  # fmt: skip
+    cfg = eval_episode_config(base, temperature=0.0, max_gen_len=64)
+    assert cfg.sampling.is_greedy and cfg.max_new_tokens == 64 and cfg.thinking_ratio == 0.0
+    assert eval_episode_config(base, 0.0, 0).max_new_tokens == 192  # 0: the rollout length
+
+
+def test_time_limit_requests_a_stop():
+    stop = StopRequest(max_time=0.01, log=lambda _: None)
+    time.sleep(0.02)
+    assert stop.requested and "time limit" in (stop.reason or "")
+    assert not StopRequest(log=lambda _: None).requested
+
+
+def test_model_spec_follows_the_seed_naming_unless_given():
+    assert model_spec(resolve(preset="seed")) == "../out/full_sft_768.pth"
+    moe = resolve(preset="seed", overrides={"use_moe": 1, "from_weight": "rl"})
+    assert model_spec(moe) == "../out/rl_768_moe.pth"
+    assert model_spec(resolve(preset="seed", overrides={"model": "tiny"})) == "tiny"
