@@ -1,0 +1,272 @@
+"""`torchrun --nproc_per_node=2` on CPU (gloo): data parallel, the trainer/rollout split,
+and ranks that die or hang.
+
+Each test launches this file under torchrun (the ``__main__`` block at the bottom runs one
+scenario per rank and writes what it saw to ``<out>/rank<N>.json``); the test then reads
+those files and torchrun's exit status. Everything uses a tiny random Qwen3 and a handful
+of generated prompts, so each launch takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TIMEOUT_S = 60
+HERE = Path(__file__).resolve()
+
+
+# ---------------------------------------------------------------- the launcher side
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> Path:
+    """A tiny model directory and a prompt file shared by every launch."""
+    import torch
+    from agentrl.data.synthetic import TaskGenerator, write_tasks
+    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+
+    root = tmp_path_factory.mktemp("dist")
+    torch.manual_seed(0)
+    spec = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
+                    intermediate_size=64, corpus_tasks=150)  # fmt: skip
+    model, tokenizer = build_tiny_preset(spec)
+    save_preset(model, tokenizer, root / "model")
+    generator = TaskGenerator(seed=5)
+    write_tasks(str(root / "prompts.jsonl"), list(generator.tasks(24)), generator.tools())
+    return root
+
+
+def _launch(
+    scenario: str, assets: Path, out: Path, timeout: float = TIMEOUT_S
+) -> tuple[int, str, float]:
+    out.mkdir(parents=True, exist_ok=True)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(HERE), scenario,
+           str(assets), str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    began = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"torchrun {scenario} did not end within {timeout}s:\n{output[-4000:]}")
+    return proc.returncode, output, time.monotonic() - began
+
+
+def _result(out: Path, rank: int) -> dict[str, Any]:
+    return json.loads((out / f"rank{rank}.json").read_text())
+
+
+def test_ddp_matches_one_process_and_keeps_replicas_identical(assets, tmp_path):
+    code, output, _ = _launch("ddp", assets, tmp_path)
+    assert code == 0, output[-4000:]
+    r0, r1 = _result(tmp_path, 0), _result(tmp_path, 1)
+    # Step 1: the rank-averaged loss and gradient equal one process on the global batch.
+    assert r0["loss_dist"] == pytest.approx(r0["loss_single"], rel=1e-5, abs=1e-7)
+    assert r0["grad_max_diff"] < 1e-6 * max(r0["grad_max_abs"], 1.0)
+    assert r0["grad_max_abs"] > 0  # the comparison compared something
+    assert r1["loss_dist"] == r0["loss_dist"]
+    # A whole run: both ranks trained the same steps and hold the same weights.
+    assert r0["run_steps"] == r1["run_steps"] == 2
+    assert r0["checksums"][0] == r0["checksums"][1]
+    assert r0["train_records"] == 2 and r0["world_size_metric"] == 2.0
+    assert r0["checkpoint"] and r1["checkpoint"] is None  # only rank 0 writes
+    # Resume from the multi-rank checkpoint: continues at step 3 on both ranks.
+    assert r0["resumed_steps"] == r1["resumed_steps"] == 3
+    assert r0["resumed_checksums"][0] == r0["resumed_checksums"][1]
+
+
+def test_trainer_rollout_trains_on_groups_from_rank_1(assets, tmp_path):
+    code, output, _ = _launch("split", assets, tmp_path)
+    assert code == 0, output[-4000:]
+    trainer, roller = _result(tmp_path, 0), _result(tmp_path, 1)
+    assert trainer["steps_done"] == 3
+    assert trainer["gathered"] >= 3 * 2  # batch_size groups per step, all from rank 1
+    assert roller["groups_sent"] == trainer["gathered"]
+    # The version advanced with every sync and both ranks agree on it.
+    assert trainer["versions"] == [1, 2, 3]
+    assert roller["policy_version"] == trainer["final_version"] == 3
+    assert roller["syncs"] == 1 + 3  # the starting weights, then one per optimizer step
+    assert roller["checksum"] == trainer["checksum"]  # rank 1 holds exactly the trained policy
+
+
+def test_a_killed_rank_fails_the_run_quickly(assets, tmp_path):
+    code, output, elapsed = _launch("kill", assets, tmp_path)
+    assert code != 0
+    assert elapsed < TIMEOUT_S
+    assert "rank 1" in output or "local_rank: 1" in output, output[-4000:]
+    assert "exitcode" in output and ("-9" in output or "SIGKILL" in output), output[-4000:]
+
+
+def test_a_hung_rank_fails_the_run_with_a_clear_error(assets, tmp_path):
+    code, output, elapsed = _launch("hang", assets, tmp_path)
+    assert code != 0
+    assert elapsed < TIMEOUT_S
+    assert "DistributedError" in output and "did not answer within the 10s" in output, output[
+        -4000:
+    ]
+
+
+# ---------------------------------------------------------------- the rank side
+
+
+def _config(assets: Path, out: Path, name: str, **overrides: Any) -> Any:
+    from agentrl.config import resolve
+
+    values = dict(model=str(assets / "model"), data_path=str(assets / "prompts.jsonl"),
+                  filter_mode="all", save_dir=str(out), save_weight=name, total_steps=4,
+                  batch_size=2, num_generations=2, max_turns=1, max_gen_len=8,
+                  max_context_len=384, max_total_len=448, async_workers=0, eval_before_train=0,
+                  eval_interval=0, eval_ratio=0.0, progress=0, report=0, save_interval=0,
+                  learning_rate=1e-3, accumulation_steps=1, bc_coef=0.0, seed=11,
+                  use_wandb=False, multi_gpu_mode="ddp")  # fmt: skip
+    values.update(overrides)
+    return resolve(preset="tiny", overrides=values)
+
+
+def _checksum(model: Any) -> float:
+    import torch
+
+    with torch.no_grad():
+        return float(sum(p.double().sum() * (i + 1) for i, p in enumerate(model.parameters())))
+
+
+def _groups(trainer: Any, n: int) -> list[Any]:
+    """``n`` rollout groups every rank computes identically (same weights, prompts, seed)."""
+    import random
+
+    from agentrl.models import frozen_copy
+    from agentrl.rollout import run_episodes
+    from agentrl.rollout.engine import TorchEngine
+    from agentrl.training.setup import load_prompts
+
+    m = trainer.models
+    engine = TorchEngine(frozen_copy(m.policy), m.tokenizer, device=m.device, seed=123)
+    pool, _ = load_prompts(trainer.config, trainer.tools, lambda message: None)  # unsharded
+    prompts = [pool[i] for i in range(n)]
+    return run_episodes(engine, prompts, trainer.tools, num_generations=2,
+                        config=trainer.episode, rng=random.Random(0))  # fmt: skip
+
+
+def _step(trainer: Any, groups: list[Any]) -> Any:
+    from agentrl.training.step import train_on_groups
+
+    return train_on_groups(groups, step=1, current_version=0, reward_baseline=0.0,
+                           settings=trainer.settings, models=trainer.models,
+                           optimization=trainer.optimization, beta=trainer.beta)  # fmt: skip
+
+
+def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
+    from agentrl.distributed.trainer import ScaleOptions, ScaleOutTrainer, build_trainer
+    from agentrl.observability import read_metrics
+    from agentrl.trainer import Trainer
+
+    result: dict[str, Any] = {}
+    # -- step 1 against one process on the same global batch (gradient kept: accumulation 2)
+    cfg = _config(assets, out, "step", accumulation_steps=2)
+    dist_tr = ScaleOutTrainer(cfg, options=ScaleOptions(), ctx=ctx)
+    dist_tr._build()
+    groups = _groups(dist_tr, 4)
+    mine = groups[ctx.rank :: ctx.world_size]
+    outcome = _step(dist_tr, mine)
+    (result["loss_dist"],) = ctx.mean([outcome.metrics["loss/total"]])
+    grads = [p.grad.detach().clone() for p in dist_tr.optimization.params]
+    if ctx.rank == 0:
+        single = Trainer(_config(assets, out, "single", accumulation_steps=2))
+        single._build()
+        ref = _step(single, groups)
+        ref_grads = [p.grad for p in single.optimization.params]
+        result["loss_single"] = ref.metrics["loss/total"]
+        result["grad_max_abs"] = max(float(g.abs().max()) for g in ref_grads)
+        result["grad_max_diff"] = max(float((a - b).abs().max())
+                                      for a, b in zip(grads, ref_grads, strict=True))  # fmt: skip
+    # -- a whole run, then a resume from its checkpoint
+    opts = ScaleOptions(dist_timeout_sec=30.0)
+    trainer = build_trainer(_config(assets, out, "run"), options=opts, ctx=ctx)
+    run = trainer.run()
+    result["run_steps"] = run.steps_done
+    result["checksums"] = ctx.all_gather_objects(_checksum(trainer.models.policy))
+    result["checkpoint"] = str(run.checkpoint) if run.checkpoint else None
+    if ctx.rank == 0:
+        records = [r for r in read_metrics(run.run_dir / "metrics.jsonl") if r["kind"] == "train"]
+        result["train_records"] = len(records)
+        result["world_size_metric"] = records[-1].get("dist/world_size")
+    resumed_cfg = _config(assets, out, "run", total_steps=6, from_resume=1)
+    resumed = build_trainer(resumed_cfg, options=opts, ctx=ctx)
+    result["resumed_steps"] = resumed.run().steps_done
+    result["resumed_checksums"] = ctx.all_gather_objects(_checksum(resumed.models.policy))
+    return result
+
+
+def _split(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
+    from agentrl.distributed.trainer import ScaleOptions, build_trainer
+
+    cfg = _config(assets, out, "split", multi_gpu_mode="trainer_rollout", total_steps=3,
+                  async_workers=1, fetch_timeout_sec=30.0)  # fmt: skip
+    versions: list[int] = []
+
+    def record(trainer: Any, step: int, outcome: Any) -> None:
+        versions.append(trainer.source.version.get())
+
+    runner = build_trainer(cfg, [record], options=ScaleOptions(dist_timeout_sec=30.0), ctx=ctx)
+    result = runner.run()
+    if ctx.rank != 0:
+        # The weights rank 1 rolled out with at the end, for rank 0 to compare.
+        return {**runner.summary, "checksum": _checksum(runner.engine.model)}
+    stats = runner.source.stats()
+    return {"steps_done": result.steps_done, "gathered": stats["gathered"], "versions": versions,
+            "final_version": runner.source.version.get(),
+            "checksum": _checksum(runner.models.policy)}  # fmt: skip
+
+
+def _failing(ctx: Any, assets: Path, out: Path, how: str) -> dict[str, Any]:
+    from agentrl.distributed.trainer import ScaleOptions, build_trainer
+
+    def misbehave(trainer: Any, step: int, outcome: Any) -> None:
+        if ctx.rank == 1 and step == 1:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # let torchrun reap the hung rank
+            time.sleep(120)
+
+    cfg = _config(assets, out, how, total_steps=6)
+    build_trainer(cfg, [misbehave], options=ScaleOptions(dist_timeout_sec=10.0), ctx=ctx).run()
+    return {}
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    from agentrl.distributed import init_distributed, shutdown
+
+    scenario, assets, out = argv[0], Path(argv[1]), Path(argv[2])
+    torch.set_num_threads(1)
+    timeout = 10.0 if scenario in ("kill", "hang") else 30.0
+    ctx = init_distributed("gloo", timeout)
+    assert ctx is not None and ctx.world_size == 2
+    try:
+        if scenario == "ddp":
+            result = _ddp(ctx, assets, out)
+        elif scenario == "split":
+            result = _split(ctx, assets, out)
+        else:
+            result = _failing(ctx, assets, out, scenario)
+        (out / f"rank{ctx.rank}.json").write_text(json.dumps(result))
+    finally:
+        shutdown(ctx)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
