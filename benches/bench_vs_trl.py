@@ -30,6 +30,7 @@ Needs the ``bench`` extra (``pip install -e '.[bench]'``: trl, datasets, acceler
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -63,6 +64,7 @@ class Turns:
         self._cond = threading.Condition()
         self._turn = first
         self._done: set[str] = set()
+        self.aborted = False
 
     @staticmethod
     def other(me: str) -> str:
@@ -78,8 +80,9 @@ class Turns:
             self._cond.notify_all()
         self.wait(me)
 
-    def finish(self, me: str) -> None:
+    def finish(self, me: str, failed: bool = False) -> None:
         with self._cond:
+            self.aborted = self.aborted or failed
             self._done.add(me)
             self._turn = self.other(me)
             self._cond.notify_all()
@@ -233,10 +236,12 @@ def run_agentrl(setup: Setup, turns: Turns, log: StepLog, steps: int) -> None:
     trainer = Trainer(config, callbacks=[on_step])
     turns.wait(AGENTRL)
     log.resume()
+    ok = False
     try:
         result = trainer.run()
+        ok = True
     finally:
-        turns.finish(AGENTRL)
+        turns.finish(AGENTRL, failed=not ok)
     if result.steps_done != steps:
         raise RuntimeError(f"agentrl ran {result.steps_done} of {steps} steps ({result.stopped})")
 
@@ -295,7 +300,9 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
     class TakeTurns(TrainerCallback):
         def on_step_end(self, _args: Any, state: Any, control: Any, **_: Any) -> Any:
             log.lap()
-            if state.global_step < steps:
+            if turns.aborted:
+                control.should_training_stop = True
+            elif state.global_step < steps:
                 turns.hand_over(TRL)
             log.resume()
             return control
@@ -368,27 +375,34 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
 # ------------------------------------------------------------------ report
 
 
-def summary(name: str, log: StepLog, warmup: int) -> dict[str, float]:
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summary(log: StepLog, warmup: int) -> dict[str, float]:
+    """Medians over the measured steps (the first ``warmup`` steps are dropped)."""
     measured = log.seconds[warmup:]
     gen = log.generate_seconds[warmup : warmup + len(measured)]
-    tokens = log.completion_tokens[warmup : warmup + len(measured)]
-    n = len(measured)
+    rest = [s - g for s, g in zip(measured, gen, strict=False)]
     return {
-        "median_s": statistics.median(measured),
+        "steps": float(len(measured)),
+        "median_s": _median(measured),
         "min_s": min(measured),
         "max_s": max(measured),
-        "mean_s": statistics.fmean(measured),
-        "gen_median_s": statistics.median(gen) if gen else float("nan"),
-        "completion_tokens": statistics.fmean(tokens) if tokens else float("nan"),
-        "completions": statistics.fmean(log.completions[warmup:]) if log.completions else 0,
-        "prompt_tokens": statistics.fmean(log.prompt_tokens[warmup:])
-        if log.prompt_tokens[warmup:]
-        else float("nan"),
-        "steps": n,
-        "name": name,  # type: ignore[dict-item]
+        "gen_s": _median(gen),
+        "rest_s": _median(rest),
+        "completions": _median([float(c) for c in log.completions[warmup:]]),
+        "gen_tokens": statistics.fmean(log.completion_tokens[warmup:] or [0]),
+        "prompt_tokens": statistics.fmean(log.prompt_tokens[warmup:] or [0]),
+        "reward": statistics.fmean(log.rewards[warmup:] or [0.0]),
     }
 
 
+COLUMNS = (
+    "(medians; s/step: wall time of a whole optimizer step. rollout: agentrl's rollout "
+    "source (generation); TRL's _generate_and_score_completions (generation, reference "
+    "log-probs, reward). rest: the remainder of the step. gen/prompt tok: per step.)"
+)
 IDENTICAL = (
     "model weights and tokenizer files (tiny random Qwen3, loaded from one directory)",
     "prompt text (rendered once by agentrl's chat template; TRL gets the string)",
@@ -404,51 +418,58 @@ DIFFERENT = (
     "finished rows dropped) vs TRL's transformers model.generate on 16 repeated prompts",
     "behaviour log-probs: agentrl keeps the sampler's; TRL (no vLLM, aligned steps) uses "
     "the detached current log-probs: neither runs an extra old-policy forward",
-    "reference forward: TRL's sits in its generation phase (counted in its gen column), "
+    "reference forward: TRL's sits in its generation phase (counted in its rollout column), "
     "agentrl's in its training phase",
     "training forward: TRL computes logits only for completion positions "
-    "(logits_to_keep); agentrl scores every position of prompt + completion",
+    "(logits_to_keep) through its chunked log-prob kernel; agentrl takes the full "
+    "logits of every prompt + completion position",
     "advantage std: TRL's torch.std (unbiased) vs agentrl's population std; "
-    "lr schedule: TRL constant, agentrl cosine (no effect on speed)",
+    "lr schedule: TRL constant, agentrl cosine to lr/10 (no effect on speed)",
+    "TRL's own defaults that are switched off here because agentrl has no counterpart: "
+    "gradient checkpointing and bf16 autocast (both on by default in GRPOConfig)",
     "which 2 prompts a step draws (each framework's own seeded shuffle of the same pool); "
     "agentrl also writes its metrics JSONL every step",
 )
 
 
 def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> float:
-    a = summary(AGENTRL, logs[AGENTRL], args.warmup)
-    t = summary(TRL, logs[TRL], args.warmup)
-    ratio = t["median_s"] / a["median_s"]
     import transformers
     import trl
 
+    rows = {name: summary(log, args.warmup) for name, log in logs.items()}
+    ratio = rows[TRL]["median_s"] / rows[AGENTRL]["median_s"]
     load = os.getloadavg()
     print()
     print(
-        f"tiny random Qwen3 ({setup.params / 1e6:.2f}M params), {len(setup.trl_rows)} prompts, "
-        f"{args.prompts_per_step} prompts x G={args.group_size} per step, "
-        f"<= {args.max_new_tokens} new tokens, CPU, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
-        f"trl {trl.__version__}"
+        f"tiny random Qwen3 ({setup.params / 1e6:.2f}M params), {len(setup.trl_rows)} prompts; "
+        f"{args.prompts_per_step} prompts x G={args.group_size} = "
+        f"{args.prompts_per_step * args.group_size} completions per optimizer step, "
+        f"<= {args.max_new_tokens} new tokens; CPU, {torch.get_num_threads()} torch threads"
     )
     print(
-        f"{args.warmup} warm-up + {args.steps} measured steps each, interleaved; "
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}"
+        f"; {args.warmup} warm-up + {args.steps} measured steps each, taking turns step by step"
+        f"; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
-    header = (
-        f"{'':<9}{'median s/step':>14}{'min':>8}{'max':>8}{'gen+score s':>13}"
-        f"{'completions':>13}{'gen tokens':>12}{'prompt tok':>12}"
+    print(
+        f"{'':<9}{'s/step':>8}{'min':>8}{'max':>8}{'rollout':>9}{'rest':>8}"
+        f"{'completions':>13}{'gen tok':>9}{'prompt tok':>12}{'reward':>9}"
     )
-    print(header)
-    for s in (a, t):
+    for name, r in rows.items():
         print(
-            f"{s['name']:<9}{s['median_s']:>14.3f}{s['min_s']:>8.3f}{s['max_s']:>8.3f}"
-            f"{s['gen_median_s']:>13.3f}{s['completions']:>13.1f}{s['completion_tokens']:>12.1f}"
-            f"{s['prompt_tokens']:>12.1f}"
+            f"{name:<9}{r['median_s']:>8.3f}{r['min_s']:>8.3f}{r['max_s']:>8.3f}{r['gen_s']:>9.3f}"
+            f"{r['rest_s']:>8.3f}{r['completions']:>13.0f}{r['gen_tokens']:>9.1f}"
+            f"{r['prompt_tokens']:>12.1f}{r['reward']:>9.3f}"
         )
-    print(f"speed-up (TRL median / agentrl median): {ratio:.2f}x")
-    print("gen+score: agentrl = rollout (generation); TRL = generation + reference log-probs "
-          "+ reward (its _generate_and_score_completions)")  # fmt: skip
+    print(COLUMNS)
+    verdict = "yes" if ratio >= 1.0 else "NO"
+    print(
+        f"speed-up, TRL s/step over agentrl s/step: {ratio:.2f}x "
+        f"(agentrl at least as fast: {verdict}; goal 2x: {'met' if ratio >= 2.0 else 'not met'})"
+    )
+    tokens = [r["gen_tokens"] for r in rows.values()]
+    if min(tokens) < 0.9 * max(tokens):
+        print(f"warning: generated tokens per step differ by more than 10% ({tokens})")
     print("identical on both sides:")
     for line in IDENTICAL:
         print(f"  - {line}")
@@ -456,10 +477,8 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     for line in DIFFERENT:
         print(f"  - {line}")
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"agentrl": a, "trl": t, "ratio": ratio, "load": load}, indent=2) + "\n",
-            encoding="utf-8",
-        )
+        payload = {"ratio": ratio, "load_average": load, "args": vars(args), **rows}
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return ratio
 
 
@@ -485,6 +504,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--first", choices=(AGENTRL, TRL), default=AGENTRL, help="who starts")
     p.add_argument("--json", default="", help="also write the summary to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--verbose", action="store_true", help="show both frameworks' own output")
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 1:
         p.error("--steps and --warmup must be at least 1")
@@ -502,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     tmp = tempfile.TemporaryDirectory(prefix="agentrl-vs-trl-")
     workdir = Path(tmp.name)
     try:
@@ -518,15 +542,33 @@ def main(argv: list[str] | None = None) -> int:
                 run_trl(setup, args, turns, logs[TRL])
             except BaseException as exc:  # reported by the main thread
                 failure.append(exc)
-                turns.finish(TRL)
+                turns.finish(TRL, failed=True)
 
-        worker = threading.Thread(target=trl_thread, name="trl", daemon=True)
-        worker.start()
-        run_agentrl(setup, turns, logs[AGENTRL], steps)
-        worker.join()
+        chatter = workdir / "frameworks.log"
+        print(f"running {args.warmup}+{args.steps} steps of each, taking turns (their own output: "
+              f"{'below' if args.verbose else chatter})", flush=True)  # fmt: skip
+        with contextlib.ExitStack() as stack:
+            if not args.verbose:
+                sink = stack.enter_context(chatter.open("w", encoding="utf-8"))
+                stack.enter_context(contextlib.redirect_stdout(sink))
+                stack.enter_context(contextlib.redirect_stderr(sink))
+            worker = threading.Thread(target=trl_thread, name="trl", daemon=True)
+            worker.start()
+            try:
+                run_agentrl(setup, turns, logs[AGENTRL], steps)
+            finally:
+                worker.join()
         if failure:
             raise failure[0]
         report(args, setup, logs)
+    except BaseException:
+        chatter = workdir / "frameworks.log"
+        if chatter.is_file():
+            tail = chatter.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+            print(
+                "\n".join(["--- last lines of the frameworks' output ---", *tail]), file=sys.stderr
+            )
+        raise
     finally:
         if args.keep:
             print(f"kept {workdir}")
