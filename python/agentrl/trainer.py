@@ -235,7 +235,7 @@ class Trainer:
     # ------------------------------------------------------------------ per step
 
     def _evaluate(self, step: int, label: str) -> None:
-        metrics = self.evaluator.run(self.source.engine, step)
+        metrics = self.evaluator.run(self.source.engine)
         if not metrics:
             return
         self.first_eval = self.first_eval or metrics

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     )
     engine = TorchEngine(model, tokenizer, autocast=autocast_factory(
         next(model.parameters()).device, config.dtype), seed=config.seed)  # fmt: skip
-    metrics = evaluator.run(engine, step=0)
+    metrics = evaluator.run(engine)
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")
     print(

@@ -4,6 +4,11 @@ The same prompts are scored at every evaluation (chosen once by ``eval_seed``), 
 one episode at ``eval_temperature`` (0: greedy), through the full tool loop, with the
 rollout engine's current weights. The reward's details give the seed's ``eval/...``
 numbers: exact match, answer coverage, tool success, tool choice, and the rest.
+
+Unlike the seed, the eval reward uses the reward's *final* schedules (penalties and caps
+as they end up), not the ones of the current step: otherwise ``eval/reward`` would drift
+with the warm-up schedule and two evaluations of the same policy would disagree. The
+detail metrics (exact match, coverage, tool use) do not depend on the schedules.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ class Evaluator:
         self.reward = reward
         self.indices = build_fixed_eval_indices(pool, samples, seed=seed) if len(pool) else []
 
-    def run(self, engine: TorchEngine, step: int) -> dict[str, float]:
+    def run(self, engine: TorchEngine) -> dict[str, float]:
         if not self.indices:
             return {}
         began = time.perf_counter()
@@ -77,7 +82,7 @@ class Evaluator:
                 rng=random.Random(0),
             )
         trajectories = [g.trajectories[0] for g in groups]
-        scores = score_trajectories(trajectories, self.reward, step)
+        scores = score_trajectories(trajectories, self.reward, None)
         metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
         metrics["eval/tasks"] = float(len(trajectories))
         metrics["eval/seconds"] = time.perf_counter() - began

@@ -37,9 +37,12 @@ def trajectory_record(traj: Trajectory) -> dict[str, Any]:
 
 
 def score_trajectories(
-    trajectories: Sequence[Trajectory], config: RewardConfig, step: int
+    trajectories: Sequence[Trajectory], config: RewardConfig, step: int | None
 ) -> Scores:
-    """Rewards and details of every trajectory, with the schedules at ``step``."""
+    """Rewards and details of every trajectory, with the schedules at ``step``.
+
+    ``step=None`` scores with the schedules finished (their final penalties and caps).
+    """
     result = score_batch(
         [trajectory_record(t) for t in trajectories], config.with_overrides(current_step=step)
     )
