@@ -145,3 +145,23 @@ def test_observer_writes_metrics_debug_samples_and_report(tmp_path, capsys):
     assert [r["kind"] for r in records] == ["eval", "train", "train", "train", "train"]
     assert records[0]["label"] == "eval-init"
     assert report is not None and report.read_bytes().startswith(PNG_MAGIC)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_progress_bar_shows_key_numbers_and_periodic_lines():
+    stream = _Terminal()
+    display = ProgressDisplay(total=12, enabled=True, log_interval=1, stream=stream)
+    assert display.live
+    for step in range(1, 13):
+        display.update(step, {"reward/mean": 1.0, "reward_detail/exact_match": 0.25,
+                              "perf/tokens_per_sec": 321.0, "async/queued": 3.0})  # fmt: skip
+    display.log("a message")
+    display.close()
+    text = stream.getvalue()
+    assert "a message" in text
+    assert text.count("step 10/12") == 1 and text.count("step 12/12") == 1  # every 10 + last
+    assert "exact 0.25" in text and "321 tok/s" in text and "Q 3" in text

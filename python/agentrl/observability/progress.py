@@ -3,8 +3,9 @@
 On a terminal (and unless switched off) a rich progress bar shows the step, time left and
 the numbers one watches: reward, exact match, tool success, KL, clip fraction, tokens per
 second and the rollout queue. Elsewhere (a log file, CI) the same numbers are printed as
-one line every ``log_interval`` steps. Messages printed through :meth:`ProgressDisplay.log`
-appear above the bar instead of tearing it.
+one line every ``log_interval`` steps (with a bar: every ``max(log_interval, 10)`` steps,
+above it). Messages printed through :meth:`ProgressDisplay.log` appear above the bar
+instead of tearing it.
 """
 
 from __future__ import annotations
@@ -130,10 +131,11 @@ class ProgressDisplay:
 
     def update(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Advance to ``step`` with its metrics."""
+        every = self.log_interval
         if self._progress is not None:
             self._progress.update(self._task, completed=step, summary=short_summary(metrics))
-            return
-        if step % self.log_interval == 0 or step == self.total:
+            every = max(every, 10)
+        if step % every == 0 or step == self.total:
             self.log(format_step_line(step, self.total, metrics))
 
     def close(self) -> None:
