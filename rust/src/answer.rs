@@ -222,12 +222,31 @@ pub struct AnswerTags<'a> {
     pub nonempty: bool,
     /// Count of unbalanced or unpaired answer tags.
     pub malformed: usize,
-    /// The last answer's content (stripped), or the whole cleaned text when there is none.
-    pub content: Cow<'a, str>,
+    /// The last answer's content (stripped), or the whole cleaned text when there is none;
+    /// see [`AnswerTags::content`].
+    content: Content,
     /// The completion without tool blocks, chat markers and reasoning.
     pub clean: Cow<'a, str>,
     /// `<tool_call>` and `</tool_call>` counts in the raw completion.
     pub tool_call_tags: (usize, usize),
+}
+
+/// Where the answer content is: a span of the cleaned text, or its own text when stripping
+/// chat markers changed it.
+#[derive(Debug, Clone, PartialEq)]
+enum Content {
+    Span(usize, usize),
+    Text(String),
+}
+
+impl AnswerTags<'_> {
+    /// The last answer's content (stripped), or the whole cleaned text when there is none.
+    pub fn content(&self) -> &str {
+        match &self.content {
+            Content::Span(start, end) => self.clean.get(*start..*end).unwrap_or(""),
+            Content::Text(text) => text,
+        }
+    }
 }
 
 /// Finds `<answer>`/`</answer>` tags (case-insensitive as Python's `re.IGNORECASE` is) and
@@ -259,18 +278,30 @@ pub fn answer_tags(text: &str) -> AnswerTags<'_> {
         close_idx += 1;
     }
 
-    let content = match (last, &clean) {
-        (Some((start, end)), Cow::Borrowed(c)) => strip_answer(&c[start..end]),
-        (Some((start, end)), Cow::Owned(c)) => {
-            Cow::Owned(strip_answer(&c[start..end]).into_owned())
+    let content = match last {
+        Some((start, end)) => {
+            let inner = &clean[start..end];
+            match strip_answer(inner) {
+                // A borrowed result is a sub-slice of `inner`: keep it as a span.
+                Cow::Borrowed(kept) => {
+                    let from = start + (kept.as_ptr() as usize - inner.as_ptr() as usize);
+                    Content::Span(from, from + kept.len())
+                }
+                Cow::Owned(text) => Content::Text(text),
+            }
         }
-        (None, _) => clean.clone(),
+        None => Content::Span(0, clean.len()),
     };
+    let content_text = match &content {
+        Content::Span(start, end) => &clean[*start..*end],
+        Content::Text(text) => text.as_str(),
+    };
+    let nonempty = !py_strip(content_text).is_empty();
     let (open_n, close_n) = (opens.len(), closes.len());
     AnswerTags {
         has_answer: pairs > 0,
         exactly_one: pairs == 1 && open_n == 1 && close_n == 1,
-        nonempty: !py_strip(&content).is_empty(),
+        nonempty,
         malformed: open_n.abs_diff(close_n)
             + open_n.saturating_sub(pairs)
             + close_n.saturating_sub(pairs),
@@ -330,73 +361,84 @@ fn match_tag_name(bytes: &[u8], at: usize) -> Option<usize> {
 /// `[-+]?\d+(?:,\d{3})*(?:\.\d+)?` (thousands separators dropped, Unicode digits allowed).
 pub fn numeric_candidates(text: &str) -> Vec<f64> {
     let mut out = Vec::new();
-    let mut buf = String::new();
     let mut pos = 0;
-    while let Some(c) = text[pos..].chars().next() {
-        match match_number(text, pos, &mut buf) {
-            Some(end) => {
-                if let Ok(value) = buf.parse::<f64>() {
+    while let Some((c, next)) = char_at(text, pos) {
+        // Only a sign or a digit can start a number.
+        let may_start = match c {
+            '-' | '+' => true,
+            _ if c.is_ascii() => c.is_ascii_digit(),
+            _ => digit_value(c).is_some(),
+        };
+        if !may_start {
+            pos = next;
+            continue;
+        }
+        match scan_number(text, pos) {
+            Some((end, plain)) => {
+                let matched = &text[pos..end];
+                let value = if plain {
+                    matched.parse::<f64>()
+                } else {
+                    ascii_number(matched).parse::<f64>()
+                };
+                if let Ok(value) = value {
                     out.push(value);
                 }
                 pos = end;
             }
-            None => pos += c.len_utf8(),
+            None => pos = next,
         }
     }
     out
 }
 
-/// The char at byte offset `pos` and the offset after it.
+/// The char at byte offset `pos` (a char boundary) and the offset after it.
+#[inline]
 fn char_at(text: &str, pos: usize) -> Option<(char, usize)> {
+    let byte = *text.as_bytes().get(pos)?;
+    if byte < 0x80 {
+        return Some((char::from(byte), pos + 1));
+    }
     let c = text.get(pos..)?.chars().next()?;
     Some((c, pos + c.len_utf8()))
 }
 
-/// The value of the decimal digit at `pos` and the offset after it.
-fn digit_at(text: &str, pos: usize) -> Option<(u32, usize)> {
-    let (c, next) = char_at(text, pos)?;
-    Some((digit_value(c)?, next))
-}
-
-/// Pushes the ASCII form of the run of digits at `pos` into `buf`; returns the run's end.
-fn push_digit_run(text: &str, mut pos: usize, buf: &mut String) -> usize {
-    while let Some((value, next)) = digit_at(text, pos) {
-        buf.push(ascii_digit(value));
-        pos = next;
+/// The end of a run of digits starting at `pos`, and whether they were all ASCII.
+fn digit_run(text: &str, mut pos: usize) -> (usize, bool) {
+    let mut ascii = true;
+    while let Some((c, next)) = char_at(text, pos) {
+        if c.is_ascii_digit() {
+            pos = next;
+        } else if !c.is_ascii() && digit_value(c).is_some() {
+            ascii = false;
+            pos = next;
+        } else {
+            break;
+        }
     }
-    pos
+    (pos, ascii)
 }
 
-fn ascii_digit(value: u32) -> char {
-    char::from_digit(value, 10).unwrap_or('0')
-}
-
-/// Matches the seed's number pattern at byte offset `start`; on success writes the ASCII
-/// form of the number (commas dropped) into `buf` and returns the end offset.
-fn match_number(text: &str, start: usize, buf: &mut String) -> Option<usize> {
-    buf.clear();
+/// Matches the seed's number pattern at byte offset `start`: the end offset, and whether
+/// the match is already what `float()` reads (ASCII digits, no thousands separators).
+fn scan_number(text: &str, start: usize) -> Option<(usize, bool)> {
     let mut pos = start;
-    if let Some((sign @ ('-' | '+'), next)) = char_at(text, pos) {
-        buf.push(sign);
+    if let Some(('-' | '+', next)) = char_at(text, pos) {
         pos = next;
     }
-    let int_start = pos;
-    pos = push_digit_run(text, pos, buf);
-    if pos == int_start {
+    let (end, mut plain) = digit_run(text, pos);
+    if end == pos {
         return None;
     }
+    pos = end;
     // Thousands groups: a comma and exactly three digits, as many times as they follow.
     while let Some((',', after_comma)) = char_at(text, pos) {
-        let mut group = [0u32; 3];
         let mut cursor = after_comma;
         let mut complete = true;
-        for slot in &mut group {
-            match digit_at(text, cursor) {
-                Some((value, next)) => {
-                    *slot = value;
-                    cursor = next;
-                }
-                None => {
+        for _ in 0..3 {
+            match char_at(text, cursor) {
+                Some((c, next)) if digit_value(c).is_some() => cursor = next,
+                _ => {
                     complete = false;
                     break;
                 }
@@ -405,16 +447,29 @@ fn match_number(text: &str, start: usize, buf: &mut String) -> Option<usize> {
         if !complete {
             break;
         }
-        buf.extend(group.iter().map(|&v| ascii_digit(v)));
+        plain = false;
         pos = cursor;
     }
     if let Some(('.', after_dot)) = char_at(text, pos) {
-        if digit_at(text, after_dot).is_some() {
-            buf.push('.');
-            pos = push_digit_run(text, after_dot, buf);
+        let (end, ascii) = digit_run(text, after_dot);
+        if end > after_dot {
+            plain &= ascii;
+            pos = end;
         }
     }
-    Some(pos)
+    Some((pos, plain))
+}
+
+/// A matched number with commas dropped and Unicode digits written as ASCII.
+fn ascii_number(matched: &str) -> String {
+    matched
+        .chars()
+        .filter(|&c| c != ',')
+        .map(|c| match digit_value(c) {
+            Some(d) => char::from_digit(d, 10).unwrap_or(c),
+            None => c,
+        })
+        .collect()
 }
 
 /// The seed's text normalisation: lower case, stripped, commas removed, whitespace runs
@@ -456,7 +511,7 @@ pub fn parse_plain_number(text: &str) -> Option<f64> {
     let mut seen_dot = false;
     for c in chars {
         if let Some(value) = digit_value(c) {
-            buf.push(ascii_digit(value));
+            buf.push(char::from_digit(value, 10).unwrap_or('0'));
             if seen_dot {
                 frac_digits += 1;
             } else {
@@ -531,23 +586,38 @@ pub fn ordered_numbers(predicted: &[f64], expected: &[f64]) -> OrderedNumbers {
     }
 }
 
+/// One ground-truth item as the matching reads it: its normalised text and, when it is a
+/// plain decimal, its number. Prepared once per task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroundTruthItem {
+    pub normalized: String,
+    pub number: Option<f64>,
+}
+
+impl GroundTruthItem {
+    pub fn new(item: &str) -> Self {
+        GroundTruthItem {
+            normalized: normalize_text(item),
+            number: parse_plain_number(item),
+        }
+    }
+}
+
 /// How many ground-truth items the answer contains, in any order. Numeric items each take
 /// one unused close number from `predicted`; other items must appear as a substring of the
 /// normalised answer. Items that normalise to nothing are skipped.
-pub fn count_ground_truth_matches<S: AsRef<str>>(
+pub fn count_ground_truth_matches(
     predicted: &[f64],
     normalized_answer: &str,
-    items: &[S],
+    items: &[GroundTruthItem],
 ) -> usize {
     let mut used = vec![false; predicted.len()];
     let mut matched = 0;
     for item in items {
-        let item = item.as_ref();
-        let normalized = normalize_text(item);
-        if normalized.is_empty() {
+        if item.normalized.is_empty() {
             continue;
         }
-        let found = match parse_plain_number(item) {
+        let found = match item.number {
             Some(expected) => {
                 let hit = predicted
                     .iter()
@@ -558,7 +628,7 @@ pub fn count_ground_truth_matches<S: AsRef<str>>(
                 }
                 hit.is_some()
             }
-            None => normalized_answer.contains(&normalized),
+            None => normalized_answer.contains(item.normalized.as_str()),
         };
         if found {
             matched += 1;

@@ -4,6 +4,9 @@
 //! and returned as `bytearray`s of native-endian float64 in column-major order (one
 //! contiguous column per detail key), which `numpy.frombuffer` views without copying.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -12,11 +15,17 @@ use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyList, PyString,
 use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
-use crate::reward::record::{ChatMessage, ToolEvent};
+use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
-    parallel, score_batch, ConfigValue, RewardConfig, Trajectory, DETAIL_COUNT, DETAIL_KEYS,
+    parallel, BatchScorer, ConfigValue, RewardConfig, Trajectory, DETAIL_COUNT, DETAIL_KEYS,
     TERM_COUNT, TERM_KEYS,
 };
+
+/// Records converted and scored per step (see `reward_score_batch`).
+const CHUNK_ROWS: usize = 256;
+
+/// Dicts up to this size take the fast path (insertion checks keys linearly).
+const SMALL_DICT: usize = 8;
 
 /// A JSON value from a Python object, with fast paths for the flat shapes records are
 /// made of (strings, numbers, dicts and lists of scalars); anything else goes through the
@@ -26,7 +35,11 @@ fn fast_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(scalar);
     }
     if let Ok(dict) = obj.cast::<PyDict>() {
-        let mut pairs = Vec::with_capacity(dict.len());
+        if dict.len() > SMALL_DICT {
+            return value_from_py(obj);
+        }
+        // The keys of a Python dict are distinct, so they are inserted without rebuilding.
+        let mut object = Object::new();
         for (key, item) in dict.iter() {
             let Ok(key) = key.cast::<PyString>() else {
                 // Non-string keys are converted as json.dumps does, by the general path.
@@ -36,9 +49,9 @@ fn fast_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
                 Some(v) => v,
                 None => value_from_py(&item)?,
             };
-            pairs.push((py_str_lossy(key)?.into_owned(), item));
+            object.insert(py_str_lossy(key)?.into_owned(), item);
         }
-        return Ok(Value::Object(Object::from_pairs(pairs)));
+        return Ok(Value::Object(object));
     }
     if let Ok(list) = obj.cast::<PyList>() {
         let mut items = Vec::with_capacity(list.len());
@@ -141,7 +154,70 @@ fn sequence_items<'py>(
     )))
 }
 
-fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Trajectory> {
+/// Tasks already converted in this batch, by the identity of their field objects: the rows
+/// of one prompt usually hold the very same `messages` and `gt` objects, which are then
+/// converted once. The objects are kept alive so that their addresses stay unique.
+#[derive(Default)]
+struct TaskCache<'py> {
+    tasks: HashMap<[usize; 4], Arc<Task>>,
+    keep_alive: Vec<Bound<'py, PyAny>>,
+}
+
+fn task_from_py<'py>(dict: &Bound<'py, PyDict>, cache: &mut TaskCache<'py>) -> PyResult<Arc<Task>> {
+    let py = dict.py();
+    let fields = [
+        item(dict, intern!(py, "messages"))?,
+        item(dict, intern!(py, "gt"))?,
+        item(dict, intern!(py, "prompt"))?
+            .filter(|p| !p.is_none())
+            .or(item(dict, intern!(py, "task"))?),
+        item(dict, intern!(py, "tools"))?,
+    ];
+    let key = fields
+        .each_ref()
+        .map(|f| f.as_ref().map_or(0, |o| o.as_ptr() as usize));
+    if let Some(task) = cache.tasks.get(&key) {
+        return Ok(Arc::clone(task));
+    }
+    let [messages, gt, prompt, tools] = fields;
+    let mut task = Task::default();
+    if let Some(items) = sequence_items("messages", messages.clone())? {
+        task.messages = items.iter().map(message_from_py).collect::<PyResult<_>>()?;
+    }
+    if let Some(gt) = &gt {
+        let value = match gt.cast::<PyList>() {
+            Ok(list) => Value::Array(
+                list.iter()
+                    .map(|g| fast_value(&g))
+                    .collect::<PyResult<_>>()?,
+            ),
+            Err(_) => fast_value(gt)?,
+        };
+        set_task(&mut task, "gt", value)?;
+    }
+    if let Some(prompt) = &prompt {
+        set_task(&mut task, "prompt", fast_value(prompt)?)?;
+    }
+    if let Some(tools) = &tools {
+        set_task(&mut task, "tools", fast_value(tools)?)?;
+    }
+    let task = Arc::new(task);
+    cache.tasks.insert(key, Arc::clone(&task));
+    cache
+        .keep_alive
+        .extend([messages, gt, prompt, tools].into_iter().flatten());
+    Ok(task)
+}
+
+fn set_task(task: &mut Task, key: &str, value: Value) -> PyResult<()> {
+    task.set_field(key, value)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn record_from_py<'py>(
+    obj: &Bound<'py, PyAny>,
+    cache: &mut TaskCache<'py>,
+) -> PyResult<Trajectory> {
     let dict = obj.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
             "expected a dict, got {}",
@@ -151,7 +227,10 @@ fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Trajectory> {
         ))
     })?;
     let py = obj.py();
-    let mut row = Trajectory::default();
+    let mut row = Trajectory {
+        task: task_from_py(dict, cache)?,
+        ..Trajectory::default()
+    };
     let completion = item(dict, intern!(py, "completion"))?
         .ok_or_else(|| PyValueError::new_err("field \"completion\": missing"))?;
     if let Ok(text) = completion.cast::<PyString>() {
@@ -159,38 +238,14 @@ fn record_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Trajectory> {
     } else {
         set(&mut row, "completion", fast_value(&completion)?)?;
     }
-    if let Some(messages) = sequence_items("messages", item(dict, intern!(py, "messages"))?)? {
-        row.messages = messages
-            .iter()
-            .map(message_from_py)
-            .collect::<PyResult<_>>()?;
-    }
     if let Some(events) = sequence_items("tool_events", item(dict, intern!(py, "tool_events"))?)? {
         row.tool_events = Some(events.iter().map(event_from_py).collect::<PyResult<_>>()?);
-    }
-    if let Some(gt) = item(dict, intern!(py, "gt"))? {
-        let value = match gt.cast::<PyList>() {
-            Ok(list) => Value::Array(
-                list.iter()
-                    .map(|g| fast_value(&g))
-                    .collect::<PyResult<_>>()?,
-            ),
-            Err(_) => fast_value(&gt)?,
-        };
-        set(&mut row, "gt", value)?;
     }
     if let Some(flag) = item(dict, intern!(py, "unfinished"))? {
         row.unfinished = flag.is_truthy()?;
     }
-    for key in [
-        intern!(py, "prompt"),
-        intern!(py, "task"),
-        intern!(py, "tools"),
-        intern!(py, "config"),
-    ] {
-        if let Some(value) = item(dict, key)? {
-            set(&mut row, &key.to_cow()?, fast_value(&value)?)?;
-        }
+    if let Some(value) = item(dict, intern!(py, "config"))? {
+        set(&mut row, "config", fast_value(&value)?)?;
     }
     Ok(row)
 }
@@ -283,36 +338,44 @@ fn reward_score_batch<'py>(
     Option<Bound<'py, PyByteArray>>,
 )> {
     let config = config_from_py(config)?;
-    let rows: Vec<Trajectory> = records
-        .try_iter()?
-        .enumerate()
-        .map(|(i, record)| {
-            record_from_py(&record?).map_err(|e| {
+    let mut scorer = BatchScorer::new(config, parallel::resolve_threads(threads), explain);
+    let mut cache = TaskCache::default();
+    let mut details: Vec<[f64; DETAIL_COUNT]> = Vec::new();
+    let mut terms: Vec<[f64; TERM_COUNT]> = Vec::new();
+    let mut records = records.try_iter()?.enumerate();
+    loop {
+        // Convert a chunk (with the GIL), then score and free it (without): each chunk is
+        // still in cache when it is scored.
+        let mut rows = Vec::with_capacity(CHUNK_ROWS);
+        for (i, record) in records.by_ref().take(CHUNK_ROWS) {
+            rows.push(record_from_py(&record?, &mut cache).map_err(|e| {
                 let message = format!("record {i}: {}", e.value(py));
                 if e.is_instance_of::<PyTypeError>(py) {
                     PyTypeError::new_err(message)
                 } else {
                     PyValueError::new_err(message)
                 }
+            })?);
+        }
+        if rows.is_empty() {
+            break;
+        }
+        let scores = py
+            .detach(|| {
+                let scores = scorer.score(&rows);
+                drop(rows);
+                scores
             })
-        })
-        .collect::<PyResult<_>>()?;
-    let n = rows.len();
-    let threads = parallel::resolve_threads(threads);
-    // The rows are also freed without the GIL.
-    let scores = py
-        .detach(move || score_batch(&config, &rows, threads, explain))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let details: Vec<[f64; DETAIL_COUNT]> = scores.details.iter().map(|d| d.values()).collect();
-    let details = column_buffer(py, &details)?;
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        details.extend(scores.details.iter().map(|d| d.values()));
+        terms.extend(scores.contributions.iter().map(|c| c.values()));
+    }
     let contributions = if explain {
-        let terms: Vec<[f64; TERM_COUNT]> =
-            scores.contributions.iter().map(|c| c.values()).collect();
         Some(column_buffer(py, &terms)?)
     } else {
         None
     };
-    Ok((n, details, contributions))
+    Ok((details.len(), column_buffer(py, &details)?, contributions))
 }
 
 /// The detail keys, in the seed's order (the column order of `reward_score_batch`).

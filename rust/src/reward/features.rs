@@ -357,16 +357,17 @@ pub fn tool_value_metrics(
     } else {
         &math.values
     };
-    let math_events: Vec<&ToolEvent> = events.iter().filter(|e| e.is_math()).collect();
-    let got: Vec<f64> = math_events
-        .iter()
-        .filter(|e| e.ok)
-        .filter_map(|e| tool_result_number(e))
-        .collect();
+    let mut calls: usize = 0;
+    let mut got: Vec<f64> = Vec::new();
+    for event in events.iter().filter(|e| e.is_math()) {
+        calls += 1;
+        if event.ok {
+            got.extend(tool_result_number(event));
+        }
+    }
     let order_match_count = ordered_matches(expected, &got, |g, e| num_close(*g, *e));
     let set_match = set_matches(expected, &got, |g, e| num_close(*g, *e));
     let n = expected.len();
-    let calls = math_events.len();
     ValueMetrics {
         order_match_count,
         order_cov: ratio(order_match_count, n),
@@ -465,20 +466,14 @@ pub fn repetition_penalty(text: &str) -> f64 {
     if spans.len() < 16 {
         return 0.0;
     }
-    // Token ids by first occurrence.
-    let mut ids: HashMap<&str, u32, FastHash> =
-        HashMap::with_capacity_and_hasher(spans.len().min(1 << 16), FastHash::default());
-    let tokens: Vec<u32> = spans
-        .iter()
-        .map(|&(start, end)| {
-            let next = ids.len() as u32;
-            *ids.entry(&lowered[start..end]).or_insert(next)
-        })
-        .collect();
-    let trigrams: HashSet<(u32, u32, u32), FastHash> =
-        tokens.windows(3).map(|w| (w[0], w[1], w[2])).collect();
+    let tokens: Vec<&str> = spans.iter().map(|&(a, b)| &lowered[a..b]).collect();
+    let distinct = if tokens.len() <= SORT_LIMIT {
+        distinct_trigrams_sorted(&tokens)
+    } else {
+        distinct_trigrams_hashed(&tokens)
+    };
     let total = tokens.len() - 2;
-    let repeat_rate = 1.0 - trigrams.len() as f64 / total as f64;
+    let repeat_rate = 1.0 - distinct as f64 / total as f64;
     let excess = repeat_rate - 0.25;
     let excess = if excess > 0.0 { excess } else { 0.0 };
     let penalty = excess * 2.0;
@@ -487,6 +482,49 @@ pub fn repetition_penalty(text: &str) -> f64 {
     } else {
         0.8
     }
+}
+
+/// Up to this many tokens, trigrams are counted by sorting (cheaper than hashing for the
+/// short answers most completions have); beyond it, by hashing (linear time).
+const SORT_LIMIT: usize = 2048;
+
+/// Number of distinct token trigrams, by sorting: tokens get ids from their sorted order,
+/// then the packed id triples are sorted and counted.
+fn distinct_trigrams_sorted(tokens: &[&str]) -> usize {
+    let mut order: Vec<u32> = (0..tokens.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| tokens[a as usize].cmp(tokens[b as usize]));
+    let mut ids = vec![0u64; tokens.len()];
+    let mut next = 0u64;
+    for pair in order.windows(2) {
+        if tokens[pair[0] as usize] != tokens[pair[1] as usize] {
+            next += 1;
+        }
+        ids[pair[1] as usize] = next;
+    }
+    // Ids are below 2^11 here, so a triple packs into one integer.
+    let mut packed: Vec<u64> = ids
+        .windows(3)
+        .map(|w| (w[0] << 42) | (w[1] << 21) | w[2])
+        .collect();
+    packed.sort_unstable();
+    packed.dedup();
+    packed.len()
+}
+
+/// Number of distinct token trigrams, by hashing token ids.
+fn distinct_trigrams_hashed(tokens: &[&str]) -> usize {
+    let mut ids: HashMap<&str, u32, FastHash> =
+        HashMap::with_capacity_and_hasher(tokens.len().min(1 << 16), FastHash::default());
+    let numbered: Vec<u32> = tokens
+        .iter()
+        .map(|&token| {
+            let next = ids.len() as u32;
+            *ids.entry(token).or_insert(next)
+        })
+        .collect();
+    let trigrams: HashSet<(u32, u32, u32), FastHash> =
+        numbered.windows(3).map(|w| (w[0], w[1], w[2])).collect();
+    trigrams.len()
 }
 
 /// Whether the lower-cased text has at least `wanted` tokens, counted without building it.
@@ -637,6 +675,20 @@ mod tests {
         let distinct = 2.0 + 6.0 + 2.0; // looping pairs, then the fresh tail
         let expected = (1.0 - distinct / (tokens - 2.0) - 0.25) * 2.0;
         assert!((repetition_penalty(&mixed) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sorted_and_hashed_trigram_counts_agree() {
+        let words = [
+            "a", "b", "a", "c", "a", "b", "a", "c", "d", "b", "a", "b", "z",
+        ];
+        let sorted = distinct_trigrams_sorted(&words);
+        assert_eq!(sorted, distinct_trigrams_hashed(&words));
+        assert_eq!(sorted, 9);
+        let long: Vec<String> = (0..5000).map(|i| format!("t{}", i % 37)).collect();
+        let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+        assert_eq!(distinct_trigrams_hashed(&refs), 37);
+        assert_eq!(distinct_trigrams_sorted(&refs[..2000]), 37);
     }
 
     #[test]

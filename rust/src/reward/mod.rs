@@ -18,14 +18,16 @@ pub mod tools;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 pub use config::{ConfigError, ConfigValue, FormatEnforceMode, RewardConfig};
-pub use record::{RecordError, Trajectory};
+pub use record::{RecordError, Task, ToolEvent, Trajectory};
 pub use score::{
     score_trajectory, Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
 };
 
 use features::TaskMath;
+use score::GroundTruth;
 
 /// A batch could not be scored because of one row; `row` is its index in the batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,56 +60,152 @@ pub fn score_batch(
     threads: usize,
     explain: bool,
 ) -> Result<BatchScores, BatchError> {
-    let configs: Vec<Cow<'_, RewardConfig>> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, row)| {
-            if row.config.is_empty() {
-                return Ok(Cow::Borrowed(config));
-            }
-            config
-                .with_overrides(row.config.iter().map(|(k, v)| (k.as_str(), v)))
-                .map(Cow::Owned)
-                .map_err(|error| BatchError { row: i, error })
-        })
-        .collect::<Result<_, _>>()?;
+    BatchScorer::new(config.clone(), threads, explain).score(rows)
+}
 
-    // Rows of one prompt (a GRPO group) share their task: extract its arithmetic once.
-    let texts: Vec<String> =
-        parallel::map_indices(rows.len(), threads, |i| score::task_text(&rows[i]));
-    let mut task_of_row = Vec::with_capacity(rows.len());
-    let mut unique: Vec<&str> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    for text in &texts {
-        let next = unique.len();
-        let id = *index.entry(text.as_str()).or_insert(next);
-        if id == next {
-            unique.push(text.as_str());
+/// Scores a batch that arrives in chunks (so that each chunk is converted, scored and
+/// freed while it is still in cache), remembering what it prepared for each task across
+/// chunks: the rows of one prompt (a GRPO group) share their task, so its arithmetic is
+/// extracted and its ground truth prepared once.
+pub struct BatchScorer {
+    config: RewardConfig,
+    threads: usize,
+    explain: bool,
+    /// Rows scored so far, so that errors name the row's index in the whole batch.
+    scored: usize,
+    /// Prepared tasks by the address of their shared `Task`, which is kept alive here so
+    /// that the address cannot be reused by another task.
+    by_task: HashMap<usize, (Arc<Task>, usize, usize)>,
+    /// Arithmetic by task text (tasks with equal text in different objects share it).
+    by_text: HashMap<String, usize>,
+    maths: Vec<TaskMath>,
+    truths: Vec<GroundTruth>,
+}
+
+impl BatchScorer {
+    pub fn new(config: RewardConfig, threads: usize, explain: bool) -> Self {
+        BatchScorer {
+            config,
+            threads,
+            explain,
+            scored: 0,
+            by_task: HashMap::new(),
+            by_text: HashMap::new(),
+            maths: Vec::new(),
+            truths: Vec::new(),
         }
-        task_of_row.push(id);
     }
-    let tasks: Vec<TaskMath> =
-        parallel::map_indices(unique.len(), threads, |i| TaskMath::from_task(unique[i]));
 
-    let scored = parallel::map_indices(rows.len(), threads, |i| {
-        let row = &rows[i];
-        let math = &tasks[task_of_row[i]];
-        match &row.tool_events {
-            Some(events) => score::score_with_task(&configs[i], row, events, math),
-            None => {
-                let allowed = tools::allowed_names(row.tools.as_deref());
-                let events = tools::run_completion_tools(&row.completion, &allowed);
-                score::score_with_task(&configs[i], row, &events, math)
+    /// Scores the next chunk of rows.
+    pub fn score(&mut self, rows: &[Trajectory]) -> Result<BatchScores, BatchError> {
+        self.prepare_tasks(rows);
+        let base = &self.config;
+        let offset = self.scored;
+        let configs: Vec<Cow<'_, RewardConfig>> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                if row.config.is_empty() {
+                    return Ok(Cow::Borrowed(base));
+                }
+                base.with_overrides(row.config.iter().map(|(k, v)| (k.as_str(), v)))
+                    .map(Cow::Owned)
+                    .map_err(|error| BatchError {
+                        row: offset + i,
+                        error,
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+
+        let (by_task, maths, truths) = (&self.by_task, &self.maths, &self.truths);
+        let scored = parallel::map_indices(rows.len(), self.threads, |i| {
+            let row = &rows[i];
+            let key = Arc::as_ptr(&row.task) as usize;
+            let Some(&(_, math, truth)) = by_task.get(&key) else {
+                // prepare_tasks registered every row's task; score from scratch otherwise.
+                let events = row_events(row);
+                return score::score_trajectory(&configs[i], row, events.as_ref());
+            };
+            let events = row_events(row);
+            score::score_with_task(
+                &configs[i],
+                row,
+                events.as_ref(),
+                &maths[math],
+                &truths[truth],
+            )
+        });
+        self.scored += rows.len();
+        let (details, contributions) = if self.explain {
+            scored.into_iter().unzip()
+        } else {
+            (scored.into_iter().map(|(d, _)| d).collect(), Vec::new())
+        };
+        Ok(BatchScores {
+            details,
+            contributions,
+        })
+    }
+
+    /// Registers the tasks of `rows` not seen before, computing their arithmetic and ground
+    /// truth in parallel.
+    fn prepare_tasks(&mut self, rows: &[Trajectory]) {
+        let mut new_tasks: Vec<&Arc<Task>> = Vec::new();
+        let mut seen_now: HashMap<usize, ()> = HashMap::new();
+        for row in rows {
+            let key = Arc::as_ptr(&row.task) as usize;
+            if !self.by_task.contains_key(&key) && seen_now.insert(key, ()).is_none() {
+                new_tasks.push(&row.task);
             }
         }
-    });
-    let (details, contributions) = if explain {
-        scored.into_iter().unzip()
-    } else {
-        (scored.into_iter().map(|(d, _)| d).collect(), Vec::new())
-    };
-    Ok(BatchScores {
-        details,
-        contributions,
-    })
+        if new_tasks.is_empty() {
+            return;
+        }
+        let threads = self.threads;
+        let texts: Vec<String> =
+            parallel::map_indices(new_tasks.len(), threads, |i| score::task_text(new_tasks[i]));
+        let truths: Vec<GroundTruth> = parallel::map_indices(new_tasks.len(), threads, |i| {
+            GroundTruth::new(&new_tasks[i].gt)
+        });
+        // Extract the arithmetic of each text not seen before, once.
+        let mut pending: Vec<&str> = Vec::new();
+        let mut math_of: Vec<usize> = Vec::with_capacity(texts.len());
+        let mut pending_index: HashMap<&str, usize> = HashMap::new();
+        for text in &texts {
+            let id = match self.by_text.get(text.as_str()) {
+                Some(&id) => id,
+                None => {
+                    let next = self.maths.len() + pending.len();
+                    *pending_index.entry(text.as_str()).or_insert_with(|| {
+                        pending.push(text.as_str());
+                        next
+                    })
+                }
+            };
+            math_of.push(id);
+        }
+        let maths: Vec<TaskMath> =
+            parallel::map_indices(pending.len(), threads, |i| TaskMath::from_task(pending[i]));
+        for (text, math) in pending.iter().zip(maths) {
+            self.by_text.insert((*text).to_string(), self.maths.len());
+            self.maths.push(math);
+        }
+        for ((task, truth), math) in new_tasks.into_iter().zip(truths).zip(math_of) {
+            let key = Arc::as_ptr(task) as usize;
+            self.by_task
+                .insert(key, (Arc::clone(task), math, self.truths.len()));
+            self.truths.push(truth);
+        }
+    }
+}
+
+/// The row's tool events: as given, or parsed from the completion and run.
+fn row_events(row: &Trajectory) -> Cow<'_, [ToolEvent]> {
+    match &row.tool_events {
+        Some(events) => Cow::Borrowed(events.as_slice()),
+        None => {
+            let allowed = tools::allowed_names(row.task.tools.as_deref());
+            Cow::Owned(tools::run_completion_tools(&row.completion, &allowed))
+        }
+    }
 }

@@ -16,11 +16,60 @@
 //! Decimal digits always come in runs of ten starting at a zero, so a digit's value is its
 //! distance from the nearest zero at or below it.
 
+use std::sync::OnceLock;
+
 #[path = "pychar_tables.rs"]
 mod tables;
 
+/// One byte of facts per Basic Multilingual Plane character, built on first use from the
+/// range tables (about a millisecond), so that the hot loops over text pay one lookup per
+/// character instead of binary searches.
+struct BmpFacts(Box<[u8]>);
+
+/// Digit value (0..=9), or `NOT_DIGIT`, in the low four bits.
+const DIGIT_MASK: u8 = 0x0F;
+const NOT_DIGIT: u8 = 0x0F;
+const WORD: u8 = 0x10;
+/// `str.lower()` leaves the character as it is.
+const LOWER_SAME: u8 = 0x20;
+
+fn bmp_facts() -> &'static [u8] {
+    static FACTS: OnceLock<BmpFacts> = OnceLock::new();
+    &FACTS
+        .get_or_init(|| {
+            let facts = (0u32..0x10000)
+                .map(|cp| match char::from_u32(cp) {
+                    Some(c) => {
+                        let digit = digit_value_slow(c).map_or(NOT_DIGIT, |d| d as u8);
+                        let word = if is_word_slow(c) { WORD } else { 0 };
+                        let same = if lower_is_same_slow(c) { LOWER_SAME } else { 0 };
+                        digit | word | same
+                    }
+                    None => NOT_DIGIT | LOWER_SAME, // surrogates: never in a Rust string
+                })
+                .collect();
+            BmpFacts(facts)
+        })
+        .0
+}
+
+fn bmp_fact(c: char) -> Option<u8> {
+    let cp = c as usize;
+    (cp < 0x10000).then(|| bmp_facts()[cp])
+}
+
 /// Python `\w` on a `str` pattern: `str.isalnum()` or the underscore.
 pub fn is_word(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric() || c == '_';
+    }
+    match bmp_fact(c) {
+        Some(fact) => fact & WORD != 0,
+        None => is_word_slow(c),
+    }
+}
+
+fn is_word_slow(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_alphanumeric() || c == '_';
     }
@@ -31,11 +80,21 @@ pub fn is_word(c: char) -> bool {
 
 /// The value of a Python `\d` character (any Unicode decimal digit), or `None`.
 pub fn digit_value(c: char) -> Option<u32> {
-    if c.is_ascii_digit() {
-        return Some(c as u32 - '0' as u32);
-    }
     if c.is_ascii() {
-        return None;
+        return c.is_ascii_digit().then(|| c as u32 - '0' as u32);
+    }
+    match bmp_fact(c) {
+        Some(fact) => {
+            let digit = fact & DIGIT_MASK;
+            (digit != NOT_DIGIT).then_some(u32::from(digit))
+        }
+        None => digit_value_slow(c),
+    }
+}
+
+fn digit_value_slow(c: char) -> Option<u32> {
+    if c.is_ascii() {
+        return c.is_ascii_digit().then(|| c as u32 - '0' as u32);
     }
     let cp = c as u32;
     let idx = tables::DIGIT_ZEROS.partition_point(|&zero| zero <= cp);
@@ -44,6 +103,25 @@ pub fn digit_value(c: char) -> Option<u32> {
     }
     let offset = cp - tables::DIGIT_ZEROS[idx - 1];
     (offset < 10).then_some(offset)
+}
+
+/// Whether `str.lower()` maps the character to itself.
+fn lower_is_same(c: char) -> bool {
+    if c.is_ascii() {
+        return !c.is_ascii_uppercase();
+    }
+    match bmp_fact(c) {
+        Some(fact) => fact & LOWER_SAME != 0,
+        None => lower_is_same_slow(c),
+    }
+}
+
+fn lower_is_same_slow(c: char) -> bool {
+    if tables::LOWER_UNCHANGED.binary_search(&(c as u32)).is_ok() {
+        return true;
+    }
+    let mut lowered = c.to_lowercase();
+    lowered.next() == Some(c) && lowered.next().is_none()
 }
 
 /// Python `\d` on a `str` pattern.
@@ -87,6 +165,9 @@ pub fn lower(s: &str) -> String {
     if s.is_ascii() {
         return s.to_ascii_lowercase();
     }
+    if s.chars().all(lower_is_same) {
+        return s.to_string();
+    }
     let is_unchanged = |c: char| tables::LOWER_UNCHANGED.binary_search(&(c as u32)).is_ok();
     if !s.chars().any(is_unchanged) {
         return s.to_lowercase();
@@ -108,7 +189,7 @@ pub fn lower(s: &str) -> String {
 /// The characters `c` becomes in Python's `str.lower()`, ignoring the final-sigma rule
 /// (which only chooses between two lower-case sigmas).
 pub fn lower_char(c: char) -> impl Iterator<Item = char> {
-    let keep = !c.is_ascii() && tables::LOWER_UNCHANGED.binary_search(&(c as u32)).is_ok();
+    let keep = lower_is_same(c);
     let (kept, mapped) = if keep {
         (Some(c), None)
     } else {
@@ -159,6 +240,18 @@ mod tests {
         assert_eq!(lower("İ"), "i\u{307}");
         // Added in Unicode 16: unassigned for CPython 3.11, so unchanged.
         assert_eq!(lower("\u{A7CB}Ä"), "\u{A7CB}ä");
+    }
+
+    #[test]
+    fn fast_table_agrees_with_the_range_tables() {
+        for cp in (0u32..0x10000).chain([0x1D7D8, 0x1D7E1, 0x20000, 0x10D50]) {
+            let Some(c) = char::from_u32(cp) else {
+                continue;
+            };
+            assert_eq!(is_word(c), is_word_slow(c), "{cp:#x}");
+            assert_eq!(digit_value(c), digit_value_slow(c), "{cp:#x}");
+            assert_eq!(lower_is_same(c), lower_is_same_slow(c), "{cp:#x}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `unfinished`, `tools` and `config`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::pyjson::Value;
 use crate::reward::config::ConfigValue;
@@ -70,9 +71,10 @@ impl ToolEvent {
     }
 }
 
-/// A trajectory to score.
+/// What a row shares with the other completions of its prompt: the task, its expected
+/// answers and the tools offered. Rows of one GRPO group can hold the same `Task`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Trajectory {
+pub struct Task {
     /// The task's chat messages.
     pub messages: Vec<ChatMessage>,
     /// A rendered prompt or plain task text, used when `messages` is empty.
@@ -80,14 +82,20 @@ pub struct Trajectory {
     /// Expected answers. A scalar `gt` becomes a one-item list, `null` an empty one, as the
     /// seed's prompt pool normalises it.
     pub gt: Vec<Value>,
+    /// Tool specs offered to the model; they decide which calls the standalone path allows.
+    pub tools: Option<Vec<Value>>,
+}
+
+/// A trajectory to score.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trajectory {
+    pub task: Arc<Task>,
     /// The whole assistant text of the episode.
     pub completion: String,
     /// The executed tool calls; `None` means "parse and run the completion's calls".
     pub tool_events: Option<Vec<ToolEvent>>,
     /// The episode ran out of turns while still calling tools.
     pub unfinished: bool,
-    /// Tool specs offered to the model; they decide which calls the standalone path allows.
-    pub tools: Option<Vec<Value>>,
     /// Per-row overrides of the batch's reward settings.
     pub config: Vec<(String, ConfigValue)>,
 }
@@ -165,7 +173,28 @@ impl Trajectory {
         Ok(row)
     }
 
-    /// Sets one field from its JSON value (unknown keys are ignored).
+    /// Sets one field from its JSON value (unknown keys are ignored). Task fields are
+    /// written to this row's own copy of the task.
+    pub fn set_field(&mut self, key: &str, value: Value) -> Result<(), RecordError> {
+        match key {
+            "messages" | "prompt" | "task" | "gt" | "tools" => {
+                Arc::make_mut(&mut self.task).set_field(key, value)?;
+            }
+            "completion" => self.completion = text("completion", value)?,
+            "tool_events" => {
+                self.tool_events = list("tool_events", value)?
+                    .map(|events| events.into_iter().map(ToolEvent::from_value).collect());
+            }
+            "unfinished" => self.unfinished = value.is_truthy(),
+            "config" => self.config = config_pairs(value)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Task {
+    /// Sets one task field (`messages`, `prompt`/`task`, `gt`, `tools`) from JSON.
     pub fn set_field(&mut self, key: &str, value: Value) -> Result<(), RecordError> {
         match key {
             "messages" => {
@@ -188,14 +217,7 @@ impl Trajectory {
                     scalar => vec![scalar],
                 }
             }
-            "completion" => self.completion = text("completion", value)?,
-            "tool_events" => {
-                self.tool_events = list("tool_events", value)?
-                    .map(|events| events.into_iter().map(ToolEvent::from_value).collect());
-            }
-            "unfinished" => self.unfinished = value.is_truthy(),
             "tools" => self.tools = list("tools", value)?,
-            "config" => self.config = config_pairs(value)?,
             _ => {}
         }
         Ok(())
@@ -239,8 +261,8 @@ mod tests {
             "completion":"<answer>2</answer>","tool_events":[],"unfinished":true,
             "config":{"current_step":5},"reward":1.0}"#)
         .unwrap();
-        assert_eq!(t.messages.len(), 1);
-        assert_eq!(t.gt, vec![Value::Str("2".into())]);
+        assert_eq!(t.task.messages.len(), 1);
+        assert_eq!(t.task.gt, vec![Value::Str("2".into())]);
         assert_eq!(t.tool_events, Some(vec![]));
         assert!(t.unfinished);
         assert_eq!(
@@ -252,11 +274,11 @@ mod tests {
     #[test]
     fn scalar_gt_becomes_a_list_and_missing_events_mean_standalone() {
         let t = row(r#"{"task":"1+1","gt":2,"completion":""}"#).unwrap();
-        assert_eq!(t.gt, vec![Value::Int(2)]);
-        assert_eq!(t.prompt, "1+1");
+        assert_eq!(t.task.gt, vec![Value::Int(2)]);
+        assert_eq!(t.task.prompt, "1+1");
         assert_eq!(t.tool_events, None);
         let t = row(r#"{"gt":null,"completion":"x","tool_events":null}"#).unwrap();
-        assert!(t.gt.is_empty() && t.tool_events.is_none());
+        assert!(t.task.gt.is_empty() && t.tool_events.is_none());
     }
 
     #[test]

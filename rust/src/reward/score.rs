@@ -4,12 +4,11 @@
 //! agree to the last bit. Each term's contribution is also kept (see [`Contributions`]) so
 //! that `agentrl score --explain` can say why a completion scored what it did.
 
-use std::borrow::Cow;
-
 use crate::answer::{
-    answer_tags, count_ground_truth_matches, normalize_text, numeric_candidates,
-    numeric_ground_truth, ordered_numbers,
+    answer_tags, count_ground_truth_matches, normalize_text, numeric_candidates, ordered_numbers,
+    GroundTruthItem,
 };
+use crate::pyjson::Value;
 use crate::reward::config::{FormatEnforceMode, RewardConfig};
 use crate::reward::features::{
     answer_refs_tool_result, repeated_call_penalty, repetition_penalty, task_text_from_messages,
@@ -17,7 +16,7 @@ use crate::reward::features::{
     ValueMetrics, MATH_TOOLS, PREFERRED_MATH_TOOL,
 };
 use crate::reward::pyvalue::py_str;
-use crate::reward::record::{ToolEvent, Trajectory};
+use crate::reward::record::{Task, ToolEvent, Trajectory};
 
 /// The reward is clipped to this magnitude.
 pub const REWARD_CLIP: f64 = 12.0;
@@ -150,11 +149,35 @@ impl EventCounts {
 }
 
 /// The task text the seed would compare tool calls with.
-pub fn task_text(row: &Trajectory) -> String {
-    if row.messages.is_empty() {
-        task_text_from_prompt(&row.prompt)
+pub fn task_text(task: &Task) -> String {
+    if task.messages.is_empty() {
+        task_text_from_prompt(&task.prompt)
     } else {
-        task_text_from_messages(&row.messages)
+        task_text_from_messages(&task.messages)
+    }
+}
+
+/// The ground truth as the reward reads it, prepared once per task.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroundTruth {
+    /// Each item's normalised text and plain number (from its Python `str()`).
+    pub items: Vec<GroundTruthItem>,
+    /// Every item as a number, or empty when any item is not a plain number.
+    pub numbers: Vec<f64>,
+}
+
+impl GroundTruth {
+    pub fn new(gt: &[Value]) -> Self {
+        let items: Vec<GroundTruthItem> = gt
+            .iter()
+            .map(|g| GroundTruthItem::new(&py_str(g)))
+            .collect();
+        let numbers = items
+            .iter()
+            .map(|item| item.number)
+            .collect::<Option<Vec<f64>>>()
+            .unwrap_or_default();
+        GroundTruth { items, numbers }
     }
 }
 
@@ -164,33 +187,46 @@ pub fn score_trajectory(
     row: &Trajectory,
     events: &[ToolEvent],
 ) -> (Details, Contributions) {
-    let math = TaskMath::from_task(&task_text(row));
-    score_with_task(config, row, events, &math)
+    let math = TaskMath::from_task(&task_text(&row.task));
+    let truth = GroundTruth::new(&row.task.gt);
+    score_with_task(config, row, events, &math, &truth)
 }
 
-/// Scores one trajectory given its task's arithmetic (shared by rows of the same task).
+/// Scores one trajectory given what its task's rows share: the task's arithmetic and the
+/// prepared ground truth.
 pub fn score_with_task(
     config: &RewardConfig,
     row: &Trajectory,
     events: &[ToolEvent],
     math: &TaskMath,
+    truth: &GroundTruth,
 ) -> (Details, Contributions) {
     let completion = row.completion.as_str();
-    let gt: Vec<Cow<'_, str>> = row.gt.iter().map(py_str).collect();
-    let has_gt = !gt.is_empty();
+    let gt_count = truth.items.len();
+    let has_gt = gt_count > 0;
 
     // The answer against the ground truth.
     let tags = answer_tags(completion);
-    let answer: &str = &tags.content;
+    let answer: &str = tags.content();
     let predicted = numeric_candidates(answer);
-    let matched_count = count_ground_truth_matches(&predicted, &normalize_text(answer), &gt);
+    // Only items that are not plain numbers are looked up in the normalised text.
+    let needs_text = truth
+        .items
+        .iter()
+        .any(|item| item.number.is_none() && !item.normalized.is_empty());
+    let normalized = if needs_text {
+        normalize_text(answer)
+    } else {
+        String::new()
+    };
+    let matched_count = count_ground_truth_matches(&predicted, &normalized, &truth.items);
     let unordered_cov = if has_gt {
-        matched_count as f64 / gt.len() as f64
+        matched_count as f64 / gt_count as f64
     } else {
         0.0
     };
-    let gt_numbers = numeric_ground_truth(&gt);
-    let numbers = ordered_numbers(&predicted, &gt_numbers);
+    let gt_numbers = &truth.numbers;
+    let numbers = ordered_numbers(&predicted, gt_numbers);
     let numeric_gt = !gt_numbers.is_empty();
     let mut answer_cov = if numeric_gt && config.strict_order_reward {
         numbers.ordered_cov
@@ -222,7 +258,7 @@ pub fn score_with_task(
 
     let is_math = math.is_math();
     let expected_math_calls = if is_math {
-        math.exprs.len().max(gt.len()).max(1)
+        math.exprs.len().max(gt_count).max(1)
     } else {
         0
     };
@@ -253,7 +289,7 @@ pub fn score_with_task(
     };
     let (values, exprs) = if is_math {
         (
-            tool_value_metrics(math, &gt_numbers, events),
+            tool_value_metrics(math, gt_numbers, events),
             tool_expr_metrics(math, events),
         )
     } else {
