@@ -16,7 +16,13 @@ from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import builtin_registry
 from agentrl.training.evaluation import eval_episode_config
 from agentrl.training.scoring import score_trajectories
-from agentrl.training.setup import Models, autocast_factory, generated_heldout_samples, model_spec
+from agentrl.training.setup import (
+    Models,
+    autocast_factory,
+    generated_heldout_samples,
+    hardware_notes,
+    model_spec,
+)
 from agentrl.training.signals import StopRequest
 from agentrl.training.sources import InlineSource
 from agentrl.training.step import StepSettings, config_sections, row_chunks, train_on_groups
@@ -113,3 +119,14 @@ def test_model_spec_follows_the_seed_naming_unless_given():
     moe = resolve(preset="seed", overrides={"use_moe": 1, "from_weight": "rl"})
     assert model_spec(moe) == "../out/rl_768_moe.pth"
     assert model_spec(resolve(preset="seed", overrides={"model": "tiny"})) == "tiny"
+
+
+def test_options_for_missing_hardware_are_accepted_with_a_note(monkeypatch):
+    config = resolve(preset="seed", overrides={"rollout_engine": "sglang", "device": "cuda:3"})
+    notes = hardware_notes(config)
+    assert any("sglang" in n for n in notes)
+    if not torch.cuda.is_available():
+        assert any("no CUDA device" in n for n in notes)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="single process"):
+        hardware_notes(config)

@@ -60,7 +60,9 @@ class TrainConfig:
     save_interval: int = _opt("run", 100, "steps between checkpoints (0: only at the end)")
     seed: int = _opt("run", 42, "random seed of the run")
     from_resume: int = _opt("run", 0, "resume from the run's latest checkpoint", _FLAG)
-    device: str = _opt("run", "auto", "cpu, cuda, cuda:N; auto picks CUDA when present")
+    device: str = _opt(
+        "run", "auto", "cpu, cuda, cuda:N (CPU when no CUDA); auto picks CUDA when present"
+    )
     dtype: str = _opt(
         "run",
         "bfloat16",
@@ -128,7 +130,10 @@ class TrainConfig:
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
     max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")
     rollout_engine: str = _opt(
-        "rollout", "torch", "torch (in process); sglang needs a running server", ("torch", "sglang")
+        "rollout",
+        "torch",
+        "torch (in process); sglang (no client in this build: uses torch)",
+        ("torch", "sglang"),
     )
     multi_gpu_mode: str = _opt(
         "rollout",

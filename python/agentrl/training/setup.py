@@ -48,6 +48,29 @@ class Models:
     spec: str
 
 
+def hardware_notes(config: TrainConfig) -> list[str]:
+    """What this process does with options meant for hardware or services it does not drive.
+
+    Raises for a multi-process launch (several processes would write one run directory).
+    """
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError(
+            "multi-process training (torchrun, WORLD_SIZE > 1) is not supported by this "
+            "trainer: launch a single process"
+        )
+    notes = []
+    if config.rollout_engine == "sglang":
+        notes.append(
+            "rollout_engine=sglang: this build has no SGLang client; rolling out with the "
+            "in-process torch engine instead"
+        )
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        notes.append(f"device={config.device}: no CUDA device here; running on the CPU")
+    return notes
+
+
 def model_spec(config: TrainConfig) -> str:
     """``--model`` when given, else the seed's ``<save_dir>/<from_weight>_<hidden>.pth``."""
     if config.model:
@@ -84,7 +107,10 @@ def load_models(config: TrainConfig, log: Log) -> Models:
     """Policy (trainable), reference and rollout copies, on the configured device."""
     spec = model_spec(config)
     ensure_warm_start(spec, log)
-    device = resolve_device(None if config.device == "auto" else config.device)
+    for note in hardware_notes(config):
+        log(note)
+    cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
+    device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
     policy, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None)
     policy.train()
     policy.requires_grad_(True)
@@ -197,6 +223,7 @@ __all__ = [
     "ensure_warm_start",
     "episode_config",
     "generated_heldout_samples",
+    "hardware_notes",
     "load_models",
     "load_prompts",
     "model_spec",
