@@ -121,12 +121,8 @@ def test_model_spec_follows_the_seed_naming_unless_given():
     assert model_spec(resolve(preset="seed", overrides={"model": "tiny"})) == "tiny"
 
 
-def test_options_for_missing_hardware_are_accepted_with_a_note(monkeypatch):
-    config = resolve(preset="seed", overrides={"rollout_engine": "sglang", "device": "cuda:3"})
+def test_options_for_missing_hardware_are_accepted_with_a_note():
+    config = resolve(preset="seed", overrides={"device": "cuda:3", "rollout_engine": "vllm"})
     notes = hardware_notes(config)
-    assert any("sglang" in n for n in notes)
-    if not torch.cuda.is_available():
-        assert any("no CUDA device" in n for n in notes)
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(ValueError, match="single process"):
-        hardware_notes(config)
+    assert any("no CUDA device" in n for n in notes) != torch.cuda.is_available()
+    assert hardware_notes(resolve(preset="seed", overrides={"device": "cpu"})) == []

@@ -78,6 +78,10 @@ class TrainConfig:
     tensorboard_dir: str = _opt("run", "", "(ours) TensorBoard log dir when installed ('': off)")
     report: int = _opt("run", 1, "(ours) write report.png with the curves at the end", _FLAG)
     max_time: float = _opt("run", 0.0, "(ours) stop cleanly after this many seconds (0: none)")
+    dist_backend: str = _opt(
+        "run", "auto", "(ours) torchrun process group backend", ("auto", "nccl", "gloo")
+    )
+    dist_timeout_sec: float = _opt("run", 1800.0, "(ours) torchrun collective timeout")
 
     # ---- model ----
     model: str = _opt("model", "", "(ours) policy spec: tiny, HF dir or .pth ('': from_weight)")
@@ -89,6 +93,12 @@ class TrainConfig:
     num_hidden_layers: int = _opt("model", 8, "MiniMind depth (inferred from the weights)")
     use_moe: int = _opt("model", 0, "MiniMind mixture-of-experts checkpoint naming", _FLAG)
     max_seq_len: int = _opt("model", 1024, "MiniMind position budget (inferred from the weights)")
+    lora_rank: int = _opt("model", 0, "(ours) LoRA adapter rank (0: train all weights)")
+    lora_alpha: float = _opt("model", 32.0, "(ours) LoRA scaling alpha")
+    lora_target_modules: str = _opt(
+        "model", "all-linear", "(ours) LoRA targets: all-linear or comma-separated names"
+    )
+    lora_dropout: float = _opt("model", 0.0, "(ours) LoRA dropout")
     ref_from_rl_checkpoint: int = _opt(
         "model", 0, "on resume, load the reference policy from the RL checkpoint too", _FLAG
     )
@@ -132,8 +142,8 @@ class TrainConfig:
     rollout_engine: str = _opt(
         "rollout",
         "torch",
-        "torch (in process); sglang (no client in this build: uses torch)",
-        ("torch", "sglang"),
+        "torch (in process), sglang (a running server), vllm (ours, in process)",
+        ("torch", "sglang", "vllm"),
     )
     multi_gpu_mode: str = _opt(
         "rollout",
@@ -143,6 +153,8 @@ class TrainConfig:
     )
     sglang_base_url: str = _opt("rollout", "http://localhost:8998", "SGLang server URL")
     sglang_model_path: str = _opt("rollout", "../model", "model path the SGLang server loads")
+    sglang_wait_sec: float = _opt("rollout", 60.0, "(ours) wait for the SGLang server to be up")
+    vllm_gpu_memory_utilization: float = _opt("rollout", 0.3, "(ours) vLLM GPU memory share")
     sglang_shared_path: str = _opt(
         "rollout", "./sglang_ckpt_agentic_async", "where weights are shared with SGLang"
     )
@@ -361,12 +373,14 @@ _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "
     "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
     "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
+    "lora_rank lora_alpha sglang_wait_sec dist_timeout_sec "
     "micro_batch_size epsilon_high behav_imp_weight_cap m2_threshold max_completion_length "
     "adv_min_std adv_clip beta beta_min beta_max hard_kl_stop_mult bc_coef bc_min_coef "
     "bc_stop_steps bc_hold_steps bc_decay_steps bc_max_examples eval_max_pool eval_interval "
     "eval_samples eval_temperature eval_max_gen_len temperature"
 ).split()
-_UNIT_INTERVAL = ("thinking_ratio", "async_stale_discount", "beta_ema_decay", "eval_ratio")
+_UNIT_INTERVAL = ("thinking_ratio", "async_stale_discount", "beta_ema_decay", "eval_ratio",
+                  "lora_dropout", "vllm_gpu_memory_utilization")  # fmt: skip
 
 
 def validate(config: TrainConfig) -> None:

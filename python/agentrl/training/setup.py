@@ -49,23 +49,8 @@ class Models:
 
 
 def hardware_notes(config: TrainConfig) -> list[str]:
-    """What this process does with options meant for hardware or services it does not drive.
-
-    Raises for a multi-process launch (several processes would write one run directory).
-    """
-    import os
-
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ValueError(
-            "multi-process training (torchrun, WORLD_SIZE > 1) is not supported by this "
-            "trainer: launch a single process"
-        )
+    """What this process does with options meant for hardware it does not have."""
     notes = []
-    if config.rollout_engine == "sglang":
-        notes.append(
-            "rollout_engine=sglang: this build has no SGLang client; rolling out with the "
-            "in-process torch engine instead"
-        )
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         notes.append(f"device={config.device}: no CUDA device here; running on the CPU")
     return notes
