@@ -458,3 +458,37 @@ def test_missing_vllm_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail
     with pytest.raises(VLLMUnavailableError, match=r"pip install 'agentrl\[vllm\]'"):
         VLLMEngine("/models/policy", FakeTokenizer())
+
+
+def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, tmp_path):
+    from agentrl.config import resolve
+    from agentrl.data.synthetic import TaskGenerator, write_tasks
+    from agentrl.distributed.trainer import ScaleOptions, build_trainer
+    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+
+    torch.manual_seed(0)
+    spec = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
+                    intermediate_size=64, corpus_tasks=150)  # fmt: skip
+    model, tokenizer = build_tiny_preset(spec)
+    save_preset(model, tokenizer, tmp_path / "model")
+    generator = TaskGenerator(seed=4)
+    write_tasks(str(tmp_path / "prompts.jsonl"), list(generator.tasks(8)), generator.tools())
+    config = resolve(preset="tiny", overrides=dict(
+        model=str(tmp_path / "model"), data_path=str(tmp_path / "prompts.jsonl"),
+        filter_mode="all", save_dir=str(tmp_path), save_weight="remote", total_steps=2,
+        batch_size=2, num_generations=2, max_turns=1, max_gen_len=6, max_context_len=384,
+        max_total_len=448, async_workers=0, eval_before_train=0, eval_interval=0,
+        eval_ratio=0.0, progress=0, report=0, save_interval=0, learning_rate=1e-3,
+        accumulation_steps=1, bc_coef=0.0, use_wandb=False, rollout_engine="sglang",
+        hard_kl_stop_mult=0.0,
+        sglang_base_url=server.url, sglang_shared_path=str(tmp_path / "shared")))  # fmt: skip
+    trainer = build_trainer(config, options=ScaleOptions(sglang_wait_sec=5.0))
+    result = trainer.run()
+    assert result.steps_done == 2
+    assert isinstance(trainer.source.engine, SGLangEngine)
+    loads = [Path(b["model_path"]).name for p, b in server.requests
+             if p == "/update_weights_from_disk"]  # fmt: skip
+    assert loads == ["v00000000", "v00000001", "v00000002"]  # the start, then each sync
+    generates = [b for p, b in server.requests if p == "/generate"]
+    assert len(generates) == 2 and all(len(b["input_ids"]) == 4 for b in generates)
+    assert trainer.source.version.get() == 2 and server.weight_version == "2"

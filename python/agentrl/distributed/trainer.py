@@ -22,12 +22,14 @@ named steps and nothing else:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -126,6 +128,19 @@ def rank_config(config: TrainConfig, ctx: DistContext | None) -> TrainConfig:
     return _with(config, data_path=str(generated), eval_ratio=0.0, eval_data_path="")
 
 
+@contextlib.contextmanager
+def _as_single_process() -> Iterator[None]:
+    """Hide ``WORLD_SIZE`` from the shared setup's single-process guard while building."""
+    saved = os.environ.get("WORLD_SIZE")
+    if saved is not None:
+        os.environ["WORLD_SIZE"] = "1"
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["WORLD_SIZE"] = saved
+
+
 class _Observer:
     """Averages each step's metrics over the ranks; only rank 0 has a real observer."""
 
@@ -207,7 +222,7 @@ class ScaleOutTrainer(Trainer):
         if self.lora is not None and config.ref_from_rl_checkpoint:
             # With LoRA the reference is the base model itself; nothing to load into it.
             self.config = _with(config, ref_from_rl_checkpoint=0)
-        engine = self.options.engine(config)
+        self.engine_kind = engine = self.options.engine(config)
         if engine == "sglang" and self.ctx is not None:
             raise ValueError(
                 "the SGLang engine is one server for one trainer: run a single process "
@@ -235,9 +250,13 @@ class ScaleOutTrainer(Trainer):
         if ctx is not None and ctx.rank > 0:
             ctx.barrier("wait for rank 0 to prepare the run", PREPARE_TIMEOUT_S)
         own = self.config
-        self.config = rank_config(own, ctx)
+        # The shared setup builds the torch rollout engine and refuses multi-process
+        # launches (both right for the plain Trainer); this trainer swaps in the selected
+        # engine afterwards and runs the launch itself.
+        self.config = _with(rank_config(own, ctx), rollout_engine="torch")
         try:
-            super()._build()
+            with _as_single_process():
+                super()._build()
         finally:
             self.config = own
         if self.lora is not None:
@@ -298,9 +317,8 @@ class ScaleOutTrainer(Trainer):
             source = super()._rollout_source()
         finally:
             self.config = cfg
-        engine_kind = self.options.engine(cfg)
-        if engine_kind != "torch":
-            self._use_remote_engine(source, engine_kind)
+        if self.engine_kind != "torch":
+            self._use_remote_engine(source, self.engine_kind)
         return source
 
     def _gathered_source(self) -> GatheredSource:
