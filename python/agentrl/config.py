@@ -483,6 +483,12 @@ def _cli_type(default: Any) -> Any:
     return type(default) if isinstance(default, int | float) else str
 
 
+def _help(name: str, doc: str, default: Any) -> str:
+    tiny = PRESETS[DEFAULT_PRESET]
+    preset = f"; {DEFAULT_PRESET} preset: {tiny[name]!r}" if name in tiny else ""
+    return f"{doc} (default: {default!r}{preset})".replace("%", "%%")
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per option under the seed's name; only flags given on the line are set."""
     parser.add_argument("--config", default=None, help="TOML file with options")
@@ -501,7 +507,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             type=_cli_type(f.default),
             choices=choices,
             default=argparse.SUPPRESS,
-            help=f"{f.metadata['doc']} (seed default: {f.default!r})",
+            help=_help(name, f.metadata["doc"], f.default),
         )
     for name, f in _REWARD.items():
         groups["reward"].add_argument(
@@ -509,7 +515,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             dest=name,
             type=_cli_type(f.default),
             default=argparse.SUPPRESS,
-            help=f"{f.metadata.get('doc', '')} (default: {f.default!r})",
+            help=_help(name, f.metadata.get("doc", ""), f.default),
         )
 
 
