@@ -362,7 +362,7 @@ class ScaleOutTrainer(Trainer):
             options.update(
                 vllm_model_path=str(self._vllm_start_dir()),
                 vllm_gpu_memory_utilization=self.options.vllm_gpu_memory_utilization,
-                vllm_dtype=cfg.dtype if cfg.dtype != "float32" else "float32",
+                vllm_dtype=cfg.dtype,
             )
         return options
 
