@@ -64,20 +64,32 @@ pub fn markers(text: &str) -> Markers {
         let at = pos + offset;
         let rest = &bytes[at..];
         pos = at + 1;
-        if rest.starts_with(TOOL_CALL.0.as_bytes()) {
-            found.tool_call_opens += 1;
-            pos = at + TOOL_CALL.0.len();
-        } else if rest.starts_with(TOOL_CALL.1.as_bytes()) {
-            found.tool_call_closes += 1;
-            pos = at + TOOL_CALL.1.len();
-        } else if rest.starts_with(TOOL_RESPONSE.0.as_bytes()) {
-            found.tool_response = true;
-        } else if rest.starts_with(IM_START.as_bytes()) {
-            found.im_start = true;
-        } else if rest.starts_with(IM_END.as_bytes()) {
-            found.im_end = true;
-        } else if rest.starts_with(THINK_END.as_bytes()) {
-            found.think_end = true;
+        // Dispatch on the byte after '<' so that most '<' cost one comparison.
+        match rest.get(1) {
+            Some(b't') => {
+                if rest.starts_with(TOOL_CALL.0.as_bytes()) {
+                    found.tool_call_opens += 1;
+                    pos = at + TOOL_CALL.0.len();
+                } else if rest.starts_with(TOOL_RESPONSE.0.as_bytes()) {
+                    found.tool_response = true;
+                }
+            }
+            Some(b'/') => {
+                if rest.starts_with(TOOL_CALL.1.as_bytes()) {
+                    found.tool_call_closes += 1;
+                    pos = at + TOOL_CALL.1.len();
+                } else if rest.starts_with(THINK_END.as_bytes()) {
+                    found.think_end = true;
+                }
+            }
+            Some(b'|') => {
+                if rest.starts_with(IM_START.as_bytes()) {
+                    found.im_start = true;
+                } else if rest.starts_with(IM_END.as_bytes()) {
+                    found.im_end = true;
+                }
+            }
+            _ => {}
         }
     }
     found
@@ -161,7 +173,7 @@ fn remove_role_headers(text: &str) -> Cow<'_, str> {
 /// Removes every `open ... close` block, pairing each opener with the nearest closer after
 /// it. An opener without a closer (and everything after it) is left alone.
 fn remove_blocks<'a>(text: &'a str, (open, close): (&str, &str)) -> Cow<'a, str> {
-    let mut out = String::new();
+    let mut out = String::with_capacity(text.len());
     let mut rest = text;
     let mut removed = false;
     while let Some(pos) = find_tag(rest, open) {
@@ -254,29 +266,8 @@ impl AnswerTags<'_> {
 pub fn answer_tags(text: &str) -> AnswerTags<'_> {
     let found = markers(text);
     let clean = clean_completion(text, found);
-    let (opens, closes) = find_answer_tags(&clean);
-
-    // Pair like a lazy regex: each opener (after the previous pair) with the first closer
-    // that starts after it; once an opener finds no closer, no later one can.
-    let mut pairs: usize = 0;
-    let mut last: Option<(usize, usize)> = None;
-    let mut close_idx = 0;
-    let mut cursor = 0;
-    for &(open_start, open_end) in &opens {
-        if open_start < cursor {
-            continue;
-        }
-        while close_idx < closes.len() && closes[close_idx].0 < open_end {
-            close_idx += 1;
-        }
-        let Some(&(close_start, close_end)) = closes.get(close_idx) else {
-            break;
-        };
-        pairs += 1;
-        last = Some((open_end, close_start));
-        cursor = close_end;
-        close_idx += 1;
-    }
+    let scan = scan_answer_tags(&clean);
+    let (pairs, last) = (scan.pairs, scan.last);
 
     let content = match last {
         Some((start, end)) => {
@@ -297,7 +288,7 @@ pub fn answer_tags(text: &str) -> AnswerTags<'_> {
         Content::Text(text) => text.as_str(),
     };
     let nonempty = !py_strip(content_text).is_empty();
-    let (open_n, close_n) = (opens.len(), closes.len());
+    let (open_n, close_n) = (scan.opens, scan.closes);
     AnswerTags {
         has_answer: pairs > 0,
         exactly_one: pairs == 1 && open_n == 1 && close_n == 1,
@@ -311,33 +302,50 @@ pub fn answer_tags(text: &str) -> AnswerTags<'_> {
     }
 }
 
-/// Byte spans of every `<answer>` and `</answer>` tag, in order.
-#[allow(clippy::type_complexity)]
-fn find_answer_tags(text: &str) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+/// The `<answer>` tags of a text: how many of each, and the complete pairs.
+struct AnswerScan {
+    opens: usize,
+    closes: usize,
+    pairs: usize,
+    /// Byte span of the last pair's content.
+    last: Option<(usize, usize)>,
+}
+
+/// Counts `<answer>` and `</answer>` tags and pairs them like the lazy regex
+/// `<answer>(.*?)</answer>`: an opener waits for the first closer after it, openers seen
+/// while one is waiting are inside its match, and closers with no waiting opener pair with
+/// nothing. One pass, no allocation.
+fn scan_answer_tags(text: &str) -> AnswerScan {
     let bytes = text.as_bytes();
-    let mut opens = Vec::new();
-    let mut closes = Vec::new();
+    let mut scan = AnswerScan {
+        opens: 0,
+        closes: 0,
+        pairs: 0,
+        last: None,
+    };
+    let mut waiting: Option<usize> = None;
     let mut pos = 0;
     while let Some(offset) = text[pos..].find('<') {
         let start = pos + offset;
-        let (closing, name_start) = if bytes.get(start + 1) == Some(&b'/') {
-            (true, start + 2)
-        } else {
-            (false, start + 1)
+        let closing = bytes.get(start + 1) == Some(&b'/');
+        let name_start = if closing { start + 2 } else { start + 1 };
+        let Some(end) = match_tag_name(bytes, name_start) else {
+            pos = start + 1;
+            continue;
         };
-        match match_tag_name(bytes, name_start) {
-            Some(end) => {
-                if closing {
-                    closes.push((start, end));
-                } else {
-                    opens.push((start, end));
-                }
-                pos = end;
+        if closing {
+            scan.closes += 1;
+            if let Some(content_start) = waiting.take() {
+                scan.pairs += 1;
+                scan.last = Some((content_start, start));
             }
-            None => pos = start + 1,
+        } else {
+            scan.opens += 1;
+            waiting.get_or_insert(end);
         }
+        pos = end;
     }
-    (opens, closes)
+    scan
 }
 
 /// Matches `answer>` case-insensitively at `at`, returning the end of the `>`. Under

@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use crate::answer::{find_tag, num_close};
 use crate::expr;
 use crate::pyjson::Value;
-use crate::reward::pychar::{is_space, is_word, lower as py_lower, lower_char, strip as py_strip};
+use crate::reward::pychar::{
+    is_space, is_word, lower as py_lower, lower_char, strip as py_strip, token_class, TokenClass,
+};
 use crate::reward::pyvalue::{dumps_sorted, plain_number_of, py_equal, py_str, same_json};
 use crate::reward::record::{ChatMessage, ToolEvent};
 
@@ -531,23 +533,30 @@ fn distinct_trigrams_hashed(tokens: &[&str]) -> usize {
 fn has_tokens(text: &str, wanted: usize) -> bool {
     let mut count = 0;
     let mut in_word = false;
+    let mut step = |class: TokenClass, count: &mut usize| match class {
+        TokenClass::Word => {
+            *count += usize::from(!in_word);
+            in_word = true;
+        }
+        TokenClass::Symbol => {
+            *count += 1;
+            in_word = false;
+        }
+        TokenClass::Space => in_word = false,
+    };
     for c in text.chars() {
-        if c.is_ascii() {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                count += usize::from(!in_word);
-                in_word = true;
-            } else {
-                in_word = false;
-                count += usize::from(!is_space(c));
-            }
-        } else {
-            for l in lower_char(c) {
-                if is_word(l) {
-                    count += usize::from(!in_word);
-                    in_word = true;
-                } else {
-                    in_word = false;
-                    count += usize::from(!is_space(l));
+        match token_class(c) {
+            Some(class) => step(class, &mut count),
+            None => {
+                for l in lower_char(c) {
+                    let class = if is_word(l) {
+                        TokenClass::Word
+                    } else if is_space(l) {
+                        TokenClass::Space
+                    } else {
+                        TokenClass::Symbol
+                    };
+                    step(class, &mut count);
                 }
             }
         }

@@ -32,6 +32,9 @@ const NOT_DIGIT: u8 = 0x0F;
 const WORD: u8 = 0x10;
 /// `str.lower()` leaves the character as it is.
 const LOWER_SAME: u8 = 0x20;
+const SPACE: u8 = 0x40;
+/// Lower-casing cannot change how the character tokenises (see [`token_class`]).
+const TOKEN_SAFE: u8 = 0x80;
 
 fn bmp_facts() -> &'static [u8] {
     static FACTS: OnceLock<BmpFacts> = OnceLock::new();
@@ -43,7 +46,9 @@ fn bmp_facts() -> &'static [u8] {
                         let digit = digit_value_slow(c).map_or(NOT_DIGIT, |d| d as u8);
                         let word = if is_word_slow(c) { WORD } else { 0 };
                         let same = if lower_is_same_slow(c) { LOWER_SAME } else { 0 };
-                        digit | word | same
+                        let space = if is_space(c) { SPACE } else { 0 };
+                        let safe = if token_safe_slow(c) { TOKEN_SAFE } else { 0 };
+                        digit | word | same | space | safe
                     }
                     None => NOT_DIGIT | LOWER_SAME, // surrogates: never in a Rust string
                 })
@@ -51,6 +56,49 @@ fn bmp_facts() -> &'static [u8] {
             BmpFacts(facts)
         })
         .0
+}
+
+/// Whether `c` and its lower-case form tokenise alike under `\w+|[^\w\s]`: a word
+/// character lowering to word characters only, or a symbol or space lowering to itself.
+fn token_safe_slow(c: char) -> bool {
+    if lower_is_same_slow(c) {
+        return true;
+    }
+    is_word_slow(c) && c.to_lowercase().all(is_word_slow)
+}
+
+/// How a character takes part in the seed's tokens (`\w+|[^\w\s]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenClass {
+    Word,
+    Symbol,
+    Space,
+}
+
+/// The token class of `c` after Python's lower-casing, when lower-casing cannot change it;
+/// `None` for the few characters whose lower-case form must be looked at.
+#[inline]
+pub fn token_class(c: char) -> Option<TokenClass> {
+    let fact = match bmp_fact(c) {
+        Some(fact) => fact,
+        None => {
+            if !token_safe_slow(c) {
+                return None;
+            }
+            let word = if is_word_slow(c) { WORD } else { 0 };
+            let space = if is_space(c) { SPACE } else { 0 };
+            TOKEN_SAFE | word | space
+        }
+    };
+    if fact & TOKEN_SAFE == 0 {
+        None
+    } else if fact & WORD != 0 {
+        Some(TokenClass::Word)
+    } else if fact & SPACE != 0 {
+        Some(TokenClass::Space)
+    } else {
+        Some(TokenClass::Symbol)
+    }
 }
 
 fn bmp_fact(c: char) -> Option<u8> {
@@ -251,6 +299,19 @@ mod tests {
             assert_eq!(is_word(c), is_word_slow(c), "{cp:#x}");
             assert_eq!(digit_value(c), digit_value_slow(c), "{cp:#x}");
             assert_eq!(lower_is_same(c), lower_is_same_slow(c), "{cp:#x}");
+            // A safe class is the class of every character of the lower-case form.
+            if let Some(class) = token_class(c) {
+                for l in lower_char(c) {
+                    let want = if is_word(l) {
+                        TokenClass::Word
+                    } else if is_space(l) {
+                        TokenClass::Space
+                    } else {
+                        TokenClass::Symbol
+                    };
+                    assert_eq!(class, want, "{cp:#x}");
+                }
+            }
         }
     }
 
