@@ -99,6 +99,14 @@ def test_piecewise_tokens_match_what_generation_sees(tok, env, demos):
     assert example.input_ids[:first] == tok(prompt, add_special_tokens=False)["input_ids"]
 
 
+def test_fast_renderer_matches_the_jinja_template(tok, env, demos):
+    for conv in demos[:10]:
+        for cut in range(1, len(conv.messages) + 1):
+            for generation in (False, True):
+                jinja = apply_chat_template(tok, conv.messages[:cut], conv.tools, generation)
+                assert env.render(conv.messages[:cut], conv.tools, generation) == jinja
+
+
 def test_template_that_rewrites_history_gives_one_example_per_turn(tok):
     def forgetful(messages, tools, generation):
         # Like Qwen3's template: assistant turns before the last user turn lose their

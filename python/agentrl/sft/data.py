@@ -10,10 +10,9 @@ generates after a rendered prompt.
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,24 +160,24 @@ def assistant_spans(
     return [(text, [span]) for text, span in per_turn]
 
 
-def tokenize_with_mask(tokenizer: Any, text: str, spans: list[tuple[int, int]]) -> Example:
-    """Tokenize `text` piecewise at span edges; tokens inside spans get mask 1."""
-    ids: list[int] = []
-    mask: list[int] = []
+def _pieces(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, int]]:
+    """`text` cut at the span edges, each piece flagged 1 inside a span, 0 outside."""
+    out: list[tuple[str, int]] = []
     cursor = 0
-    pieces: list[tuple[str, int]] = []
     for start, end in sorted(spans):
         if start > cursor:
-            pieces.append((text[cursor:start], 0))
-        pieces.append((text[start:end], 1))
+            out.append((text[cursor:start], 0))
+        out.append((text[start:end], 1))
         cursor = end
     if cursor < len(text):
-        pieces.append((text[cursor:], 0))
-    for piece, flag in pieces:
-        piece_ids = tokenizer(piece, add_special_tokens=False)["input_ids"]
-        ids.extend(piece_ids)
-        mask.extend([flag] * len(piece_ids))
-    return Example(ids, mask)
+        out.append((text[cursor:], 0))
+    return out
+
+
+def _encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    if not texts:
+        return []
+    return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
 
 
 def build_examples(
@@ -188,23 +187,34 @@ def build_examples(
     max_len: int,
     stats: LoadStats | None = None,
 ) -> list[Example]:
-    """Examples of at most `max_len` tokens; longer ones are dropped and counted."""
+    """Examples of at most `max_len` tokens; longer ones are dropped and counted.
+
+    All pieces are tokenized in one batched call, which is much faster than one call each.
+    """
     stats = stats if stats is not None else LoadStats()
-    out: list[Example] = []
+    layouts: list[list[tuple[str, int]]] = []
     for conv in conversations:
         try:
             texts = assistant_spans(conv, render, tokenizer.eos_token)
         except ValueError:
             stats.dropped["template_mismatch"] += 1
             continue
-        for text, spans in texts:
-            ex = tokenize_with_mask(tokenizer, text, spans)
-            if len(ex) > max_len:
-                stats.dropped["too_long"] += 1
-            elif sum(ex.loss_mask) == 0:
-                stats.dropped["empty_target"] += 1
-            else:
-                out.append(ex)
+        layouts.extend(_pieces(text, spans) for text, spans in texts)
+    encoded = iter(_encode_many(tokenizer, [p for layout in layouts for p, _ in layout]))
+    out: list[Example] = []
+    for layout in layouts:
+        ids: list[int] = []
+        mask: list[int] = []
+        for _, flag in layout:
+            piece_ids = next(encoded)
+            ids.extend(piece_ids)
+            mask.extend([flag] * len(piece_ids))
+        if len(ids) > max_len:
+            stats.dropped["too_long"] += 1
+        elif not any(mask):
+            stats.dropped["empty_target"] += 1
+        else:
+            out.append(Example(ids, mask))
     return out
 
 
@@ -252,20 +262,3 @@ def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]
         attn[row, :n] = 1
         loss[row, :n] = torch.tensor(ex.loss_mask, dtype=torch.long)
     return {"input_ids": ids, "attention_mask": attn, "loss_mask": loss}
-
-
-def epoch_batches(
-    examples: Sequence[Example], batch_tokens: int, max_batch: int, seed: int
-) -> Iterator[list[int]]:
-    """Endless stream of index batches, reshuffled every epoch (epoch k uses seed + k)."""
-    lengths = [len(e) for e in examples]
-    epoch = 0
-    while True:
-        yield from bucketed_batches(lengths, batch_tokens, max_batch, seed + epoch)
-        epoch += 1
-
-
-def estimate_steps_per_epoch(examples: Sequence[Example], batch_tokens: int, max_batch: int) -> int:
-    """Number of batches in one pass, for schedules expressed in epochs."""
-    lengths = [len(e) for e in examples]
-    return max(1, math.ceil(len(bucketed_batches(lengths, batch_tokens, max_batch, 0))))

@@ -24,14 +24,19 @@ HELDOUT_SEED = 1
 
 def tool_env(tokenizer: Any) -> EvalEnv:
     """Render with the tokenizer's template, parse with the Rust parser, run built-ins."""
-    from agentrl.chat import apply_chat_template
+    from agentrl.chat import CHAT_TEMPLATE, apply_chat_template, render_chat
     from agentrl.parsing import parse_tool_calls
     from agentrl.tools import builtin_registry, supported_tool_names
 
     registry = builtin_registry(time_mode="fixed")
     default_names = registry.supported_names()
+    # The built-in template has a pure-Python twin that renders the same text several
+    # times faster than Jinja; SFT renders every conversation once per assistant turn.
+    builtin_layout = getattr(tokenizer, "chat_template", None) == CHAT_TEMPLATE
 
     def render(messages: list[dict[str, Any]], tools: Any, generation: bool) -> str:
+        if builtin_layout:
+            return render_chat(messages, tools, add_generation_prompt=generation)
         return apply_chat_template(tokenizer, messages, tools, add_generation_prompt=generation)
 
     def run_tool(call: dict[str, Any], tools: Any) -> dict[str, Any]:
