@@ -8,8 +8,8 @@ seed is copied into this repository.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import glob
 import math
