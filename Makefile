@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 # Build the extension in release mode and install agentrl (editable) with its dependencies.
 dev: $(STAMP)
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --extras dev --quiet
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --extras dev,lora --quiet
 
 setup: dev
 
