@@ -130,34 +130,48 @@ fn chat_turns(text: &str) -> Vec<(&str, &str)> {
 // ---------------------------------------------------------------- task arithmetic
 
 /// The arithmetic a task asks for: what the tool calls are compared against.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct TaskMath {
     /// Expressions found in the task, in order (at most 16).
     pub exprs: Vec<String>,
     /// Their canonical forms (what a tool call's expression must equal).
     pub canonical: Vec<String>,
-    /// Their values.
-    pub values: Vec<f64>,
+    /// Their values, evaluated on first use: most rows compare tool results with numeric
+    /// ground truth instead (see [`tool_value_metrics`]).
+    values: OnceLock<Vec<f64>>,
 }
 
 impl TaskMath {
     pub fn from_task(task: &str) -> Self {
         let exprs = expr::extract_expressions(task, MAX_TASK_EXPRS);
         let canonical = exprs.iter().map(|e| expr::canonicalize(e)).collect();
-        let values = exprs
-            .iter()
-            .filter_map(|e| expr::safe_eval(e).ok())
-            .collect();
         TaskMath {
             exprs,
             canonical,
-            values,
+            values: OnceLock::new(),
         }
     }
 
     /// A task is a math task when it contains at least one arithmetic expression.
     pub fn is_math(&self) -> bool {
         !self.exprs.is_empty()
+    }
+
+    /// The expressions' values.
+    pub fn values(&self) -> &[f64] {
+        self.values.get_or_init(|| {
+            self.exprs
+                .iter()
+                .filter_map(|e| expr::safe_eval(e).ok())
+                .collect()
+        })
+    }
+
+    /// How many values there are, without evaluating: extraction keeps only expressions
+    /// that evaluate, so every expression has one (as in the seed, which re-evaluates the
+    /// expressions it extracted).
+    pub fn value_count(&self) -> usize {
+        self.exprs.len()
     }
 }
 
@@ -354,10 +368,10 @@ pub fn tool_value_metrics(
     gt_numbers: &[f64],
     events: &[ToolEvent],
 ) -> ValueMetrics {
-    let expected: &[f64] = if !gt_numbers.is_empty() && gt_numbers.len() == math.values.len() {
+    let expected: &[f64] = if !gt_numbers.is_empty() && gt_numbers.len() == math.value_count() {
         gt_numbers
     } else {
-        &math.values
+        math.values()
     };
     let mut calls: usize = 0;
     let mut got: Vec<f64> = Vec::new();
@@ -684,6 +698,22 @@ mod tests {
         let distinct = 2.0 + 6.0 + 2.0; // looping pairs, then the fresh tail
         let expected = (1.0 - distinct / (tokens - 2.0) - 0.25) * 2.0;
         assert!((repetition_penalty(&mixed) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn every_extracted_expression_has_a_value() {
+        let tasks = [
+            "请计算884+645*18，然后(289+532)*11是多少",
+            "2^10 and 3**2 and sqrt(16)+1 and log(8, 2)*1",
+            "1/0+1 or 2025-3-7 or 7//0+1 or 1e308*10+1",
+            "round(2.5)+round(3.5) then abs(-3)-1, (-8)**3+0",
+            "１２３＋４ 和 ３×４",
+        ];
+        for task in tasks {
+            let math = TaskMath::from_task(task);
+            assert!(math.is_math(), "{task}");
+            assert_eq!(math.values().len(), math.value_count(), "{task}");
+        }
     }
 
     #[test]
