@@ -79,7 +79,9 @@ def test_micro_batches_give_the_full_batch_update(tiny):
     assert micro["loss/total"] == pytest.approx(whole["loss/total"], rel=1e-5, abs=1e-7)
     assert micro["reward/mean"] == whole["reward/mean"]
     for key in w_whole:
-        torch.testing.assert_close(w_micro[key], w_whole[key], rtol=1e-4, atol=1e-6)
+        # Adam normalises each coordinate, so float noise in tiny gradients shows up at
+        # ~1e-6 of a 1e-2 step; anything like a wrong weighting would be ~1e-2.
+        torch.testing.assert_close(w_micro[key], w_whole[key], rtol=1e-3, atol=2e-5)
 
 
 def test_scores_use_the_seed_reward_details():
@@ -126,3 +128,31 @@ def test_options_for_missing_hardware_are_accepted_with_a_note():
     notes = hardware_notes(config)
     assert any("no CUDA device" in n for n in notes) != torch.cuda.is_available()
     assert hardware_notes(resolve(preset="seed", overrides={"device": "cpu"})) == []
+
+
+def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):
+    from agentrl.rl.logprobs import sequence_logps
+    from agentrl.training.forward import masked_logps, split_output_layer
+
+    model, _ = tiny
+    model = copy.deepcopy(model).train()
+    assert split_output_layer(model) is not None
+    ids = torch.randint(3, 200, (3, 12))
+    attn = torch.ones_like(ids)
+    attn[2, 9:] = 0
+    mask = torch.zeros(3, 11)
+    mask[0, 4:] = 1
+    mask[1, 2:7] = 1
+    mask[2, 5:8] = 1
+    full = sequence_logps(model, ids, attn, with_entropy=True)
+    part = masked_logps(model, ids, attn, mask, with_entropy=True)
+    torch.testing.assert_close(part.logps * mask, full.logps * mask, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(part.entropy * mask, full.entropy * mask, rtol=1e-5, atol=1e-6)
+    assert bool((part.logps[mask == 0] == 0).all())
+    grads = []
+    for out in (full, part):
+        model.zero_grad()
+        (out.logps * mask).sum().backward(retain_graph=True)
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-6)

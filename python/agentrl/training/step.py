@@ -23,11 +23,11 @@ from agentrl.rewards import RewardConfig
 from agentrl.rl.advantages import AdvantageConfig, compute_advantages, update_reward_baseline
 from agentrl.rl.bc import BCConfig, compute_bc_aux_loss
 from agentrl.rl.kl_control import BetaController
-from agentrl.rl.logprobs import sequence_logps
 from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
 from agentrl.rollout.types import RolloutGroup
+from agentrl.training.forward import masked_logps
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.setup import Models
 
@@ -118,17 +118,19 @@ def _policy_pass(
     for rows in row_chunks(batch.seq_lens, settings.micro_batch_size):
         width = int(batch.seq_lens[rows].max().item())
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
-        out = sequence_logps(models.forward, ids, attn, with_entropy=True, autocast=models.autocast)
+        rows_mask = mask[rows, : width - 1]
+        out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
+                           autocast=models.autocast)  # fmt: skip
         with torch.no_grad():
-            ref = sequence_logps(models.reference, ids, attn, autocast=models.autocast).logps
+            ref = masked_logps(models.reference, ids, attn, rows_mask, autocast=models.autocast)
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
             advantages[rows],
-            mask[rows, : width - 1],
+            rows_mask,
             cfg,
             beta=beta,
-            ref_logps=ref,
+            ref_logps=ref.logps,
             token_versions=batch.token_versions[rows, : width - 1],
             current_version=current_version,
             row_weights=row_weights[rows],
@@ -141,7 +143,7 @@ def _policy_pass(
             contribution = contribution + share * out.aux_loss
             aux_sum += share * float(out.aux_loss.detach())
         policy_sum += float(contribution.detach())
-        token_share = float(mask[rows].sum().item()) / max(total_tokens, 1.0)
+        token_share = float(rows_mask.sum().item()) / max(total_tokens, 1.0)
         parts.append((result.metrics, share, token_share))
         if not optimization.backward(contribution):
             break
