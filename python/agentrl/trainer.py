@@ -302,6 +302,10 @@ class Trainer:
         metrics["policy/version"] = float(self.source.version.get())
         metrics["policy/max_version_gap"] = float(self.config.effective_max_version_gap)
         metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
+        engine_stats = getattr(self.source.engine, "stats", None)
+        if isinstance(engine_stats, dict):  # cumulative engine counters (cache, sanitising)
+            metrics.update({f"rollout/{k}": float(v) for k, v in engine_stats.items()
+                            if isinstance(v, int | float)})  # fmt: skip
         seconds = self.rollout_seconds + self.train_seconds
         tokens = float(outcome.batch.loss_mask.sum()) if outcome.batch is not None else 0.0
         metrics["perf/rollout_sec"] = self.rollout_seconds
