@@ -93,17 +93,22 @@ class StepLog:
     """Wall time of every step of one framework, and what each step worked on."""
 
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     generate_seconds: list[float] = field(default_factory=list)
     completion_tokens: list[int] = field(default_factory=list)
     completions: list[int] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     started: float = 0.0
+    cpu_started: float = 0.0
 
     def resume(self) -> None:
         self.started = time.perf_counter()
+        self.cpu_started = time.process_time()
 
     def lap(self) -> float:
+        # Only one framework runs at a time, so the process's CPU time is this step's.
+        self.cpu_seconds.append(time.process_time() - self.cpu_started)
         elapsed = time.perf_counter() - self.started
         self.seconds.append(elapsed)
         return elapsed
@@ -387,6 +392,7 @@ def summary(log: StepLog, warmup: int) -> dict[str, float]:
     return {
         "steps": float(len(measured)),
         "median_s": _median(measured),
+        "cpu_s": _median(log.cpu_seconds[warmup:]),
         "min_s": min(measured),
         "max_s": max(measured),
         "gen_s": _median(gen),
@@ -399,7 +405,9 @@ def summary(log: StepLog, warmup: int) -> dict[str, float]:
 
 
 COLUMNS = (
-    "(medians; s/step: wall time of a whole optimizer step. rollout: agentrl's rollout "
+    "(medians; s/step: wall time of a whole optimizer step; cpu s: CPU time the process "
+    "spent in it (less moved by other processes' load; idle OpenMP threads spinning count "
+    "too when torch uses several threads). rollout: agentrl's rollout "
     "source (generation); TRL's _generate_and_score_completions (generation, reference "
     "log-probs, reward). rest: the remainder of the step. gen/prompt tok: per step.)"
 )
@@ -452,12 +460,13 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
         f"; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     print(
-        f"{'':<9}{'s/step':>8}{'min':>8}{'max':>8}{'rollout':>9}{'rest':>8}"
+        f"{'':<9}{'s/step':>8}{'min':>8}{'max':>8}{'cpu s':>8}{'rollout':>9}{'rest':>8}"
         f"{'completions':>13}{'gen tok':>9}{'prompt tok':>12}{'reward':>9}"
     )
     for name, r in rows.items():
         print(
-            f"{name:<9}{r['median_s']:>8.3f}{r['min_s']:>8.3f}{r['max_s']:>8.3f}{r['gen_s']:>9.3f}"
+            f"{name:<9}{r['median_s']:>8.3f}{r['min_s']:>8.3f}{r['max_s']:>8.3f}{r['cpu_s']:>8.3f}"
+            f"{r['gen_s']:>9.3f}"
             f"{r['rest_s']:>8.3f}{r['completions']:>13.0f}{r['gen_tokens']:>9.1f}"
             f"{r['prompt_tokens']:>12.1f}{r['reward']:>9.3f}"
         )
@@ -473,6 +482,8 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
         f"{paired:.2f}x; agentrl at least as fast: {verdict}; "
         f"goal 2x: {'met' if ratio >= 2.0 else 'not met'})"
     )
+    cpu_ratio = rows[TRL]["cpu_s"] / rows[AGENTRL]["cpu_s"]
+    print(f"CPU time per step, TRL over agentrl: {cpu_ratio:.2f}x")
     tokens = [r["gen_tokens"] for r in rows.values()]
     if min(tokens) < 0.9 * max(tokens):
         print(f"warning: generated tokens per step differ by more than 10% ({tokens})")
@@ -483,7 +494,8 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     for line in DIFFERENT:
         print(f"  - {line}")
     if args.json:
-        payload = {"ratio": ratio, "paired_ratio": paired, "load_average": load, "args": vars(args),
+        payload = {"ratio": ratio, "paired_ratio": paired, "cpu_ratio": cpu_ratio,
+                   "load_average": load, "args": vars(args),
                    **rows}  # fmt: skip
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return ratio
