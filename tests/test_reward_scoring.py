@@ -138,11 +138,15 @@ def test_records_that_are_not_mappings_are_rejected() -> None:
 
 
 def test_threads_argument_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTRL_NUM_THREADS", raising=False)
+    all_cores = resolved_threads()
+    assert 1 <= all_cores <= (os.cpu_count() or 1)
     assert resolved_threads(3) == 3
     monkeypatch.setenv("AGENTRL_NUM_THREADS", "5")
     assert resolved_threads() == 5
+    assert resolved_threads(2) == 2  # the argument wins
     monkeypatch.setenv("AGENTRL_NUM_THREADS", "zero")
-    assert resolved_threads() == (os.cpu_count() or 1)
+    assert resolved_threads() == all_cores
     for bad in (0, -1, True):
         with pytest.raises(ValueError, match="threads"):
             score_batch([], threads=bad)

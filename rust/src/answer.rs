@@ -644,3 +644,114 @@ pub fn count_ground_truth_matches(
     }
     matched
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_answer_drops_chat_markers_and_reasoning() {
+        assert_eq!(strip_answer("<|im_start|>assistant\n  hi <|im_end|>"), "hi");
+        assert_eq!(strip_answer("plan </think> 42 </think> x"), "42 </think> x");
+        // Removing one marker can join a new one, which the next step sees.
+        assert_eq!(strip_answer("a</th<|im_end|>ink>b"), "b");
+        assert_eq!(strip_answer("<|im_start|>no newline"), "");
+        assert_eq!(strip_answer("\u{3000} x \u{85}"), "x");
+    }
+
+    #[test]
+    fn tool_blocks_pair_each_opener_with_the_nearest_closer() {
+        let text = "a<tool_call>1</tool_call>b<tool_call>2<tool_call>3</tool_call>c";
+        assert_eq!(remove_tool_blocks(text), "abc");
+        assert_eq!(
+            remove_tool_blocks("x<tool_call>unclosed"),
+            "x<tool_call>unclosed"
+        );
+        assert_eq!(
+            remove_tool_blocks("<tool_call>{}</tool_call><tool_response>r</tool_response> ok"),
+            "ok"
+        );
+        // Removing a call can form a response block out of the pieces around it.
+        let joined = "<tool_<tool_call>x</tool_call>response>y</tool_response>z";
+        assert_eq!(remove_tool_blocks(joined), "z");
+    }
+
+    #[test]
+    fn answer_tags_follow_the_lazy_case_insensitive_regex() {
+        let tags = answer_tags("<answer>1</answer> <ANSWER> 2 </Answer>");
+        assert!(tags.has_answer && !tags.exactly_one);
+        assert_eq!(tags.content(), "2");
+        assert_eq!(tags.malformed, 0);
+
+        let tags = answer_tags("<answer>1<answer>2</answer></answer>");
+        // One pair (the inner opener is inside it) and a stray closer.
+        assert_eq!(tags.content(), "1<answer>2");
+        assert_eq!(tags.malformed, 2); // |2-2| + (2-1) + (2-1)
+
+        let tags = answer_tags("<anſwer>ok</answer>"); // long s folds to s
+        assert!(tags.exactly_one);
+        assert_eq!(tags.content(), "ok");
+
+        let tags = answer_tags("no tags <answer>");
+        assert!(!tags.has_answer);
+        assert_eq!(tags.content(), "no tags <answer>");
+        assert_eq!(tags.malformed, 1 + 1);
+
+        let tags = answer_tags("<tool_call>{}</tool_call><answer>\n</answer>");
+        assert!(tags.has_answer && !tags.nonempty);
+        assert_eq!(tags.tool_call_tags, (1, 1));
+    }
+
+    #[test]
+    fn numbers_are_read_like_the_seed() {
+        assert_eq!(numeric_candidates("a -1,234.5 b +7"), vec![-1234.5, 7.0]);
+        assert_eq!(numeric_candidates("1,2345"), vec![1234.0, 5.0]);
+        assert_eq!(numeric_candidates("x1.y 3."), vec![1.0, 3.0]);
+        assert_eq!(numeric_candidates("٣.٥ and ５"), vec![3.5, 5.0]);
+        assert_eq!(numeric_candidates("--5"), vec![-5.0]);
+        assert!(numeric_candidates("no digits, - +").is_empty());
+        assert_eq!(numeric_candidates(&"9".repeat(400)), vec![f64::INFINITY]);
+    }
+
+    #[test]
+    fn plain_numbers_and_normalisation() {
+        assert_eq!(parse_plain_number(" -1,000.50 "), Some(-1000.5));
+        assert_eq!(parse_plain_number("1e5"), None);
+        assert_eq!(parse_plain_number("1."), None);
+        assert_eq!(parse_plain_number(".5"), None);
+        assert_eq!(parse_plain_number("+٣"), Some(3.0));
+        assert_eq!(normalize_text("  Hello,\t World  "), "hello world");
+        assert_eq!(normalize_text(", A"), " a");
+        assert_eq!(numeric_ground_truth(&["1", "2.5"]), vec![1.0, 2.5]);
+        assert!(numeric_ground_truth(&["1", "two"]).is_empty());
+    }
+
+    #[test]
+    fn closeness_is_absolute_or_relative() {
+        assert!(num_close(1.0000005, 1.0));
+        assert!(!num_close(1.00001, 1.0));
+        assert!(num_close(1e9 + 100.0, 1e9));
+        assert!(!num_close(f64::NAN, 1.0));
+        assert!(!num_close(f64::INFINITY, f64::INFINITY));
+    }
+
+    #[test]
+    fn ordered_numbers_and_matches() {
+        let m = ordered_numbers(&[2.0, 1.0, 3.0], &[1.0, 2.0]);
+        assert_eq!(m.ordered_match_count, 0);
+        assert!(!m.strict_exact && !m.order_ok);
+        assert_eq!((m.extra, m.missing), (1, 0));
+        let m = ordered_numbers(&[1.0], &[1.0, 2.0]);
+        assert_eq!(m.ordered_cov, 0.5);
+        assert!(!m.order_ok && m.missing == 1);
+
+        let items: Vec<GroundTruthItem> = ["2", "1", "Paris", ""]
+            .iter()
+            .map(|s| GroundTruthItem::new(s))
+            .collect();
+        let answer = normalize_text("1, 2 in paris");
+        assert_eq!(count_ground_truth_matches(&[1.0, 2.0], &answer, &items), 3);
+        // Each predicted number is used once.
+        assert_eq!(count_ground_truth_matches(&[2.0], "", &items[..2]), 1);
+    }
+}

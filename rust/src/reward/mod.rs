@@ -209,3 +209,84 @@ fn row_events(row: &Trajectory) -> Cow<'_, [ToolEvent]> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyjson::{parse, ParseOptions, Value};
+
+    fn row(json: &str) -> Trajectory {
+        let value = parse(json, &ParseOptions::python()).unwrap_or(Value::Null);
+        Trajectory::from_value(value).unwrap_or_default()
+    }
+
+    fn group(task: &Arc<Task>, completions: &[&str]) -> Vec<Trajectory> {
+        completions
+            .iter()
+            .map(|c| Trajectory {
+                task: Arc::clone(task),
+                completion: c.to_string(),
+                tool_events: Some(Vec::new()),
+                ..Trajectory::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunks_score_like_one_batch_and_share_task_preparation() {
+        let task = row(r#"{"task":"Compute 2*3 and 4+5","gt":["6","9"],"completion":""}"#).task;
+        let rows = group(
+            &task,
+            &[
+                "<answer>6, 9</answer>",
+                "<answer>9, 6</answer>",
+                "6",
+                "<answer>7</answer>",
+            ],
+        );
+        let whole = score_batch(&RewardConfig::default(), &rows, 2, false).unwrap_or_default();
+        let mut scorer = BatchScorer::new(RewardConfig::default(), 1, true);
+        let first = scorer.score(&rows[..1]).unwrap_or_default();
+        let rest = scorer.score(&rows[1..]).unwrap_or_default();
+        let chunked: Vec<Details> = first.details.into_iter().chain(rest.details).collect();
+        assert_eq!(chunked, whole.details);
+        assert_eq!(scorer.by_task.len(), 1);
+        assert_eq!(scorer.maths.len(), 1);
+        assert_eq!(rest.contributions.len(), 3);
+        assert!(whole.contributions.is_empty());
+    }
+
+    #[test]
+    fn equal_task_texts_in_different_objects_share_arithmetic() {
+        let a = row(r#"{"task":"1+2","completion":"3"}"#);
+        let b = row(r#"{"task":"1+2","completion":"4"}"#);
+        let mut scorer = BatchScorer::new(RewardConfig::default(), 1, false);
+        let scores = scorer.score(&[a, b]).unwrap_or_default();
+        assert_eq!(scores.details.len(), 2);
+        assert_eq!((scorer.by_task.len(), scorer.maths.len()), (2, 1));
+    }
+
+    #[test]
+    fn a_bad_row_setting_names_the_row_in_the_whole_batch() {
+        let good = row(r#"{"completion":""}"#);
+        let bad = row(r#"{"completion":"","config":{"reward_base":"high"}}"#);
+        let mut scorer = BatchScorer::new(RewardConfig::default(), 1, false);
+        assert!(scorer.score(&[good.clone(), good.clone()]).is_ok());
+        let err = scorer.score(&[good, bad]).err();
+        assert_eq!(err.as_ref().map(|e| e.row), Some(3));
+        let message = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("row 3") && message.contains("reward_base"));
+    }
+
+    #[test]
+    fn rows_without_events_run_their_calls() {
+        let standalone = row(concat!(
+            r#"{"task":"2*3","gt":["6"],"completion":"<tool_call>{\"name\":\"calculate_math\","#,
+            r#"\"arguments\":{\"expression\":\"2*3\"}}</tool_call><answer>6</answer>"}"#
+        ));
+        let scores =
+            score_batch(&RewardConfig::default(), &[standalone], 1, false).unwrap_or_default();
+        assert_eq!(scores.details[0].tool_success_calls, 1.0);
+        assert_eq!(scores.details[0].tool_value_exact, 1.0);
+    }
+}

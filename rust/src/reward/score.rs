@@ -534,3 +534,82 @@ fn clip(x: f64) -> f64 {
         upper
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pyjson::{parse, ParseOptions};
+    use crate::reward::config::ConfigValue;
+
+    fn row(json: &str) -> Trajectory {
+        let value = parse(json, &ParseOptions::python()).unwrap_or(Value::Null);
+        Trajectory::from_value(value).unwrap_or_default()
+    }
+
+    fn events(row: &Trajectory) -> &[ToolEvent] {
+        row.tool_events.as_deref().unwrap_or(&[])
+    }
+
+    fn total(parts: &Contributions) -> f64 {
+        parts.values().iter().sum()
+    }
+
+    #[test]
+    fn hard_mode_takes_the_credit_of_an_untagged_math_answer() {
+        let r = row(r#"{"task":"Compute 7*8","gt":["56"],"completion":"56","tool_events":[]}"#);
+        let mut config = RewardConfig::default();
+        config
+            .set("format_enforce_mode", &ConfigValue::Str("hard".into()))
+            .unwrap_or(());
+        let (d, parts) = score_trajectory(&config, &r, events(&r));
+        // 17.9 - no tool 1.5 - missing tag 1.5, capped at 2, then at 0 (hard mode);
+        // + 0.1 + 0.1, then the zero-coverage cap (0).
+        assert_eq!(d.reward, 0.0);
+        assert_eq!((d.answer_cov, d.exact_match), (0.0, 0.0));
+        assert_eq!(d.strict_exact_match, 1.0); // the numbers themselves did match
+        assert!((total(&parts) - d.reward).abs() < 1e-12);
+        assert!(parts.hard_format_cap < 0.0 && parts.zero_answer_cov_cap < 0.0);
+    }
+
+    #[test]
+    fn semi_hard_caps_and_unfinished_costs() {
+        let r = row(
+            r#"{"task":"Compute 7*8","gt":["56"],"completion":"56","tool_events":[],"unfinished":true}"#,
+        );
+        let (d, parts) = score_trajectory(&RewardConfig::default(), &r, events(&r));
+        // ... capped at 2.0, + 0.1 + 0.1 - unfinished 0.8.
+        assert!((d.reward - 1.4).abs() < 1e-12, "{}", d.reward);
+        assert_eq!(d.unfinished, 1.0);
+        assert_eq!(parts.unfinished, -0.8);
+        assert!((total(&parts) - d.reward).abs() < 1e-12);
+    }
+
+    #[test]
+    fn clipping_is_reported() {
+        let r =
+            row(r#"{"task":"hi","gt":["1"],"completion":"<answer>1</answer>","tool_events":[]}"#);
+        let (d, parts) = score_trajectory(&RewardConfig::default(), &r, events(&r));
+        // -0.1 + 9 + 9 + 0.9 + 0.8 + 0.1 + 0.1 = 19.8
+        assert!((d.raw_reward - 19.8).abs() < 1e-12);
+        assert_eq!((d.reward, d.clipped), (REWARD_CLIP, 1.0));
+        assert!((parts.clip + 7.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn no_ground_truth_means_no_caps() {
+        let r = row(r#"{"task":"hi","completion":"<answer>x</answer>","tool_events":[]}"#);
+        let (d, _) = score_trajectory(&RewardConfig::default(), &r, events(&r));
+        // -0.1 + 0 + 0 + 0.9 + 0.8 + 0.1 + 0.1
+        assert!((d.reward - 1.8).abs() < 1e-12);
+        assert_eq!(d.unordered_answer_cov, 0.0);
+    }
+
+    #[test]
+    fn ground_truth_is_prepared_from_python_str() {
+        let truth = GroundTruth::new(&[Value::Int(3), Value::Float(2.5)]);
+        assert_eq!(truth.numbers, vec![3.0, 2.5]);
+        let truth = GroundTruth::new(&[Value::Int(3), Value::Null]);
+        assert!(truth.numbers.is_empty());
+        assert_eq!(truth.items[1].normalized, "none");
+    }
+}
