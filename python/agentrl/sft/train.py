@@ -165,6 +165,125 @@ class MetricsLog:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def accumulate_step(
+    model: torch.nn.Module,
+    batches: Sequence[dict[str, torch.Tensor]],
+    weight_dtype: torch.dtype,
+) -> tuple[float, int]:
+    """Forward/backward over micro-batches; every assistant token weighs the same.
+
+    Returns (loss, tokens processed). Gradients are left in `.grad` for the caller.
+    """
+    device = next(model.parameters()).device
+    n_target = sum(int(b["loss_mask"][:, 1:].sum()) for b in batches)
+    total, tokens = 0.0, 0
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast_context(device, weight_dtype):
+            loss = masked_loss_sum(model, batch) / max(n_target, 1)
+        loss.backward()
+        total += float(loss.detach())
+        tokens += int(batch["attention_mask"].sum())
+    return total, tokens
+
+
+class _Run:
+    """State of one SFT run: model, optimizer, schedule, data position, logs."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        examples: Sequence[Example],
+        env: EvalEnv,
+        cfg: SFTConfig,
+        log: Callable[[str], None],
+    ) -> None:
+        self.model, self.tokenizer, self.examples, self.env, self.cfg, self.log = (
+            model,
+            tokenizer,
+            examples,
+            env,
+            cfg,
+            log,
+        )
+        self.out = Path(cfg.output_dir)
+        self.device = next(model.parameters()).device
+        self.weight_dtype = next(model.parameters()).dtype
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.opt = torch.optim.AdamW(
+            _param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas
+        )
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda s: lr_factor(s, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio)
+        )
+        self.stream = BatchStream(
+            [len(e) for e in examples], cfg.batch_tokens, cfg.max_batch, cfg.seed
+        )
+        self.step, self.skipped = 0, 0
+
+    def resume(self) -> bool:
+        """Load the latest complete checkpoint, if any; True when one was found."""
+        found = ckpt.list_checkpoints(self.out / "checkpoints")
+        if not found:
+            return False
+        state = ckpt.load_trainer_state(found[-1])
+        ckpt.load_weights(self.model, found[-1])
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        self.stream.load_state_dict(state["stream"])
+        self.step, self.skipped = int(state["step"]), int(state.get("skipped", 0))
+        ckpt.set_rng_state(state["rng"])
+        self.log(f"resumed from {found[-1]} at step {self.step}")
+        return True
+
+    def train_step(self) -> tuple[float, float, int]:
+        """One optimizer step; returns (loss, grad norm, tokens). Non-finite: no update."""
+        batches = [
+            collate([self.examples[i] for i in self.stream.next()], self.pad_id)
+            for _ in range(self.cfg.grad_accum)
+        ]
+        loss, tokens = accumulate_step(self.model, batches, self.weight_dtype)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip))
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            self.opt.step()
+        else:
+            self.skipped += 1
+            self.log(f"step {self.step + 1}: non-finite loss or gradient, update skipped")
+        self.opt.zero_grad(set_to_none=True)
+        self.sched.step()
+        self.step += 1
+        return loss, grad_norm, tokens
+
+    def evaluate(self, tasks: Sequence[EvalTask]) -> dict[str, float]:
+        with autocast_context(self.device, self.weight_dtype):
+            scores, _ = evaluate(
+                self.model, self.tokenizer, tasks, self.env.render, self.env.parse_calls,
+                self.env.run_tool, max_turns=self.cfg.max_turns,
+                max_new_tokens=self.cfg.max_new_tokens, batch_size=self.cfg.eval_batch,
+            )  # fmt: skip
+        self.model.train()
+        return scores
+
+    def save(self) -> None:
+        state = {
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(),
+            "stream": self.stream.state_dict(),
+            "skipped": self.skipped,
+            "config": asdict(self.cfg),
+        }
+        root = self.out / "checkpoints"
+        saved = ckpt.save_checkpoint(
+            root, self.step, self.model, self.tokenizer, state, self.cfg.keep_last
+        )
+        if saved is None:
+            self.log(f"step {self.step}: non-finite weights, checkpoint skipped")
+
+    def due(self, interval: int) -> bool:
+        return interval > 0 and self.step % interval == 0 and self.step < self.cfg.steps
+
+
 def train_sft(
     model: torch.nn.Module,
     tokenizer: Any,
@@ -177,138 +296,68 @@ def train_sft(
     """Train `model` in place on `examples`; evaluate on `eval_tasks`; save under output_dir."""
     if not examples:
         raise ValueError("no training examples")
-    out = Path(cfg.output_dir)
-    device = next(model.parameters()).device
-    weight_dtype = next(model.parameters()).dtype
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model.train()
-    opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio)
-    )
-    stream = BatchStream([len(e) for e in examples], cfg.batch_tokens, cfg.max_batch, cfg.seed)
-    step, skipped = 0, 0
-    latest = ckpt.list_checkpoints(out / "checkpoints") if cfg.resume else []
-    if latest:
-        state = ckpt.load_trainer_state(latest[-1])
-        ckpt.load_weights(model, latest[-1])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        stream.load_state_dict(state["stream"])
-        step, skipped = int(state["step"]), int(state.get("skipped", 0))
-        ckpt.set_rng_state(state["rng"])
-        log(f"resumed from {latest[-1]} at step {step}")
-    metrics = MetricsLog(out / "metrics.jsonl", step if latest else None)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    run = _Run(model, tokenizer, examples, env, cfg, log)
+    resumed = cfg.resume and run.resume()
+    metrics = MetricsLog(run.out / "metrics.jsonl", run.step if resumed else None)
     periodic = list(eval_tasks)[: cfg.eval_subset]
-
-    def run_eval(tasks: Sequence[EvalTask]) -> dict[str, float]:
-        with autocast_context(device, weight_dtype):
-            scores, _ = evaluate(
-                model,
-                tokenizer,
-                tasks,
-                env.render,
-                env.parse_calls,
-                env.run_tool,
-                max_turns=cfg.max_turns,
-                max_new_tokens=cfg.max_new_tokens,
-                batch_size=cfg.eval_batch,
-            )
-        return scores
-
-    def save(at: int) -> None:
-        state = {
-            "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(),
-            "stream": stream.state_dict(),
-            "skipped": skipped,
-            "config": asdict(cfg),
-        }
-        path = ckpt.save_checkpoint(out / "checkpoints", at, model, tokenizer, state, cfg.keep_last)
-        if path is None:
-            log(f"step {at}: non-finite weights, checkpoint skipped")
-
-    bar = None
-    if cfg.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=step, desc="sft", unit="step", dynamic_ncols=True)
+    bar = _progress(cfg, run.step)
     start = time.perf_counter()
-    window_tokens, window_start, last_loss = 0, time.perf_counter(), float("nan")
-    while step < cfg.steps:
-        batches = [
-            collate([examples[i] for i in stream.next()], pad_id) for _ in range(cfg.grad_accum)
-        ]
-        n_target = sum(int(b["loss_mask"][:, 1:].sum()) for b in batches)
-        total = 0.0
-        for batch in batches:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            with autocast_context(device, weight_dtype):
-                loss = masked_loss_sum(model, batch) / max(n_target, 1)
-            loss.backward()
-            total += float(loss.detach())
-            window_tokens += int(batch["attention_mask"].sum())
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip))
-        if math.isfinite(total) and math.isfinite(grad_norm):
-            opt.step()
-        else:
-            skipped += 1
-            log(f"step {step + 1}: non-finite loss or gradient, update skipped")
-        opt.zero_grad(set_to_none=True)
-        sched.step()
-        step += 1
-        last_loss = total
-        if step % cfg.log_interval == 0 or step == cfg.steps:
+    window: list[float] = []
+    window_tokens, window_start, last = 0, start, float("nan")
+    while run.step < cfg.steps:
+        loss, grad_norm, tokens = run.train_step()
+        last = loss
+        window.append(loss)
+        window_tokens += tokens
+        if run.step % cfg.log_interval == 0 or run.step == cfg.steps:
             now = time.perf_counter()
-            tps = window_tokens / max(now - window_start, 1e-9)
-            metrics.write(
-                {
-                    "step": step,
-                    "loss": total,
-                    "lr": sched.get_last_lr()[0],
-                    "grad_norm": grad_norm,
-                    "tokens_per_s": tps,
-                    "elapsed_s": now - start,
-                    "epoch": stream.epoch,
-                }
-            )
+            record = {
+                "step": run.step, "loss": sum(window) / len(window),
+                "lr": run.sched.get_last_lr()[0], "grad_norm": grad_norm,
+                "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                "elapsed_s": now - start, "epoch": run.stream.epoch,
+            }  # fmt: skip
+            metrics.write(record)
             if bar is not None:
-                bar.set_postfix(
-                    loss=f"{total:.3f}", tok_s=f"{tps:.0f}", lr=f"{sched.get_last_lr()[0]:.1e}"
-                )
-            window_tokens, window_start = 0, now
+                bar.set_postfix(loss=f"{record['loss']:.3f}",
+                                tok_s=f"{record['tokens_per_s']:.0f}",
+                                lr=f"{record['lr']:.1e}")  # fmt: skip
+            window, window_tokens, window_start = [], 0, now
         if bar is not None:
             bar.update(1)
-        out_of_time = cfg.max_time > 0 and time.perf_counter() - start >= cfg.max_time
-        if (
-            cfg.eval_interval > 0
-            and step % cfg.eval_interval == 0
-            and step < cfg.steps
-            and periodic
-        ):
-            scores = run_eval(periodic)
-            metrics.write({"step": step, **scores})
-            exact = scores["eval/exact_match"]
-            log(f"step {step}: exact match {exact:.3f} on {len(periodic)} tasks")
-        if cfg.save_interval > 0 and step % cfg.save_interval == 0 and step < cfg.steps:
-            save(step)
-        if out_of_time:
-            log(f"time budget of {cfg.max_time:.0f}s reached at step {step}")
+        if run.due(cfg.eval_interval) and periodic:
+            scores = run.evaluate(periodic)
+            metrics.write({"step": run.step, **scores})
+            log(f"step {run.step}: exact match {scores['eval/exact_match']:.3f} "
+                f"on {len(periodic)} tasks")  # fmt: skip
+        if run.due(cfg.save_interval):
+            run.save()
+        if cfg.max_time > 0 and time.perf_counter() - start >= cfg.max_time:
+            log(f"time budget of {cfg.max_time:.0f}s reached at step {run.step}")
             break
-        if cfg.stop_after > 0 and step >= cfg.stop_after:
+        if 0 < cfg.stop_after <= run.step:
             break
     if bar is not None:
         bar.close()
     train_seconds = time.perf_counter() - start
-    save(step)
-    ckpt.publish_into(model, tokenizer, out)
-    final = run_eval(eval_tasks) if eval_tasks else {}
+    run.save()
+    ckpt.publish_into(model, tokenizer, run.out)
+    final = run.evaluate(eval_tasks) if eval_tasks else {}
     if final:
-        metrics.write({"step": step, "final": True, **final})
-    result = SFTResult(step, train_seconds, last_loss, final, skipped)
-    (out / "sft_summary.json").write_text(
+        metrics.write({"step": run.step, "final": True, **final})
+    result = SFTResult(run.step, train_seconds, last, final, run.skipped)
+    (run.out / "sft_summary.json").write_text(
         json.dumps({**asdict(result), "config": asdict(cfg)}, indent=2), encoding="utf-8"
     )
     return result
+
+
+def _progress(cfg: SFTConfig, initial: int) -> Any:
+    if not cfg.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.steps, initial=initial, desc="sft", unit="step", dynamic_ncols=True)
