@@ -16,8 +16,8 @@ def parse_message(
     text: str, tools: list[str] | None = None, formats: list[str] | None = None
 ) -> tuple[str, str | None, list[dict[str, Any]], list[dict[str, Any]]]: ...
 
-# Reward scoring (rust/src/bindings/reward.rs). Buffers hold native-endian float64 values in
-# column-major order: one column of n values per key.
+# Reward scoring (rust/src/bindings/reward.rs). Buffers hold native-endian float64 values,
+# row-major: one row per record, one value per key.
 def reward_score_batch(
     records: Any,
     config: dict[str, Any] | None = None,

@@ -55,8 +55,10 @@ class ScoreResult:
 
 
 def _columns(buffer: bytearray, keys: Sequence[str], n: int) -> dict[str, np.ndarray]:
-    matrix = np.frombuffer(buffer, dtype=np.float64).reshape(len(keys), n)
-    return {key: matrix[j] for j, key in enumerate(keys)}
+    """Contiguous columns from the row-major buffer (one transposing copy in numpy)."""
+    rows = np.frombuffer(buffer, dtype=np.float64).reshape(n, len(keys))
+    columns = np.ascontiguousarray(rows.T)
+    return {key: columns[j] for j, key in enumerate(keys)}
 
 
 def _config_dict(config: RewardConfig | Mapping[str, Any] | None) -> dict[str, Any] | None:

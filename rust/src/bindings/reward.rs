@@ -1,8 +1,8 @@
 //! Reward scoring for Python: records and settings in, flat float64 buffers out.
 //!
 //! A batch is converted to Rust data while holding the GIL, scored with the GIL released,
-//! and returned as `bytearray`s of native-endian float64 in column-major order (one
-//! contiguous column per detail key), which `numpy.frombuffer` views without copying.
+//! and returned as `bytearray`s of native-endian float64, one row of values per record,
+//! which `numpy.frombuffer` views without copying.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -303,27 +303,23 @@ fn config_value_to_py<'py>(py: Python<'py>, value: &ConfigValue) -> PyResult<Bou
     })
 }
 
-/// Column-major float64 buffer: `columns` columns of `rows` values each.
-fn column_buffer<'py, const N: usize>(
+/// Row-major float64 buffer: one row of `N` values per scored row.
+fn row_buffer<'py, const N: usize>(
     py: Python<'py>,
     rows: &[[f64; N]],
 ) -> PyResult<Bound<'py, PyByteArray>> {
     const WIDTH: usize = std::mem::size_of::<f64>();
-    let n = rows.len();
-    PyByteArray::new_with(py, n * N * WIDTH, |bytes| {
-        for (i, row) in rows.iter().enumerate() {
-            for (j, value) in row.iter().enumerate() {
-                let at = (j * n + i) * WIDTH;
-                bytes[at..at + WIDTH].copy_from_slice(&value.to_ne_bytes());
-            }
+    PyByteArray::new_with(py, rows.len() * N * WIDTH, |bytes| {
+        for (slot, value) in bytes.chunks_exact_mut(WIDTH).zip(rows.iter().flatten()) {
+            slot.copy_from_slice(&value.to_ne_bytes());
         }
         Ok(())
     })
 }
 
-/// Scores a batch of records. Returns `(n, details, contributions)`: `details` holds
-/// `len(reward_detail_keys())` columns of `n` float64 values, `contributions` (only with
-/// `explain`) one column per `reward_term_keys()` entry.
+/// Scores a batch of records. Returns `(n, details, contributions)`: `details` holds `n`
+/// rows of `len(reward_detail_keys())` float64 values, `contributions` (only with
+/// `explain`) `n` rows of one value per `reward_term_keys()` entry.
 #[pyfunction]
 #[pyo3(signature = (records, config = None, threads = None, explain = false))]
 fn reward_score_batch<'py>(
@@ -371,11 +367,11 @@ fn reward_score_batch<'py>(
         terms.extend(scores.contributions.iter().map(|c| c.values()));
     }
     let contributions = if explain {
-        Some(column_buffer(py, &terms)?)
+        Some(row_buffer(py, &terms)?)
     } else {
         None
     };
-    Ok((details.len(), column_buffer(py, &details)?, contributions))
+    Ok((details.len(), row_buffer(py, &details)?, contributions))
 }
 
 /// The detail keys, in the seed's order (the column order of `reward_score_batch`).
