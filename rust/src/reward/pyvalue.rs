@@ -379,6 +379,12 @@ mod tests {
     }
 
     #[test]
+    fn float_repr_picks_the_nearest_of_equally_short_digits() {
+        // Both ...62 and ...63 round-trip; Python prints the one nearer the value.
+        assert_eq!(float_repr(244600618285743.63), "244600618285743.62");
+    }
+
+    #[test]
     fn str_of_containers_is_python_repr() {
         let v = obj(vec![
             (
