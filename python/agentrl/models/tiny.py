@@ -21,8 +21,14 @@ import torch
 # Ids 3..20 are unused in MiniMind's layout; we keep them as reserved special tokens so
 # the tool tags land on the same ids (21..26) as in MiniMind's tokenizer.
 _RESERVED = tuple(f"<|reserved_{i}|>" for i in range(3, 21))
-# A digit run is cut left to right into chunks of up to three digits.
-_DIGIT_CHUNK = r"\p{N}{1,3}"
+# "phrases" pre-splitting: digit runs cut left to right into chunks of up to three digits,
+# every arithmetic symbol (ASCII, full-width, x and divide signs) and every function name
+# before its parenthesis on its own. Expressions then tokenize the same way in a question
+# and in the tool call that copies them, while the long constant prose of the prompt
+# stays free to merge.
+_PHRASE_PATTERN = (
+    r"\p{N}{1,3}|[+\-*/%^()×÷＋－＊／％＾（）]|(?:sqrt|abs|round|log|exp|sin|cos|tan)(?=[(（])"
+)
 # Repeats of the digit corpus: enough that digit merges outrank rare phrase merges.
 _DIGIT_REPEATS = 16
 # "words": GPT-4/Llama-3 style pre-splitting (letters, digits, punctuation, spaces apart).
@@ -44,10 +50,10 @@ class TinySpec:
     head_dim: int = 32
     intermediate_size: int = 384
     max_positions: int = 2048
-    rope_theta: float = 1e6
-    # "phrases": only digit runs and special tokens are split off before BPE, so the long
-    # constant parts of our prompts (instruction, tool specs) compress into few tokens;
-    # "words": conventional whitespace/punctuation pre-splitting.
+    rope_theta: float = 1e4
+    # "phrases": only digit chunks, arithmetic symbols and function names are split off
+    # before BPE, so the long constant parts of our prompts (instruction, tool specs)
+    # compress into few tokens; "words": conventional whitespace/punctuation pre-splitting.
     pretokenizer: str = "phrases"
     corpus_tasks: int = 3000
     corpus_seed: int = 424242
@@ -91,7 +97,7 @@ def build_tokenizer(spec: TinySpec, corpus: Iterable[str]) -> Any:
     specials, markup = token_layout()
     tok = Tokenizer(models.BPE())
     if spec.pretokenizer == "phrases":
-        split = pre_tokenizers.Split(Regex(_DIGIT_CHUNK), behavior="isolated")
+        split = pre_tokenizers.Split(Regex(_PHRASE_PATTERN), behavior="isolated")
     elif spec.pretokenizer == "words":
         split = pre_tokenizers.Split(Regex(_WORDS_PATTERN), behavior="isolated")
     else:
