@@ -1,7 +1,8 @@
 """``agentrl score``: score trajectories from a JSONL file with the seed's reward.
 
 Each input line is a JSON object in the golden reward file's schema; the output repeats it
-with ``reward`` and ``details`` added. Scored lines go to ``-o`` or, without it, to stdout;
+with ``reward`` and ``details`` added. A line's own ``config`` object overrides the settings
+(``--config``/``--set``) for that line, so the golden file scores to its own rewards. Scored lines go to ``-o`` or, without it, to stdout;
 the summary (and ``--explain``) goes to stderr so that stdout stays valid JSONL. A line that
 is not a JSON object, or that the scorer rejects, is reported with its line number and
 skipped, and the exit code is then 1.
