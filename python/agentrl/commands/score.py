@@ -2,10 +2,10 @@
 
 Each input line is a JSON object in the golden reward file's schema; the output repeats it
 with ``reward`` and ``details`` added. A line's own ``config`` object overrides the settings
-(``--config``/``--set``) for that line, so the golden file scores to its own rewards. Scored lines go to ``-o`` or, without it, to stdout;
-the summary (and ``--explain``) goes to stderr so that stdout stays valid JSONL. A line that
-is not a JSON object, or that the scorer rejects, is reported with its line number and
-skipped, and the exit code is then 1.
+(``--config``/``--set``) for that line, so the golden file scores to its own rewards.
+Scored lines go to ``-o`` or, without it, to stdout; the summary (and ``--explain``) goes to
+stderr so that stdout stays valid JSONL. A line that is not a JSON object, or that the
+scorer rejects, is reported with its line number and skipped, and the exit code is then 1.
 """
 
 from __future__ import annotations
