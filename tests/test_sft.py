@@ -341,3 +341,31 @@ def test_heldout_tasks_avoid_training_prompts(demos):
     assert len(heldout) == 30
     assert all(t.messages[-1]["content"] not in train_texts for t in heldout)
     assert heldout[0].messages[0]["role"] == "system"  # same instruction RL prompts carry
+
+
+# ---- command line ----
+
+
+def test_sft_command_trains_saves_and_reports(tmp_path, capsys):
+    from agentrl.cli import main
+
+    tiny = "vocab_size=3072,hidden_size=32,num_layers=2,num_heads=2,num_kv_heads=1,head_dim=16"
+    tiny += ",intermediate_size=64,corpus_tasks=100"
+    code = main(
+        ["sft", "--tiny", tiny, "--num-demos", "40", "--eval-tasks", "4", "--steps", "3",
+         "--output", str(tmp_path / "out"), "--no-progress", "--device", "cpu"]
+    )  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "held-out exact match:" in out and "on 4 tasks" in out
+    summary = json.loads((tmp_path / "out" / "sft_summary.json").read_text())
+    assert summary["steps"] == 3 and summary["eval"]["eval/tasks"] == 4
+    model, _ = load_policy(str(tmp_path / "out"), device="cpu")
+    assert model.config.num_hidden_layers == 2
+
+
+def test_sft_command_rejects_unknown_tiny_fields(tmp_path, capsys):
+    from agentrl.cli import main
+
+    assert main(["sft", "--tiny", "depth=3", "--output", str(tmp_path)]) == 2
+    assert "--tiny" in capsys.readouterr().err

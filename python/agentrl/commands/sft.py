@@ -86,7 +86,7 @@ def _tiny_spec(text: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.models import load_policy
+    from agentrl.models import load_policy, resolve_device, resolve_dtype
     from agentrl.models.errors import ModelLoadError
     from agentrl.models.tiny import build_tiny_preset
     from agentrl.sft import tasks as sft_tasks
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.model == "tiny":
             model, tokenizer = build_tiny_preset(_tiny_spec(args.tiny))
-            model = model.to(args.device or ("cuda" if _cuda() else "cpu"))
+            model = model.to(resolve_device(args.device), resolve_dtype(args.dtype))
         else:
             model, tokenizer = load_policy(
                 args.model, args.dtype, args.device, tokenizer=args.tokenizer
@@ -159,9 +159,3 @@ def run(args: argparse.Namespace) -> int:
         f"total {total:.0f}s; model saved to {args.output}"
     )
     return 0
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
