@@ -22,9 +22,10 @@ dev: $(STAMP)
 
 setup: dev
 
+# `agentrl train` with no arguments: warm-starts the tiny preset with `agentrl sft` when
+# runs/tiny-sft is missing, then runs RL on generated tasks and writes runs/tiny-rl/.
 train: dev
-	$(BIN)/agentrl --help
-	$(BIN)/agentrl demo
+	$(BIN)/agentrl train
 
 test-rust:
 	cargo fmt --all -- --check

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 # Subcommand modules, in the order `agentrl --help` lists them. Each is imported lazily so
 # that `agentrl score` does not pay for importing torch.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("agentrl.commands.demo", "Parse and score a few built-in completions."),
     "gen-data": ("agentrl.commands.gen_data", "Generate synthetic tool-use tasks or SFT demos."),
     "sft": ("agentrl.commands.sft", "Supervised warm start on tool-use demonstrations."),
     "score": ("agentrl.commands.score", "Score trajectories (JSONL) with the tool-use reward."),
