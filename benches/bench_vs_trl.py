@@ -21,9 +21,12 @@ agentrl runs its real training loop, ``agentrl.trainer.Trainer.run`` (inline rol
 ``GRPOTrainer.train``. The two loops run in two threads that strictly take turns, one
 optimizer step each, so load from other processes falls on both alike; a step's time runs
 from the moment its loop gets the turn to its step-end callback. Warm-up steps are
-dropped; the median of the measured steps is reported, with the ratio.
+dropped; the medians of the measured steps are reported with their ratio, the median of
+the per-step ratios (step i of both ran back to back) and the ratio of CPU seconds per
+step, which moves least when other processes load the machine.
 
 Run:  nice .venv/bin/python benches/bench_vs_trl.py        (about 1-2 minutes on 2 cores)
+      add ``--threads 1`` on a machine shared with other jobs (steadier numbers).
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: trl, datasets, accelerate).
 """
 
