@@ -5,20 +5,23 @@
 //! which `numpy.frombuffer` views without copying.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
+use std::sync::{mpsc, Arc};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyIterator, PyList, PyString, PyTuple,
+};
 
 use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
 use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
-    parallel, BatchScorer, ConfigValue, RewardConfig, Trajectory, DETAIL_COUNT, DETAIL_KEYS,
-    TERM_COUNT, TERM_KEYS,
+    parallel, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig, ScoringContext,
+    TaskRegistry, Trajectory, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
 };
 
 /// Records converted and scored per step (see `reward_score_batch`).
@@ -334,35 +337,22 @@ fn reward_score_batch<'py>(
     Option<Bound<'py, PyByteArray>>,
 )> {
     let config = config_from_py(config)?;
-    let mut scorer = BatchScorer::new(config, parallel::resolve_threads(threads), explain);
-    let mut cache = TaskCache::default();
+    let threads = parallel::resolve_threads(threads);
+    let context = ScoringContext::new(config, threads, explain);
+    let mut reader = ChunkReader {
+        records: records.try_iter()?.enumerate(),
+        cache: TaskCache::default(),
+        registry: TaskRegistry::default(),
+    };
+    // Each chunk is converted (with the GIL), then scored and freed (without) while it is
+    // still in cache. With a pool, chunks are scored on it while the next one is converted.
+    let chunks = parallel::with_scope(threads, |scope| match scope {
+        None => score_in_turn(py, &context, &mut reader),
+        Some(scope) => score_pipelined(py, &context, &mut reader, scope),
+    })?;
     let mut details: Vec<[f64; DETAIL_COUNT]> = Vec::new();
     let mut terms: Vec<[f64; TERM_COUNT]> = Vec::new();
-    let mut records = records.try_iter()?.enumerate();
-    loop {
-        // Convert a chunk (with the GIL), then score and free it (without): each chunk is
-        // still in cache when it is scored.
-        let mut rows = Vec::with_capacity(CHUNK_ROWS);
-        for (i, record) in records.by_ref().take(CHUNK_ROWS) {
-            rows.push(record_from_py(&record?, &mut cache).map_err(|e| {
-                let message = format!("record {i}: {}", e.value(py));
-                if e.is_instance_of::<PyTypeError>(py) {
-                    PyTypeError::new_err(message)
-                } else {
-                    PyValueError::new_err(message)
-                }
-            })?);
-        }
-        if rows.is_empty() {
-            break;
-        }
-        let scores = py
-            .detach(|| {
-                let scores = scorer.score(&rows);
-                drop(rows);
-                scores
-            })
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    for scores in chunks {
         details.extend(scores.details.iter().map(|d| d.values()));
         terms.extend(scores.contributions.iter().map(|c| c.values()));
     }
@@ -372,6 +362,137 @@ fn reward_score_batch<'py>(
         None
     };
     Ok((details.len(), row_buffer(py, &details)?, contributions))
+}
+
+/// A chunk of converted rows: the index of its first row, the rows and their tasks.
+type Chunk = (usize, Vec<Trajectory>, Vec<Arc<PreparedTask>>);
+
+/// Converts records to rows a chunk at a time.
+struct ChunkReader<'py> {
+    records: std::iter::Enumerate<Bound<'py, PyIterator>>,
+    cache: TaskCache<'py>,
+    registry: TaskRegistry,
+}
+
+impl<'py> ChunkReader<'py> {
+    fn next_chunk(&mut self, py: Python<'py>) -> PyResult<Option<Chunk>> {
+        let mut first = None;
+        let mut rows = Vec::with_capacity(CHUNK_ROWS);
+        for (i, record) in self.records.by_ref().take(CHUNK_ROWS) {
+            first.get_or_insert(i);
+            rows.push(record_from_py(&record?, &mut self.cache).map_err(|e| {
+                let message = format!("record {i}: {}", e.value(py));
+                if e.is_instance_of::<PyTypeError>(py) {
+                    PyTypeError::new_err(message)
+                } else {
+                    PyValueError::new_err(message)
+                }
+            })?);
+        }
+        Ok(first.map(|first| {
+            let tasks = self.registry.register(&rows);
+            (first, rows, tasks)
+        }))
+    }
+}
+
+fn scoring_error(e: BatchError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// One chunk after the other on this thread.
+fn score_in_turn<'py>(
+    py: Python<'py>,
+    context: &ScoringContext,
+    reader: &mut ChunkReader<'py>,
+) -> PyResult<Vec<BatchScores>> {
+    let mut out = Vec::new();
+    while let Some((first, rows, tasks)) = reader.next_chunk(py)? {
+        let scores = py.detach(|| {
+            let scores = context.score_chunk(&rows, &tasks, first);
+            drop(rows);
+            scores
+        });
+        out.push(scores.map_err(scoring_error)?);
+    }
+    Ok(out)
+}
+
+/// Converts chunks on this thread while the pool scores the ones before; a few chunks at
+/// most are in flight, so memory stays bounded however large the batch.
+fn score_pipelined<'py, 'scope>(
+    py: Python<'py>,
+    context: &'scope ScoringContext,
+    reader: &mut ChunkReader<'py>,
+    scope: &rayon::Scope<'scope>,
+) -> PyResult<Vec<BatchScores>> {
+    type Done = (usize, Option<Result<BatchScores, BatchError>>);
+    let max_in_flight = 2 * context.threads() + 2;
+    let (sender, mut receiver) = mpsc::channel::<Done>();
+    let mut results: Vec<Option<Result<BatchScores, BatchError>>> = Vec::new();
+    let mut waiting = 0;
+    // Blocks (without the GIL) until one chunk is scored.
+    let collect_one = |receiver: mpsc::Receiver<Done>,
+                       results: &mut Vec<Option<Result<BatchScores, BatchError>>>|
+     -> mpsc::Receiver<Done> {
+        let (receiver, done) = py.detach(move || {
+            let done = receiver.recv();
+            (receiver, done)
+        });
+        if let Ok((index, scores)) = done {
+            if let Some(slot) = results.get_mut(index) {
+                *slot = scores;
+            }
+        }
+        receiver
+    };
+    loop {
+        let chunk = match reader.next_chunk(py) {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => {
+                // Let the jobs already handed out finish before reporting.
+                drop(sender);
+                while waiting > 0 {
+                    receiver = collect_one(receiver, &mut results);
+                    waiting -= 1;
+                }
+                return Err(e);
+            }
+        };
+        let index = results.len();
+        results.push(None);
+        let sender = sender.clone();
+        let (first, rows, tasks) = chunk;
+        scope.spawn(move |_| {
+            // A panic must not leave this thread waiting for the chunk: it is sent as a
+            // missing result instead (reported below), and the scope sees no panic.
+            let scores = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                context.score_chunk(&rows, &tasks, first)
+            }))
+            .ok();
+            drop(rows);
+            // The receiver outlives the scope's jobs; a failed send loses nothing.
+            let _ = sender.send((index, scores));
+        });
+        waiting += 1;
+        while waiting >= max_in_flight {
+            receiver = collect_one(receiver, &mut results);
+            waiting -= 1;
+        }
+    }
+    drop(sender);
+    while waiting > 0 {
+        receiver = collect_one(receiver, &mut results);
+        waiting -= 1;
+    }
+    results
+        .into_iter()
+        .map(|slot| match slot {
+            Some(scores) => scores.map_err(scoring_error),
+            None => Err(PyRuntimeError::new_err("a chunk of rows was not scored")),
+        })
+        .collect()
 }
 
 /// The detail keys, in the seed's order (the column order of `reward_score_batch`).

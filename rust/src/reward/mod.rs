@@ -16,9 +16,9 @@ pub mod score;
 pub mod tools;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use config::{ConfigError, ConfigValue, FormatEnforceMode, RewardConfig};
 pub use record::{RecordError, Task, ToolEvent, Trajectory};
@@ -60,47 +60,93 @@ pub fn score_batch(
     threads: usize,
     explain: bool,
 ) -> Result<BatchScores, BatchError> {
-    BatchScorer::new(config.clone(), threads, explain).score(rows)
+    let context = ScoringContext::new(config.clone(), threads, explain);
+    let tasks = TaskRegistry::default().register(rows);
+    context.score_chunk(rows, &tasks, 0)
 }
 
-/// Scores a batch that arrives in chunks (so that each chunk is converted, scored and
-/// freed while it is still in cache), remembering what it prepared for each task across
-/// chunks: the rows of one prompt (a GRPO group) share their task, so its arithmetic is
-/// extracted and its ground truth prepared once.
-pub struct BatchScorer {
+/// A task as the reward prepares it, once, for all the rows that share it.
+#[derive(Debug)]
+pub struct PreparedTask {
+    task: Arc<Task>,
+    facts: OnceLock<TaskFacts>,
+}
+
+#[derive(Debug)]
+struct TaskFacts {
+    math: Arc<TaskMath>,
+    truth: GroundTruth,
+}
+
+/// The tasks of a batch that arrives in chunks, by the address of their shared `Task`
+/// (kept alive here, so that an address cannot be reused by another task). The rows of one
+/// prompt (a GRPO group) share their task, so it is prepared once however the batch is
+/// chunked. Used by the thread that reads the rows.
+#[derive(Debug, Default)]
+pub struct TaskRegistry {
+    tasks: HashMap<usize, Arc<PreparedTask>>,
+}
+
+impl TaskRegistry {
+    /// The prepared-task handle of each row, registering tasks not seen before.
+    pub fn register(&mut self, rows: &[Trajectory]) -> Vec<Arc<PreparedTask>> {
+        rows.iter()
+            .map(|row| {
+                let key = Arc::as_ptr(&row.task) as usize;
+                let entry = self.tasks.entry(key).or_insert_with(|| {
+                    Arc::new(PreparedTask {
+                        task: Arc::clone(&row.task),
+                        facts: OnceLock::new(),
+                    })
+                });
+                Arc::clone(entry)
+            })
+            .collect()
+    }
+
+    /// Number of distinct tasks registered.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}
+
+/// What scoring a chunk needs besides its rows; shared by all the threads scoring chunks.
+#[derive(Debug)]
+pub struct ScoringContext {
     config: RewardConfig,
     threads: usize,
     explain: bool,
-    /// Rows scored so far, so that errors name the row's index in the whole batch.
-    scored: usize,
-    /// Prepared tasks by the address of their shared `Task`, which is kept alive here so
-    /// that the address cannot be reused by another task.
-    by_task: HashMap<usize, (Arc<Task>, usize, usize)>,
     /// Arithmetic by task text (tasks with equal text in different objects share it).
-    by_text: HashMap<String, usize>,
-    maths: Vec<TaskMath>,
-    truths: Vec<GroundTruth>,
+    by_text: Mutex<HashMap<String, Arc<TaskMath>>>,
 }
 
-impl BatchScorer {
+impl ScoringContext {
     pub fn new(config: RewardConfig, threads: usize, explain: bool) -> Self {
-        BatchScorer {
+        ScoringContext {
             config,
             threads,
             explain,
-            scored: 0,
-            by_task: HashMap::new(),
-            by_text: HashMap::new(),
-            maths: Vec::new(),
-            truths: Vec::new(),
+            by_text: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Scores the next chunk of rows.
-    pub fn score(&mut self, rows: &[Trajectory]) -> Result<BatchScores, BatchError> {
-        self.prepare_tasks(rows);
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Scores a chunk of rows whose tasks were registered (`tasks[i]` is row `i`'s);
+    /// `first_row` is the index of `rows[0]` in the whole batch, for error messages.
+    pub fn score_chunk(
+        &self,
+        rows: &[Trajectory],
+        tasks: &[Arc<PreparedTask>],
+        first_row: usize,
+    ) -> Result<BatchScores, BatchError> {
         let base = &self.config;
-        let offset = self.scored;
         let configs: Vec<Cow<'_, RewardConfig>> = rows
             .iter()
             .enumerate()
@@ -111,31 +157,28 @@ impl BatchScorer {
                 base.with_overrides(row.config.iter().map(|(k, v)| (k.as_str(), v)))
                     .map(Cow::Owned)
                     .map_err(|error| BatchError {
-                        row: offset + i,
+                        row: first_row + i,
                         error,
                     })
             })
             .collect::<Result<_, _>>()?;
+        self.prepare(tasks);
 
-        let (by_task, maths, truths) = (&self.by_task, &self.maths, &self.truths);
         let scored = parallel::map_indices(rows.len(), self.threads, |i| {
             let row = &rows[i];
-            let key = Arc::as_ptr(&row.task) as usize;
-            let Some(&(_, math, truth)) = by_task.get(&key) else {
-                // prepare_tasks registered every row's task; score from scratch otherwise.
-                let events = row_events(row);
-                return score::score_trajectory(&configs[i], row, events.as_ref());
-            };
             let events = row_events(row);
-            score::score_with_task(
-                &configs[i],
-                row,
-                events.as_ref(),
-                &maths[math],
-                &truths[truth],
-            )
+            match tasks.get(i).and_then(|t| t.facts.get()) {
+                Some(facts) => score::score_with_task(
+                    &configs[i],
+                    row,
+                    events.as_ref(),
+                    &facts.math,
+                    &facts.truth,
+                ),
+                // Every row's task is prepared above; this only guards a short `tasks`.
+                None => score::score_trajectory(&configs[i], row, events.as_ref()),
+            }
         });
-        self.scored += rows.len();
         let (details, contributions) = if self.explain {
             scored.into_iter().unzip()
         } else {
@@ -147,55 +190,41 @@ impl BatchScorer {
         })
     }
 
-    /// Registers the tasks of `rows` not seen before, computing their arithmetic and ground
-    /// truth in parallel.
-    fn prepare_tasks(&mut self, rows: &[Trajectory]) {
-        let mut new_tasks: Vec<&Arc<Task>> = Vec::new();
-        let mut seen_now: HashMap<usize, ()> = HashMap::new();
-        for row in rows {
-            let key = Arc::as_ptr(&row.task) as usize;
-            if !self.by_task.contains_key(&key) && seen_now.insert(key, ()).is_none() {
-                new_tasks.push(&row.task);
+    /// Prepares the tasks not prepared yet, in parallel (each at most once, even when
+    /// several chunks of one group are scored at the same time).
+    fn prepare(&self, tasks: &[Arc<PreparedTask>]) {
+        let mut pending: Vec<&Arc<PreparedTask>> = Vec::new();
+        let mut seen: HashSet<usize> = HashSet::new();
+        for task in tasks {
+            if task.facts.get().is_none() && seen.insert(Arc::as_ptr(task) as usize) {
+                pending.push(task);
             }
         }
-        if new_tasks.is_empty() {
-            return;
-        }
-        let threads = self.threads;
-        let texts: Vec<String> =
-            parallel::map_indices(new_tasks.len(), threads, |i| score::task_text(new_tasks[i]));
-        let truths: Vec<GroundTruth> = parallel::map_indices(new_tasks.len(), threads, |i| {
-            GroundTruth::new(&new_tasks[i].gt)
+        parallel::map_indices(pending.len(), self.threads, |i| {
+            let prepared = pending[i];
+            prepared.facts.get_or_init(|| TaskFacts {
+                math: self.math_for(&score::task_text(&prepared.task)),
+                truth: GroundTruth::new(&prepared.task.gt),
+            });
         });
-        // Extract the arithmetic of each text not seen before, once.
-        let mut pending: Vec<&str> = Vec::new();
-        let mut math_of: Vec<usize> = Vec::with_capacity(texts.len());
-        let mut pending_index: HashMap<&str, usize> = HashMap::new();
-        for text in &texts {
-            let id = match self.by_text.get(text.as_str()) {
-                Some(&id) => id,
-                None => {
-                    let next = self.maths.len() + pending.len();
-                    *pending_index.entry(text.as_str()).or_insert_with(|| {
-                        pending.push(text.as_str());
-                        next
-                    })
-                }
-            };
-            math_of.push(id);
+    }
+
+    /// The arithmetic of a task text, extracted once per distinct text.
+    fn math_for(&self, text: &str) -> Arc<TaskMath> {
+        let cached = self
+            .by_text
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(text).cloned());
+        if let Some(math) = cached {
+            return math;
         }
-        let maths: Vec<TaskMath> =
-            parallel::map_indices(pending.len(), threads, |i| TaskMath::from_task(pending[i]));
-        for (text, math) in pending.iter().zip(maths) {
-            self.by_text.insert((*text).to_string(), self.maths.len());
-            self.maths.push(math);
+        // Extracted outside the lock; two threads may race on one text, harmlessly.
+        let math = Arc::new(TaskMath::from_task(text));
+        if let Ok(mut cache) = self.by_text.lock() {
+            cache.insert(text.to_string(), Arc::clone(&math));
         }
-        for ((task, truth), math) in new_tasks.into_iter().zip(truths).zip(math_of) {
-            let key = Arc::as_ptr(task) as usize;
-            self.by_task
-                .insert(key, (Arc::clone(task), math, self.truths.len()));
-            self.truths.push(truth);
-        }
+        math
     }
 }
 
@@ -245,34 +274,52 @@ mod tests {
             ],
         );
         let whole = score_batch(&RewardConfig::default(), &rows, 2, false).unwrap_or_default();
-        let mut scorer = BatchScorer::new(RewardConfig::default(), 1, true);
-        let first = scorer.score(&rows[..1]).unwrap_or_default();
-        let rest = scorer.score(&rows[1..]).unwrap_or_default();
+        let context = ScoringContext::new(RewardConfig::default(), 1, true);
+        let mut registry = TaskRegistry::default();
+        let head = registry.register(&rows[..1]);
+        let tail = registry.register(&rows[1..]);
+        let first = context
+            .score_chunk(&rows[..1], &head, 0)
+            .unwrap_or_default();
+        let rest = context
+            .score_chunk(&rows[1..], &tail, 1)
+            .unwrap_or_default();
         let chunked: Vec<Details> = first.details.into_iter().chain(rest.details).collect();
         assert_eq!(chunked, whole.details);
-        assert_eq!(scorer.by_task.len(), 1);
-        assert_eq!(scorer.maths.len(), 1);
+        assert_eq!(registry.len(), 1);
+        assert!(Arc::ptr_eq(&head[0], &tail[2]));
         assert_eq!(rest.contributions.len(), 3);
         assert!(whole.contributions.is_empty());
     }
 
     #[test]
     fn equal_task_texts_in_different_objects_share_arithmetic() {
-        let a = row(r#"{"task":"1+2","completion":"3"}"#);
-        let b = row(r#"{"task":"1+2","completion":"4"}"#);
-        let mut scorer = BatchScorer::new(RewardConfig::default(), 1, false);
-        let scores = scorer.score(&[a, b]).unwrap_or_default();
+        let rows = [
+            row(r#"{"task":"1+2","completion":"3"}"#),
+            row(r#"{"task":"1+2","completion":"4"}"#),
+        ];
+        let context = ScoringContext::new(RewardConfig::default(), 1, false);
+        let mut registry = TaskRegistry::default();
+        let tasks = registry.register(&rows);
+        let scores = context.score_chunk(&rows, &tasks, 0).unwrap_or_default();
         assert_eq!(scores.details.len(), 2);
-        assert_eq!((scorer.by_task.len(), scorer.maths.len()), (2, 1));
+        assert_eq!(registry.len(), 2);
+        let maths: Vec<&Arc<TaskMath>> = tasks
+            .iter()
+            .filter_map(|t| t.facts.get().map(|f| &f.math))
+            .collect();
+        assert!(maths.len() == 2 && Arc::ptr_eq(maths[0], maths[1]));
     }
 
     #[test]
     fn a_bad_row_setting_names_the_row_in_the_whole_batch() {
-        let good = row(r#"{"completion":""}"#);
-        let bad = row(r#"{"completion":"","config":{"reward_base":"high"}}"#);
-        let mut scorer = BatchScorer::new(RewardConfig::default(), 1, false);
-        assert!(scorer.score(&[good.clone(), good.clone()]).is_ok());
-        let err = scorer.score(&[good, bad]).err();
+        let rows = [
+            row(r#"{"completion":""}"#),
+            row(r#"{"completion":"","config":{"reward_base":"high"}}"#),
+        ];
+        let context = ScoringContext::new(RewardConfig::default(), 1, false);
+        let tasks = TaskRegistry::default().register(&rows);
+        let err = context.score_chunk(&rows, &tasks, 2).err();
         assert_eq!(err.as_ref().map(|e| e.row), Some(3));
         let message = err.map(|e| e.to_string()).unwrap_or_default();
         assert!(message.contains("row 3") && message.contains("reward_base"));

@@ -109,6 +109,24 @@ where
     pool.install(|| (0..n).into_par_iter().with_min_len(16).map(f).collect())
 }
 
+/// Runs `work` with a rayon scope on the pool of `threads` threads, so that it can hand
+/// jobs to the pool while it keeps working on the calling thread; `None` when work must
+/// stay on the calling thread (one thread, after a fork, or no pool).
+pub fn with_scope<'scope, R>(
+    threads: usize,
+    work: impl FnOnce(Option<&rayon::Scope<'scope>>) -> R,
+) -> R {
+    if threads <= 1 || parallelism_disabled() {
+        return work(None);
+    }
+    register_fork_handler();
+    PARALLELISM_USED.store(true, Ordering::SeqCst);
+    match pool(threads) {
+        Some(pool) => pool.in_place_scope(|scope| work(Some(scope))),
+        None => work(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +137,24 @@ mod tests {
         assert_eq!(out, (0..1000).map(|i| i * 3).collect::<Vec<_>>());
         assert_eq!(map_indices(5, 1, |i| i), vec![0, 1, 2, 3, 4]);
         assert!(map_indices(0, 4, |i| i).is_empty());
+    }
+
+    #[test]
+    fn scoped_jobs_run_on_the_pool() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let total: usize = with_scope(2, |scope| {
+            let scope = scope.expect("a pool for two threads");
+            for i in 0..10 {
+                let tx = tx.clone();
+                scope.spawn(move |_| {
+                    let _ = tx.send(i);
+                });
+            }
+            drop(tx);
+            rx.iter().sum()
+        });
+        assert_eq!(total, 45);
+        assert!(with_scope(1, |scope| scope.is_none()));
     }
 
     #[test]
