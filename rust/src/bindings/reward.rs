@@ -4,6 +4,7 @@
 //! and returned as `bytearray`s of native-endian float64, one row of values per record,
 //! which `numpy.frombuffer` views without copying.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
@@ -18,6 +19,7 @@ use pyo3::types::{
 use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
+use crate::reward::features::FastHash;
 use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
     parallel, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig, ScoringContext,
@@ -29,6 +31,39 @@ const CHUNK_ROWS: usize = 256;
 
 /// Dicts up to this size take the fast path (insertion checks keys linearly).
 const SMALL_DICT: usize = 8;
+
+// Part of the stable ABI since Python 3.10, the oldest Python agentrl supports (see
+// `requires-python` in pyproject.toml); pyo3 leaves it out only because the crate's abi3
+// floor is 3.9. It hands out the string's own UTF-8 text (cached in the object for
+// non-ASCII strings), where pyo3's abi3 `to_cow` builds a `bytes` object per string.
+extern "C" {
+    fn PyUnicode_AsUTF8AndSize(
+        unicode: *mut pyo3::ffi::PyObject,
+        size: *mut pyo3::ffi::Py_ssize_t,
+    ) -> *const std::os::raw::c_char;
+}
+
+/// A Python `str` as Rust text, borrowed from the string object when it is valid UTF-8;
+/// strings with lone surrogates take [`py_str_lossy`]'s path (U+FFFD for each).
+fn py_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+    let mut size: pyo3::ffi::Py_ssize_t = 0;
+    // SAFETY: `s` is a live `str` object and the GIL is held. On success the pointer is
+    // the object's UTF-8 buffer of `size` bytes, which lives (unchanged: strings are
+    // immutable) as long as the object, and `s` keeps the object alive for `'a`.
+    let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
+    if data.is_null() {
+        // The encoding error (a lone surrogate) is dropped; the lossy path handles it.
+        drop(PyErr::take(s.py()));
+        return py_str_lossy(s);
+    }
+    let len = usize::try_from(size).unwrap_or(0);
+    // SAFETY: see above; CPython guarantees the buffer holds valid UTF-8.
+    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(Cow::Borrowed(text)),
+        Err(_) => py_str_lossy(s),
+    }
+}
 
 /// A JSON value from a Python object, with fast paths for the flat shapes records are
 /// made of (strings, numbers, dicts and lists of scalars); anything else goes through the
@@ -52,7 +87,7 @@ fn fast_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
                 Some(v) => v,
                 None => value_from_py(&item)?,
             };
-            object.insert(py_str_lossy(key)?.into_owned(), item);
+            object.insert(py_text(key)?.into_owned(), item);
         }
         return Ok(Value::Object(object));
     }
@@ -72,7 +107,7 @@ fn fast_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 /// The value of a `str`, `float`, `bool`, `None` or machine-size `int`; `None` otherwise.
 fn fast_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Value>> {
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Some(Value::Str(py_str_lossy(s)?.into_owned())));
+        return Ok(Some(Value::Str(py_text(s)?.into_owned())));
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(Some(Value::Float(f.value())));
@@ -106,7 +141,7 @@ fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ChatMessage> {
     let py = obj.py();
     let role = match item(dict, intern!(py, "role"))? {
         Some(role) => match role.cast::<PyString>() {
-            Ok(text) => Some(py_str_lossy(text)?.into_owned()),
+            Ok(text) => Some(py_text(text)?.into_owned()),
             Err(_) => None,
         },
         None => None,
@@ -162,7 +197,7 @@ fn sequence_items<'py>(
 /// converted once. The objects are kept alive so that their addresses stay unique.
 #[derive(Default)]
 struct TaskCache<'py> {
-    tasks: HashMap<[usize; 4], Arc<Task>>,
+    tasks: HashMap<[usize; 4], Arc<Task>, FastHash>,
     keep_alive: Vec<Bound<'py, PyAny>>,
 }
 
@@ -237,7 +272,7 @@ fn record_from_py<'py>(
     let completion = item(dict, intern!(py, "completion"))?
         .ok_or_else(|| PyValueError::new_err("field \"completion\": missing"))?;
     if let Ok(text) = completion.cast::<PyString>() {
-        row.completion = py_str_lossy(text)?.into_owned();
+        row.completion = py_text(text)?.into_owned();
     } else {
         set(&mut row, "completion", fast_value(&completion)?)?;
     }

@@ -423,7 +423,7 @@ fn strip_edges(span: &[char]) -> &[char] {
 
 /// The seed's `_strip_expr_edges` (full-width translation included).
 pub fn strip_expression_edges(s: &str) -> String {
-    let chars: Vec<char> = s.chars().map(translate_fullwidth_char).collect();
+    let chars = translated_chars(s);
     strip_edges(&chars).iter().collect()
 }
 
@@ -438,11 +438,36 @@ fn has_binary_operator(expr: &[char]) -> bool {
     rest.any(|c| matches!(c, '+' | '-' | '*' | '/' | '%' | '^'))
 }
 
+/// The text's characters after full-width translation, in one allocation.
+fn translated_chars(text: &str) -> Vec<char> {
+    let mut chars = Vec::with_capacity(text.chars().count());
+    chars.extend(text.chars().map(translate_fullwidth_char));
+    chars
+}
+
+/// Whether the pattern can match anywhere: every match holds an operator and an atom
+/// (which starts with a digit, a sign before a digit, `(` or a function name before `(`),
+/// so text without an operator, or with neither a digit nor a `(`, has none. Many task texts
+/// are thus passed over without building the position tables.
+fn may_match(chars: &[char]) -> bool {
+    let mut seen = 0u8;
+    for &c in chars {
+        seen |= classify(c);
+        if seen & OPERATOR != 0 && seen & (DIGIT | OPEN) != 0 {
+            return true;
+        }
+    }
+    false
+}
+
 /// The seed's `extract_arithmetic_expressions`: validated expressions in text order, at
 /// most `max_exprs` (at least one when `max_exprs <= 0`, as in the seed), without duplicates
 /// by canonical form.
 pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
-    let chars: Vec<char> = text.chars().map(translate_fullwidth_char).collect();
+    let chars = translated_chars(text);
+    if !may_match(&chars) {
+        return Vec::new();
+    }
     let scanner = Scanner::new(&chars);
     let wanted = usize::try_from(max_exprs.max(1)).unwrap_or(usize::MAX);
     let mut candidates: Vec<String> = Vec::new();
@@ -496,6 +521,28 @@ mod tests {
         assert_eq!(extract("１２３＋４５６"), ["123+456"]);
         assert_eq!(extract("７×８÷２"), ["7*8/2"]);
         assert_eq!(extract("what is 5 - -3?"), ["5 - -3"]);
+    }
+
+    #[test]
+    fn texts_without_an_operator_or_an_atom_are_passed_over() {
+        for text in [
+            "计算 12 和 34",
+            "a + b",
+            "加 (x)",
+            "",
+            "×÷",
+            "1.5",
+            "(1)(2)",
+            "x^y",
+        ] {
+            assert!(!may_match(&translated_chars(text)), "{text}");
+            // The pre-scan only skips texts where the full scan finds nothing.
+            assert!(spans(text).is_empty(), "{text}");
+        }
+        for text in ["１２３＋４５６", "(a)+(b)", "sqrt(x) - 1", "7×8", "٣+٤"] {
+            assert!(may_match(&translated_chars(text)), "{text}");
+            assert!(!spans(text).is_empty(), "{text}");
+        }
     }
 
     #[test]

@@ -505,17 +505,30 @@ pub fn repetition_penalty(text: &str) -> f64 {
 const SORT_LIMIT: usize = 2048;
 
 /// Number of distinct token trigrams, by sorting: tokens get ids from their sorted order,
-/// then the packed id triples are sorted and counted.
+/// then the packed id triples are sorted and counted. Tokens of up to 7 bytes (nearly all
+/// of them) sort by a packed integer key; longer ones sort as text after them.
 fn distinct_trigrams_sorted(tokens: &[&str]) -> usize {
-    let mut order: Vec<u32> = (0..tokens.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| tokens[a as usize].cmp(tokens[b as usize]));
+    let mut keyed: Vec<(u64, u32)> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, token)| (short_token_key(token), i as u32))
+        .collect();
+    keyed.sort_unstable();
+    let long_from = keyed.partition_point(|&(key, _)| key != LONG_TOKEN);
+    keyed[long_from..].sort_unstable_by(|a, b| tokens[a.1 as usize].cmp(tokens[b.1 as usize]));
     let mut ids = vec![0u64; tokens.len()];
     let mut next = 0u64;
-    for pair in order.windows(2) {
-        if tokens[pair[0] as usize] != tokens[pair[1] as usize] {
+    for pair in keyed.windows(2) {
+        let ((key_a, a), (key_b, b)) = (pair[0], pair[1]);
+        let differ = if key_b == LONG_TOKEN {
+            key_a != LONG_TOKEN || tokens[a as usize] != tokens[b as usize]
+        } else {
+            key_a != key_b
+        };
+        if differ {
             next += 1;
         }
-        ids[pair[1] as usize] = next;
+        ids[b as usize] = next;
     }
     // Ids are below 2^11 here, so a triple packs into one integer.
     let mut packed: Vec<u64> = ids
@@ -525,6 +538,23 @@ fn distinct_trigrams_sorted(tokens: &[&str]) -> usize {
     packed.sort_unstable();
     packed.dedup();
     packed.len()
+}
+
+/// The key of tokens longer than 7 bytes (no short token's key: their low byte is <= 7).
+const LONG_TOKEN: u64 = u64::MAX;
+
+/// A token of up to 7 bytes as one integer, equal for equal tokens only: its bytes from
+/// the top, then its length in the low byte.
+fn short_token_key(token: &str) -> u64 {
+    let bytes = token.as_bytes();
+    if bytes.len() > 7 {
+        return LONG_TOKEN;
+    }
+    let mut key = 0u64;
+    for (k, &b) in bytes.iter().enumerate() {
+        key |= u64::from(b) << (56 - 8 * k);
+    }
+    key | bytes.len() as u64
 }
 
 /// Number of distinct token trigrams, by hashing token ids.
@@ -543,6 +573,23 @@ fn distinct_trigrams_hashed(tokens: &[&str]) -> usize {
     trigrams.len()
 }
 
+/// The token class of each ASCII character (lower-casing keeps it): letters, digits and
+/// `_` are word characters, Python's ASCII whitespace is space, the rest are symbols.
+const ASCII_TOKEN_CLASSES: [TokenClass; 128] = {
+    let mut table = [TokenClass::Symbol; 128];
+    let mut i = 0;
+    while i < 128 {
+        let b = i as u8;
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            table[i] = TokenClass::Word;
+        } else if matches!(b, b'\t'..=b'\r' | 0x1C..=b' ') {
+            table[i] = TokenClass::Space;
+        }
+        i += 1;
+    }
+    table
+};
+
 /// Whether the lower-cased text has at least `wanted` tokens, counted without building it.
 fn has_tokens(text: &str, wanted: usize) -> bool {
     let mut count = 0;
@@ -558,7 +605,23 @@ fn has_tokens(text: &str, wanted: usize) -> bool {
         }
         TokenClass::Space => in_word = false,
     };
-    for c in text.chars() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if byte.is_ascii() {
+            // ASCII (most of a completion) is classified from its byte.
+            step(ASCII_TOKEN_CLASSES[usize::from(byte)], &mut count);
+            i += 1;
+            if count >= wanted {
+                return true;
+            }
+            continue;
+        }
+        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+            break;
+        };
+        i += c.len_utf8();
         match token_class(c) {
             Some(class) => step(class, &mut count),
             None => {
@@ -728,6 +791,62 @@ mod tests {
         let refs: Vec<&str> = long.iter().map(String::as_str).collect();
         assert_eq!(distinct_trigrams_hashed(&refs), 37);
         assert_eq!(distinct_trigrams_sorted(&refs[..2000]), 37);
+    }
+
+    #[test]
+    fn ascii_token_classes_agree_with_the_general_table() {
+        for b in 0u8..128 {
+            assert_eq!(
+                Some(ASCII_TOKEN_CLASSES[usize::from(b)]),
+                token_class(char::from(b)),
+                "{b}"
+            );
+        }
+        // Mixed ASCII and other text counts like the tokeniser.
+        for text in ["计算 1+2 等于 3 吗？ OK_go!!", "ǅǅ x\u{85}y İ", "a b", ""] {
+            for wanted in 1..12 {
+                assert_eq!(
+                    has_tokens(text, wanted),
+                    token_spans(&py_lower(text)).len() >= wanted,
+                    "{text} {wanted}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn short_and_long_tokens_keep_apart_in_the_sorted_count() {
+        // Tokens that share a prefix, differ only by length or a NUL byte, and long tokens
+        // equal up to their last byte.
+        let words = [
+            "a",
+            "a\0",
+            "ab",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefgi",
+            "a",
+            "a\0",
+            "ab",
+            "abcdefgh",
+            "abcdefgi",
+            "abcdefgh",
+            "计算",
+            "计算机",
+            "计",
+            "abcdefg",
+            "a",
+            "a\0",
+            "ab",
+        ];
+        assert_eq!(
+            distinct_trigrams_sorted(&words),
+            distinct_trigrams_hashed(&words)
+        );
+        let distinct: HashSet<_> = words.windows(3).collect();
+        assert_eq!(distinct_trigrams_sorted(&words), distinct.len());
+        assert_ne!(short_token_key("a"), short_token_key("a\0"));
+        assert_eq!(short_token_key("abcdefgh"), LONG_TOKEN);
     }
 
     #[test]

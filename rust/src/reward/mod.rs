@@ -26,7 +26,7 @@ pub use score::{
     score_trajectory, Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
 };
 
-use features::TaskMath;
+use features::{FastHash, TaskMath};
 use score::GroundTruth;
 
 /// A batch could not be scored because of one row; `row` is its index in the batch.
@@ -84,7 +84,7 @@ struct TaskFacts {
 /// chunked. Used by the thread that reads the rows.
 #[derive(Debug, Default)]
 pub struct TaskRegistry {
-    tasks: HashMap<usize, Arc<PreparedTask>>,
+    tasks: HashMap<usize, Arc<PreparedTask>, FastHash>,
 }
 
 impl TaskRegistry {
@@ -121,7 +121,7 @@ pub struct ScoringContext {
     threads: usize,
     explain: bool,
     /// Arithmetic by task text (tasks with equal text in different objects share it).
-    by_text: Mutex<HashMap<String, Arc<TaskMath>>>,
+    by_text: Mutex<HashMap<String, Arc<TaskMath>, FastHash>>,
 }
 
 impl ScoringContext {
@@ -130,7 +130,7 @@ impl ScoringContext {
             config,
             threads,
             explain,
-            by_text: Mutex::new(HashMap::new()),
+            by_text: Mutex::new(HashMap::default()),
         }
     }
 
@@ -194,7 +194,7 @@ impl ScoringContext {
     /// several chunks of one group are scored at the same time).
     fn prepare(&self, tasks: &[Arc<PreparedTask>]) {
         let mut pending: Vec<&Arc<PreparedTask>> = Vec::new();
-        let mut seen: HashSet<usize> = HashSet::new();
+        let mut seen: HashSet<usize, FastHash> = HashSet::default();
         for task in tasks {
             if task.facts.get().is_none() && seen.insert(Arc::as_ptr(task) as usize) {
                 pending.push(task);
