@@ -27,7 +27,7 @@ use crate::reward::{
 };
 
 /// Records converted and scored per step (see `reward_score_batch`).
-const CHUNK_ROWS: usize = 256;
+const CHUNK_ROWS: usize = 64;
 
 /// Dicts up to this size take the fast path (insertion checks keys linearly).
 const SMALL_DICT: usize = 8;

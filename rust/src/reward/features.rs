@@ -204,6 +204,7 @@ impl ToolEvent {
 /// text or as a number close to one of the answer's numbers.
 pub fn answer_refs_tool_result(answer: &str, answer_numbers: &[f64], events: &[ToolEvent]) -> bool {
     let mut lowered: Option<String> = None;
+    let mut float_shaped: Option<bool> = None;
     for event in events {
         if !event.ok {
             continue;
@@ -220,12 +221,20 @@ pub fn answer_refs_tool_result(answer: &str, answer_numbers: &[f64], events: &[T
                 found = true;
                 return true;
             }
+            let lowered = lowered.get_or_insert_with(|| py_lower(answer));
+            if let Value::Float(x) = scalar {
+                // Printing a float is costly; an answer without the shape of any finite
+                // float's text cannot contain it.
+                let shaped = *float_shaped.get_or_insert_with(|| has_float_shape(lowered));
+                if x.is_finite() && !shaped {
+                    return false;
+                }
+            }
             let text = py_str(scalar);
             let text = py_strip(&text);
             if text.is_empty() {
                 return false;
             }
-            let lowered = lowered.get_or_insert_with(|| py_lower(answer));
             found = lowered.contains(lower_cow(text).as_ref());
             found
         });
@@ -234,6 +243,17 @@ pub fn answer_refs_tool_result(answer: &str, answer_numbers: &[f64], events: &[T
         }
     }
     false
+}
+
+/// Whether `text` could contain Python's `repr` of a finite float, which is either
+/// `DIGITS.DIGITS` (ASCII digits, possibly signed) or has an exponent `e+DIGITS` /
+/// `e-DIGITS`.
+fn has_float_shape(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.windows(3).any(|w| {
+        (w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
+            || (w[0] == b'e' && matches!(w[1], b'+' | b'-'))
+    })
 }
 
 /// `py_lower` without copying text that is already lower-case ASCII.
@@ -791,6 +811,47 @@ mod tests {
         let refs: Vec<&str> = long.iter().map(String::as_str).collect();
         assert_eq!(distinct_trigrams_hashed(&refs), 37);
         assert_eq!(distinct_trigrams_sorted(&refs[..2000]), 37);
+    }
+
+    #[test]
+    fn float_text_shape_holds_for_every_float_repr() {
+        let floats = [
+            0.5,
+            -2.0,
+            1e16,
+            1.5e-5,
+            123456.789,
+            -0.0,
+            5e-324,
+            1.7976931348623157e308,
+            0.0001,
+        ];
+        for x in floats {
+            let text = crate::reward::pyvalue::float_repr(x);
+            assert!(has_float_shape(&text), "{text}");
+            assert!(has_float_shape(&format!("x {text} y")), "{text}");
+        }
+        for text in ["7", "1. 5", "e", "answer: 42", "1,5", ""] {
+            assert!(!has_float_shape(text), "{text}");
+        }
+        // A float in the result is found in an answer that holds its text, and a float
+        // whose text cannot be there is passed over without changing the outcome.
+        let event = ToolEvent {
+            ok: true,
+            result: Some(Value::Float(2.5)),
+            ..ToolEvent::default()
+        };
+        assert!(answer_refs_tool_result(
+            "about 2.5 km",
+            &[],
+            std::slice::from_ref(&event)
+        ));
+        assert!(!answer_refs_tool_result(
+            "about 3 km",
+            &[],
+            std::slice::from_ref(&event)
+        ));
+        assert!(answer_refs_tool_result("about 3 km", &[2.5], &[event]));
     }
 
     #[test]

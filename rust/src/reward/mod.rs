@@ -147,15 +147,17 @@ impl ScoringContext {
         first_row: usize,
     ) -> Result<BatchScores, BatchError> {
         let base = &self.config;
-        let configs: Vec<Cow<'_, RewardConfig>> = rows
+        // Rows without overrides (nearly all) use the batch's settings; the few others own
+        // theirs, boxed so that the list stays one pointer per row.
+        let overrides: Vec<Option<Box<RewardConfig>>> = rows
             .iter()
             .enumerate()
             .map(|(i, row)| {
                 if row.config.is_empty() {
-                    return Ok(Cow::Borrowed(base));
+                    return Ok(None);
                 }
                 base.with_overrides(row.config.iter().map(|(k, v)| (k.as_str(), v)))
-                    .map(Cow::Owned)
+                    .map(|config| Some(Box::new(config)))
                     .map_err(|error| BatchError {
                         row: first_row + i,
                         error,
@@ -164,25 +166,25 @@ impl ScoringContext {
             .collect::<Result<_, _>>()?;
         self.prepare(tasks);
 
-        let scored = parallel::map_indices(rows.len(), self.threads, |i| {
+        let score_row = |i: usize| {
             let row = &rows[i];
+            let config = overrides[i].as_deref().unwrap_or(base);
             let events = row_events(row);
             match tasks.get(i).and_then(|t| t.facts.get()) {
-                Some(facts) => score::score_with_task(
-                    &configs[i],
-                    row,
-                    events.as_ref(),
-                    &facts.math,
-                    &facts.truth,
-                ),
+                Some(facts) => {
+                    score::score_with_task(config, row, events.as_ref(), &facts.math, &facts.truth)
+                }
                 // Every row's task is prepared above; this only guards a short `tasks`.
-                None => score::score_trajectory(&configs[i], row, events.as_ref()),
+                None => score::score_trajectory(config, row, events.as_ref()),
             }
-        });
+        };
         let (details, contributions) = if self.explain {
-            scored.into_iter().unzip()
+            parallel::map_indices(rows.len(), self.threads, score_row)
+                .into_iter()
+                .unzip()
         } else {
-            (scored.into_iter().map(|(d, _)| d).collect(), Vec::new())
+            let details = parallel::map_indices(rows.len(), self.threads, |i| score_row(i).0);
+            (details, Vec::new())
         };
         Ok(BatchScores {
             details,
