@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentrl.utils.atomic import atomic_dir, remove_stale_temps
+
 __all__ = [
     "Checkpoint",
     "ResumeState",
@@ -101,19 +103,6 @@ def _durable_save(obj: Any, path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
     """Complete checkpoints under ``root``, oldest first."""
     root = Path(root)
@@ -148,31 +137,13 @@ def save_checkpoint(
         return None
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    for stale in [*root.glob(".tmp-step-*"), *root.glob(".tmp-old-step-*")]:
-        # Left by a crash mid-save; never a complete checkpoint.
-        shutil.rmtree(stale, ignore_errors=True)
-    name = f"step-{int(resume.step):07d}"
-    tmp = root / f".tmp-{name}-{os.getpid()}"
-    tmp.mkdir()
-    try:
+    remove_stale_temps(root, "step-")  # never a complete checkpoint
+    final = root / f"step-{int(resume.step):07d}"
+    with atomic_dir(final, sync=True) as tmp:
         weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         _durable_save(weights, tmp / MODEL_FILE)
         state = {"resume": asdict(resume), "optimization": optimization, "rng": rng_state()}
         _durable_save(state, tmp / STATE_FILE)
-        _fsync_dir(tmp)
-        final = root / name
-        if final.exists():
-            # Same step saved twice: move the old one aside so `final` is never partial.
-            old = root / f".tmp-old-{name}-{os.getpid()}"
-            os.rename(final, old)
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
-        _fsync_dir(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if keep_last > 0:
         for old_ckpt in list_checkpoints(root)[:-keep_last]:
             shutil.rmtree(old_ckpt, ignore_errors=True)
@@ -224,16 +195,8 @@ def export_policy(
     if fmt != "hf":
         raise ValueError(f"unknown export format {fmt!r} (auto, hf, pth)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(tmp))
-    if out.exists():
-        old = out.with_name(f".tmp-old-{out.name}-{os.getpid()}")
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, out)
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(str(tmp))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(tmp))
     return out

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from agentrl.utils.atomic import atomic_dir, remove_stale_temps
+
 LATEST_FILE = "LATEST"
 WEIGHTS_FILE = "model.safetensors"
 _VERSION_DIR = re.compile(r"^v(\d{8,})$")
@@ -61,23 +63,6 @@ def has_nonfinite(state: Mapping[str, Any]) -> bool:
         torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())
         for t in state.values()
     )
-
-
-def _fsync_tree(root: Path) -> None:
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            with open(path, "rb") as fh:
-                os.fsync(fh.fileno())
-    try:
-        fd = os.open(root, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_weights(
@@ -155,28 +140,13 @@ def publish_weights(
     """
     root = Path(shared_dir)
     root.mkdir(parents=True, exist_ok=True)
-    for stale in [*root.glob(".tmp-v*"), *root.glob(".tmp-old-v*")]:
-        shutil.rmtree(stale, ignore_errors=True)  # left by a crash mid-publish
+    remove_stale_temps(root, "v")  # left by a crash mid-publish
     name = version_dir_name(version)
-    tmp = root / f".tmp-{name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    final = root / name
+    with atomic_dir(final, sync=True) as tmp:
         state = policy_state_dict(source)
         config = model_config if model_config is not None else model_config_of(source)
         _write_weights(tmp, state, config, config_dir)
-        _fsync_tree(tmp)
-        final = root / name
-        if final.exists():
-            old = root / f".tmp-old-{name}-{os.getpid()}"
-            os.rename(final, old)
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     pointer_tmp = root / f".tmp-{LATEST_FILE}-{os.getpid()}"
     pointer_tmp.write_text(json.dumps({"dir": name, "version": int(version)}), encoding="utf-8")
     os.replace(pointer_tmp, root / LATEST_FILE)

@@ -1,0 +1,1 @@
+"""Small helpers shared by otherwise unrelated parts of agentrl (no heavy imports here)."""
