@@ -57,12 +57,12 @@ fn py_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
         return py_str_lossy(s);
     }
     let len = usize::try_from(size).unwrap_or(0);
-    // SAFETY: see above; CPython guarantees the buffer holds valid UTF-8.
-    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Ok(Cow::Borrowed(text)),
-        Err(_) => py_str_lossy(s),
-    }
+    // SAFETY: see above. The text was encoded with the strict error handler (it fails on
+    // lone surrogates, handled above), so the bytes are valid UTF-8.
+    let text = unsafe {
+        std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), len))
+    };
+    Ok(Cow::Borrowed(text))
 }
 
 /// A JSON value from a Python object, with fast paths for the flat shapes records are
@@ -126,12 +126,40 @@ fn fast_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Value>> {
     Ok(None)
 }
 
-/// `d.get(key)` for a dict given as any object (non-dicts have no keys).
-fn item<'py>(
+/// Dicts up to this size are read in one pass over their items; larger ones by lookups.
+const SCAN_FIELDS_MAX: usize = 16;
+
+/// `[d.get(name) for name in names]`, for the few keys records, messages and events have:
+/// one pass over the items costs less than a lookup per name. Only string keys match.
+/// Nothing runs Python code during the pass, so the dict cannot change under it.
+fn dict_fields<'py, const N: usize>(
     dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    dict.get_item(key)
+    names: [&Bound<'py, PyString>; N],
+) -> PyResult<[Option<Bound<'py, PyAny>>; N]> {
+    let mut found: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
+    if dict.len() > SCAN_FIELDS_MAX {
+        for (slot, name) in found.iter_mut().zip(names) {
+            *slot = dict.get_item(name)?;
+        }
+        return Ok(found);
+    }
+    let mut texts: [Option<&str>; N] = [None; N];
+    for (text, name) in texts.iter_mut().zip(names) {
+        // The names are interned ASCII literals: their text is borrowed, never copied.
+        if let Cow::Borrowed(borrowed) = py_text(name)? {
+            *text = Some(borrowed);
+        }
+    }
+    for (key, value) in dict.iter() {
+        let Ok(key) = key.cast::<PyString>() else {
+            continue;
+        };
+        let key = py_text(key)?;
+        if let Some(k) = texts.iter().position(|t| *t == Some(key.as_ref())) {
+            found[k] = Some(value);
+        }
+    }
+    Ok(found)
 }
 
 fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ChatMessage> {
@@ -139,16 +167,15 @@ fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ChatMessage> {
         return Ok(ChatMessage::from_value(fast_value(obj)?));
     };
     let py = obj.py();
-    let role = match item(dict, intern!(py, "role"))? {
+    let [role, content] = dict_fields(dict, [intern!(py, "role"), intern!(py, "content")])?;
+    let role = match role {
         Some(role) => match role.cast::<PyString>() {
             Ok(text) => Some(py_text(text)?.into_owned()),
             Err(_) => None,
         },
         None => None,
     };
-    let content = item(dict, intern!(py, "content"))?
-        .map(|c| fast_value(&c))
-        .transpose()?;
+    let content = content.map(|c| fast_value(&c)).transpose()?;
     Ok(ChatMessage { role, content })
 }
 
@@ -157,18 +184,27 @@ fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ToolEvent> {
         return Ok(ToolEvent::from_value(fast_value(obj)?));
     };
     let py = obj.py();
-    let truthy = |key: &Bound<'_, PyString>| -> PyResult<bool> {
-        item(dict, key)?.map_or(Ok(false), |v| v.is_truthy())
-    };
-    let value = |key: &Bound<'_, PyString>| -> PyResult<Option<Value>> {
-        item(dict, key)?.map(|v| fast_value(&v)).transpose()
+    let [ok, canonical, name, args, result] = dict_fields(
+        dict,
+        [
+            intern!(py, "ok"),
+            intern!(py, "canonical"),
+            intern!(py, "name"),
+            intern!(py, "args"),
+            intern!(py, "result"),
+        ],
+    )?;
+    let truthy =
+        |v: Option<Bound<'_, PyAny>>| -> PyResult<bool> { v.map_or(Ok(false), |v| v.is_truthy()) };
+    let value = |v: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
+        v.map(|v| fast_value(&v)).transpose()
     };
     Ok(ToolEvent {
-        ok: truthy(intern!(py, "ok"))?,
-        canonical: truthy(intern!(py, "canonical"))?,
-        name: value(intern!(py, "name"))?,
-        args: value(intern!(py, "args"))?,
-        result: value(intern!(py, "result"))?,
+        ok: truthy(ok)?,
+        canonical: truthy(canonical)?,
+        name: value(name)?,
+        args: value(args)?,
+        result: value(result)?,
     })
 }
 
@@ -201,15 +237,64 @@ struct TaskCache<'py> {
     keep_alive: Vec<Bound<'py, PyAny>>,
 }
 
-fn task_from_py<'py>(dict: &Bound<'py, PyDict>, cache: &mut TaskCache<'py>) -> PyResult<Arc<Task>> {
-    let py = dict.py();
+/// A record's fields, in [`RecordFields::read`]'s order.
+struct RecordFields<'py> {
+    messages: Option<Bound<'py, PyAny>>,
+    gt: Option<Bound<'py, PyAny>>,
+    prompt: Option<Bound<'py, PyAny>>,
+    task: Option<Bound<'py, PyAny>>,
+    tools: Option<Bound<'py, PyAny>>,
+    completion: Option<Bound<'py, PyAny>>,
+    tool_events: Option<Bound<'py, PyAny>>,
+    unfinished: Option<Bound<'py, PyAny>>,
+    config: Option<Bound<'py, PyAny>>,
+}
+
+impl<'py> RecordFields<'py> {
+    fn read(dict: &Bound<'py, PyDict>) -> PyResult<Self> {
+        let py = dict.py();
+        let [messages, gt, prompt, task, tools, completion, tool_events, unfinished, config] =
+            dict_fields(
+                dict,
+                [
+                    intern!(py, "messages"),
+                    intern!(py, "gt"),
+                    intern!(py, "prompt"),
+                    intern!(py, "task"),
+                    intern!(py, "tools"),
+                    intern!(py, "completion"),
+                    intern!(py, "tool_events"),
+                    intern!(py, "unfinished"),
+                    intern!(py, "config"),
+                ],
+            )?;
+        Ok(RecordFields {
+            messages,
+            gt,
+            prompt,
+            task,
+            tools,
+            completion,
+            tool_events,
+            unfinished,
+            config,
+        })
+    }
+}
+
+fn task_from_py<'py>(
+    record: &mut RecordFields<'py>,
+    cache: &mut TaskCache<'py>,
+) -> PyResult<Arc<Task>> {
     let fields = [
-        item(dict, intern!(py, "messages"))?,
-        item(dict, intern!(py, "gt"))?,
-        item(dict, intern!(py, "prompt"))?
+        record.messages.take(),
+        record.gt.take(),
+        record
+            .prompt
+            .take()
             .filter(|p| !p.is_none())
-            .or(item(dict, intern!(py, "task"))?),
-        item(dict, intern!(py, "tools"))?,
+            .or(record.task.take()),
+        record.tools.take(),
     ];
     let key = fields
         .each_ref()
@@ -264,25 +349,26 @@ fn record_from_py<'py>(
                 .map_or_else(|_| "?".to_string(), |n| n.to_string())
         ))
     })?;
-    let py = obj.py();
+    let mut fields = RecordFields::read(dict)?;
     let mut row = Trajectory {
-        task: task_from_py(dict, cache)?,
+        task: task_from_py(&mut fields, cache)?,
         ..Trajectory::default()
     };
-    let completion = item(dict, intern!(py, "completion"))?
+    let completion = fields
+        .completion
         .ok_or_else(|| PyValueError::new_err("field \"completion\": missing"))?;
     if let Ok(text) = completion.cast::<PyString>() {
         row.completion = py_text(text)?.into_owned();
     } else {
         set(&mut row, "completion", fast_value(&completion)?)?;
     }
-    if let Some(events) = sequence_items("tool_events", item(dict, intern!(py, "tool_events"))?)? {
+    if let Some(events) = sequence_items("tool_events", fields.tool_events)? {
         row.tool_events = Some(events.iter().map(event_from_py).collect::<PyResult<_>>()?);
     }
-    if let Some(flag) = item(dict, intern!(py, "unfinished"))? {
+    if let Some(flag) = fields.unfinished {
         row.unfinished = flag.is_truthy()?;
     }
-    if let Some(value) = item(dict, intern!(py, "config"))? {
+    if let Some(value) = fields.config {
         set(&mut row, "config", fast_value(&value)?)?;
     }
     Ok(row)
