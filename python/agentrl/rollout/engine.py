@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
+from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -244,15 +245,10 @@ class TorchEngine:
         finite. Otherwise sets ``version`` (default: current + 1) and returns True.
         """
         state = _state_dict_of(source)
-        for tensor in state.values():
-            if (
-                torch.is_tensor(tensor)
-                and tensor.is_floating_point()
-                and not bool(torch.isfinite(tensor).all())
-            ):
-                with self.lock:
-                    self.stats["weight_updates_skipped"] += 1
-                return False
+        if has_nonfinite(state):
+            with self.lock:
+                self.stats["weight_updates_skipped"] += 1
+            return False
         with self.lock, torch.no_grad():
             own = self.model.state_dict()
             matched = [k for k in state if k in own]
@@ -578,24 +574,13 @@ def _embedding_rows(model: torch.nn.Module) -> int | None:
     return int(weight.shape[0]) if weight is not None else None
 
 
-def _strip_prefixes(state: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in state.items():
-        name = key
-        for prefix in ("module.", "_orig_mod."):
-            while name.startswith(prefix):
-                name = name[len(prefix) :]
-        out[name] = value
-    return out
-
-
 def _state_dict_of(
     source: Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str],
 ) -> dict[str, Any]:
     if isinstance(source, torch.nn.Module):
-        return _strip_prefixes(source.state_dict())
+        return strip_wrapper_prefixes(source.state_dict())
     if isinstance(source, Mapping):
-        return _strip_prefixes(source)
+        return strip_wrapper_prefixes(source)
     path = Path(source)
     if path.is_dir():
         found = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
@@ -608,13 +593,13 @@ def _state_dict_of(
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        return _strip_prefixes(load_file(str(path)))
+        return strip_wrapper_prefixes(load_file(str(path)))
     loaded = torch.load(str(path), map_location="cpu", weights_only=True)
     if isinstance(loaded, Mapping) and isinstance(loaded.get("model"), Mapping):
         loaded = loaded["model"]
     if not isinstance(loaded, Mapping):
         raise ValueError(f"{path} does not hold a state dict")
-    return _strip_prefixes(loaded)
+    return strip_wrapper_prefixes(loaded)
 
 
 @torch.no_grad()

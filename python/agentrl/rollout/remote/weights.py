@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
 from agentrl.utils.atomic import atomic_dir, remove_stale_temps
 
 LATEST_FILE = "LATEST"
@@ -31,22 +32,10 @@ WEIGHTS_FILE = "model.safetensors"
 _VERSION_DIR = re.compile(r"^v(\d{8,})$")
 
 
-def _strip_wrappers(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop the name prefixes DDP (``module.``) and torch.compile (``_orig_mod.``) add."""
-    out = {}
-    for key, value in state.items():
-        name = key
-        for prefix in ("module.", "_orig_mod."):
-            while name.startswith(prefix):
-                name = name[len(prefix) :]
-        out[name] = value
-    return out
-
-
 def policy_state_dict(source: torch.nn.Module | Mapping[str, Any]) -> dict[str, torch.Tensor]:
     """The plain-model state dict of ``source`` (LoRA merged in, wrapper prefixes removed)."""
     if isinstance(source, Mapping):
-        return _strip_wrappers(source)
+        return strip_wrapper_prefixes(source)
     model = source
     for attr in ("module", "_orig_mod"):  # DDP and torch.compile wrappers
         while hasattr(model, attr) and isinstance(getattr(model, attr), torch.nn.Module):
@@ -55,14 +44,7 @@ def policy_state_dict(source: torch.nn.Module | Mapping[str, Any]) -> dict[str, 
 
     if is_lora_model(model):
         return merged_state_dict(model)
-    return _strip_wrappers(model.state_dict())
-
-
-def has_nonfinite(state: Mapping[str, Any]) -> bool:
-    return any(
-        torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())
-        for t in state.values()
-    )
+    return strip_wrapper_prefixes(model.state_dict())
 
 
 def _write_weights(
