@@ -65,6 +65,47 @@ class Generation:
     prompt_tokens: int
 
 
+def generation_rows(
+    prompts: Sequence[Sequence[int]],
+    num_samples: int,
+    max_new_tokens: int | Sequence[int] | None,
+    params: SamplingParams,
+) -> tuple[list[list[int]], list[int]]:
+    """The output rows of a ``generate`` call and one new-token budget per row.
+
+    Every engine follows this convention: each prompt ``num_samples`` times, prompt-major,
+    as lists of ints (no empty prompt); ``max_new_tokens`` is one budget for all rows, one
+    per row, or None for ``params.max_new_tokens``; negative budgets count as 0.
+    """
+    samples = max(1, int(num_samples))
+    rows = [[int(t) for t in p] for p in prompts for _ in range(samples)]
+    for i, ids in enumerate(rows):
+        if not ids:
+            raise ValueError(f"prompt {i // samples} is empty")
+    if max_new_tokens is None:
+        budgets = [params.max_new_tokens] * len(rows)
+    elif isinstance(max_new_tokens, int):
+        budgets = [max_new_tokens] * len(rows)
+    else:
+        budgets = [int(b) for b in max_new_tokens]
+        if len(budgets) != len(rows):
+            raise ValueError(
+                f"{len(budgets)} token budgets for {len(rows)} output rows "
+                f"({len(prompts)} prompts x {samples} samples)"
+            )
+    return rows, [max(0, b) for b in budgets]
+
+
+def tokenizer_end_ids(tokenizer: Any) -> list[int]:
+    """EOS and pad ids of a tokenizer: end tokens of every engine by default."""
+    ids = []
+    for name in ("eos_token_id", "pad_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            ids.append(value)
+    return ids
+
+
 def _new_stats() -> dict[str, int]:
     return {
         "sequences": 0,
@@ -207,11 +248,7 @@ class TorchEngine:
     def _end_ids(self, explicit: Sequence[int] | None) -> frozenset[int]:
         if explicit is not None:
             return frozenset(int(t) for t in explicit)
-        ids: set[int] = set()
-        for name in ("eos_token_id", "pad_token_id"):
-            value = getattr(self.tokenizer, name, None)
-            if isinstance(value, int):
-                ids.add(value)
+        ids = set(tokenizer_end_ids(self.tokenizer))
         config = getattr(self.model, "generation_config", None)
         value = getattr(config, "eos_token_id", None)
         if isinstance(value, int):
@@ -282,23 +319,7 @@ class TorchEngine:
         ``len(prompts) * num_samples``); default ``params.max_new_tokens``.
         """
         params = params or SamplingParams()
-        samples = max(1, int(num_samples))
-        rows = [list(map(int, p)) for p in prompts for _ in range(samples)]
-        for i, ids in enumerate(rows):
-            if not ids:
-                raise ValueError(f"prompt {i // samples} is empty")
-        if max_new_tokens is None:
-            budgets = [params.max_new_tokens] * len(rows)
-        elif isinstance(max_new_tokens, int):
-            budgets = [max_new_tokens] * len(rows)
-        else:
-            budgets = [int(b) for b in max_new_tokens]
-            if len(budgets) != len(rows):
-                raise ValueError(
-                    f"{len(budgets)} token budgets for {len(rows)} output rows "
-                    f"({len(prompts)} prompts x {samples} samples)"
-                )
-        budgets = [max(0, b) for b in budgets]
+        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
         results: list[Generation | None] = [None] * len(rows)
         with self.lock:
             if seed is not None:
@@ -627,4 +648,6 @@ __all__ = [
     "Generation",
     "TorchEngine",
     "forward_logprobs",
+    "generation_rows",
+    "tokenizer_end_ids",
 ]

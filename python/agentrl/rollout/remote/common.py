@@ -1,52 +1,26 @@
-"""Pieces every remote engine shares: expanding prompts into rows, token budgets, end ids."""
+"""Pieces every remote engine shares: rows and budgets, sampling fields, result assembly.
+
+A remote engine (an SGLang server, an in-process vLLM) hands back token ids, behaviour
+log-probs and a finish reason in its own format; each engine parses its own format, then
+the rules that make its `Generation` match `TorchEngine`'s live here once: log-probs
+stored finite and <= 0, a final end token moved out of ``token_ids``, the finish reason.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Set
 from typing import Any
 
-from agentrl.rollout.engine import FINISH_LENGTH, Generation
+from agentrl.rollout.engine import (
+    FINISH_EOS,
+    FINISH_LENGTH,
+    FINISH_STOP,
+    Generation,
+    generation_rows,
+    tokenizer_end_ids,
+)
 from agentrl.rollout.sampling import SamplingParams
-
-
-def expand_rows(prompts: Sequence[Sequence[int]], num_samples: int) -> list[list[int]]:
-    """Each prompt ``num_samples`` times (prompt-major), as lists of ints; no empty prompt."""
-    samples = max(1, int(num_samples))
-    rows = [[int(t) for t in p] for p in prompts for _ in range(samples)]
-    for i, ids in enumerate(rows):
-        if not ids:
-            raise ValueError(f"prompt {i // samples} is empty")
-    return rows
-
-
-def row_budgets(
-    max_new_tokens: int | Sequence[int] | None,
-    params: SamplingParams,
-    n_rows: int,
-    n_prompts: int,
-) -> list[int]:
-    """One new-token budget per output row (the `TorchEngine.generate` convention)."""
-    if max_new_tokens is None:
-        budgets = [params.max_new_tokens] * n_rows
-    elif isinstance(max_new_tokens, int):
-        budgets = [max_new_tokens] * n_rows
-    else:
-        budgets = [int(b) for b in max_new_tokens]
-        if len(budgets) != n_rows:
-            raise ValueError(
-                f"{len(budgets)} token budgets for {n_rows} output rows ({n_prompts} prompts)"
-            )
-    return [max(0, b) for b in budgets]
-
-
-def tokenizer_end_ids(tokenizer: Any) -> list[int]:
-    """EOS and pad ids of a tokenizer (the torch engine's default end tokens)."""
-    ids = []
-    for name in ("eos_token_id", "pad_token_id"):
-        value = getattr(tokenizer, name, None)
-        if isinstance(value, int):
-            ids.append(value)
-    return ids
 
 
 def empty_generation(version: int, prompt_len: int) -> Generation:
@@ -54,4 +28,81 @@ def empty_generation(version: int, prompt_len: int) -> Generation:
     return Generation([], [], [], "", FINISH_LENGTH, None, None, version, prompt_len)
 
 
-__all__ = ["empty_generation", "expand_rows", "row_budgets", "tokenizer_end_ids"]
+def shared_sampling_fields(params: SamplingParams, end_ids: Set[int]) -> dict[str, Any]:
+    """The sampling settings SGLang and vLLM both take under these names and meanings."""
+    return {
+        "temperature": 0.0 if params.is_greedy else float(params.temperature),
+        "top_p": float(params.top_p),
+        "min_p": float(params.min_p),
+        "repetition_penalty": float(params.repetition_penalty),
+        "stop_token_ids": sorted(set(end_ids) | set(params.stop_token_ids)),
+    }
+
+
+def call_seed(seed: int, calls: int) -> int:
+    """A per-request seed: differs per ``generate`` call, repeats for the same seed."""
+    return (seed * 1_000_003 + calls) % (2**31)
+
+
+def stored_logp(value: Any, stats: dict[str, int]) -> float:
+    """A behaviour log-prob as stored: finite and <= 0; a missing or bad one is 0.0.
+
+    Bad values are counted in ``stats["nonfinite_logps"]``.
+    """
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not math.isfinite(x):
+        stats["nonfinite_logps"] += 1
+        return 0.0
+    return min(x, 0.0)
+
+
+def finish_generation(
+    tokenizer: Any,
+    ids: list[int],
+    logps: list[float],
+    *,
+    stopped: bool,
+    matched: Any,
+    end_ids: Set[int],
+    version: int,
+    prompt_len: int,
+) -> Generation:
+    """A `Generation` from a remote result, in `TorchEngine`'s conventions.
+
+    ``stopped``: the server stopped the row itself (not its budget). ``matched``: what it
+    stopped on, a stop string or a token id (None: an end token). A final end token (one
+    of ``end_ids`` or the matched id) is moved out of ``ids``/``logps`` (which are
+    changed in place) into ``end_token_id``/``end_logp``.
+    """
+    end_id = end_logp = None
+    finish = FINISH_LENGTH
+    if stopped:
+        finish = FINISH_STOP if isinstance(matched, str) else FINISH_EOS
+        if ids and (ids[-1] in end_ids or (isinstance(matched, int) and ids[-1] == matched)):
+            end_id, end_logp = ids.pop(), logps.pop()
+            finish = FINISH_EOS
+    return Generation(
+        token_ids=ids,
+        logps=logps,
+        sample_logps=list(logps),
+        text=tokenizer.decode(ids, skip_special_tokens=True),
+        finish_reason=finish,
+        end_token_id=end_id,
+        end_logp=end_logp,
+        version=version,
+        prompt_tokens=prompt_len,
+    )
+
+
+__all__ = [
+    "call_seed",
+    "empty_generation",
+    "finish_generation",
+    "generation_rows",
+    "shared_sampling_fields",
+    "stored_logp",
+    "tokenizer_end_ids",
+]

@@ -22,7 +22,6 @@ the SGLang version they may also be taken after temperature scaling: start the s
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -32,11 +31,14 @@ from typing import Any
 
 import torch
 
-from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Generation
+from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.common import (
+    call_seed,
     empty_generation,
-    expand_rows,
-    row_budgets,
+    finish_generation,
+    generation_rows,
+    shared_sampling_fields,
+    stored_logp,
     tokenizer_end_ids,
 )
 from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
@@ -227,17 +229,13 @@ class SGLangEngine:
     def _sampling_params(self, params: SamplingParams, budget: int) -> dict[str, Any]:
         out: dict[str, Any] = {
             "max_new_tokens": int(budget),
-            "temperature": 0.0 if params.is_greedy else float(params.temperature),
-            "top_p": float(params.top_p),
             "top_k": int(params.top_k) if params.top_k > 0 else -1,
-            "min_p": float(params.min_p),
-            "repetition_penalty": float(params.repetition_penalty),
-            "stop_token_ids": sorted(self.eos_token_ids | set(params.stop_token_ids)),
+            **shared_sampling_fields(params, self.eos_token_ids),
         }
         if params.stop:
             out["stop"] = list(params.stop)
         if self.send_seed and self._seed is not None:
-            out["sampling_seed"] = (self._seed * 1_000_003 + self._calls) % (2**31)
+            out["sampling_seed"] = call_seed(self._seed, self._calls)
         return out
 
     def generate(
@@ -251,8 +249,7 @@ class SGLangEngine:
     ) -> list[Generation]:
         """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
         params = params or SamplingParams()
-        rows = expand_rows(prompts, num_samples)
-        budgets = row_budgets(max_new_tokens, params, len(rows), len(prompts))
+        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
         results: list[Generation | None] = [None] * len(rows)
         with self.lock:
             if seed is not None:
@@ -310,45 +307,26 @@ class SGLangEngine:
             if not isinstance(entry, list | tuple) or len(entry) < 2:
                 raise RemoteEngineError(f"malformed output_token_logprobs entry: {entry!r}")
             ids.append(_token_id(entry[1]))
-            logps.append(self._logp(entry[0]))
+            logps.append(stored_logp(entry[0], self.stats))
         output_ids = item.get("output_ids")
         if isinstance(output_ids, list) and [int(t) for t in output_ids] != ids:
             raise RemoteEngineError(
                 f"output_ids ({len(output_ids)} tokens) disagree with output_token_logprobs "
                 f"({len(ids)} tokens)"
             )
-        end_id = end_logp = None
-        finish = FINISH_LENGTH
-        if kind == "stop":
-            finish = FINISH_STOP if isinstance(matched, str) else FINISH_EOS
-            if ids and (ids[-1] in self.eos_token_ids or (isinstance(matched, int)
-                                                           and ids[-1] == matched)):  # fmt: skip
-                end_id, end_logp = ids.pop(), logps.pop()
-                finish = FINISH_EOS
-        self.stats["generated_tokens"] += len(ids)
-        self.stats["prompt_tokens"] += prompt_len
-        return Generation(
-            token_ids=ids,
-            logps=logps,
-            sample_logps=list(logps),
-            text=self.tokenizer.decode(ids, skip_special_tokens=True),
-            finish_reason=finish,
-            end_token_id=end_id,
-            end_logp=end_logp,
+        out = finish_generation(
+            self.tokenizer,
+            ids,
+            logps,
+            stopped=kind == "stop",
+            matched=matched,
+            end_ids=self.eos_token_ids,
             version=version,
-            prompt_tokens=prompt_len,
+            prompt_len=prompt_len,
         )
-
-    def _logp(self, value: Any) -> float:
-        """A stored behaviour log-prob: finite and <= 0 (a missing one counts as 0.0)."""
-        try:
-            x = float(value)
-        except (TypeError, ValueError):
-            x = math.nan
-        if not math.isfinite(x):
-            self.stats["nonfinite_logps"] += 1
-            return 0.0
-        return min(x, 0.0)
+        self.stats["generated_tokens"] += len(out.token_ids)
+        self.stats["prompt_tokens"] += prompt_len
+        return out
 
 
 def _token_id(value: Any) -> int:

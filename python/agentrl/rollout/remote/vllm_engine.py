@@ -17,7 +17,6 @@ message says how to install it when it is missing.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -25,11 +24,14 @@ from typing import Any
 
 import torch
 
-from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Generation
+from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.common import (
+    call_seed,
     empty_generation,
-    expand_rows,
-    row_budgets,
+    finish_generation,
+    generation_rows,
+    shared_sampling_fields,
+    stored_logp,
     tokenizer_end_ids,
 )
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
@@ -171,17 +173,13 @@ class VLLMEngine:
         kwargs: dict[str, Any] = {
             "n": 1,
             "max_tokens": int(budget),
-            "temperature": 0.0 if params.is_greedy else float(params.temperature),
-            "top_p": float(params.top_p),
-            "min_p": float(params.min_p),
-            "repetition_penalty": float(params.repetition_penalty),
+            **shared_sampling_fields(params, self.eos_token_ids),
             "stop": list(params.stop) or None,
-            "stop_token_ids": sorted(self.eos_token_ids | set(params.stop_token_ids)),
             "logprobs": 0,
             "detokenize": False,
         }
         if self._seed is not None:
-            kwargs["seed"] = (self._seed * 1_000_003 + self._calls) % (2**31)
+            kwargs["seed"] = call_seed(self._seed, self._calls)
         if params.stop:
             kwargs["detokenize"] = True  # stop strings are matched on text
         top_k = int(params.top_k)
@@ -202,8 +200,7 @@ class VLLMEngine:
     ) -> list[Generation]:
         """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
         params = params or SamplingParams()
-        rows = expand_rows(prompts, num_samples)
-        budgets = row_budgets(max_new_tokens, params, len(rows), len(prompts))
+        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
         results: list[Generation] = []
         with self.lock:
             if seed is not None:
@@ -238,41 +235,25 @@ class VLLMEngine:
             raise RuntimeError(f"vLLM gave {len(steps)} log-prob entries for {len(ids)} tokens")
         logps = [self._logp(step, token) for step, token in zip(steps, ids, strict=True)]
         reason = completion.finish_reason
-        matched = getattr(completion, "stop_reason", None)
-        end_id = end_logp = None
-        finish = FINISH_LENGTH
-        if reason == "stop":
-            finish = FINISH_STOP if isinstance(matched, str) else FINISH_EOS
-            if ids and ids[-1] in self.eos_token_ids | ({matched} if isinstance(matched, int)
-                                                       else set()):  # fmt: skip
-                end_id, end_logp = ids.pop(), logps.pop()
-                finish = FINISH_EOS
-        elif reason == "abort":
+        if reason == "abort":
             raise RuntimeError("vLLM aborted a generation")
-        self.stats["generated_tokens"] += len(ids)
-        return Generation(
-            token_ids=ids,
-            logps=logps,
-            sample_logps=list(logps),
-            text=self.tokenizer.decode(ids, skip_special_tokens=True),
-            finish_reason=finish,
-            end_token_id=end_id,
-            end_logp=end_logp,
+        out = finish_generation(
+            self.tokenizer,
+            ids,
+            logps,
+            stopped=reason == "stop",
+            matched=getattr(completion, "stop_reason", None),
+            end_ids=self.eos_token_ids,
             version=version,
-            prompt_tokens=prompt_len,
+            prompt_len=prompt_len,
         )
+        self.stats["generated_tokens"] += len(out.token_ids)
+        return out
 
     def _logp(self, step: Any, token: int) -> float:
+        """The chosen token's log-prob in one step's ``{token: Logprob}`` map."""
         entry = step.get(token) if isinstance(step, Mapping) else None
-        value = getattr(entry, "logprob", entry)
-        try:
-            x = float(value)
-        except (TypeError, ValueError):
-            x = math.nan
-        if not math.isfinite(x):
-            self.stats["nonfinite_logps"] += 1
-            return 0.0
-        return min(x, 0.0)
+        return stored_logp(getattr(entry, "logprob", entry), self.stats)
 
 
 __all__ = ["VLLMEngine", "VLLMUnavailableError", "require_vllm"]
