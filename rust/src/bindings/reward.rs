@@ -434,8 +434,10 @@ fn row_buffer<'py, const N: usize>(
 ) -> PyResult<Bound<'py, PyByteArray>> {
     const WIDTH: usize = std::mem::size_of::<f64>();
     PyByteArray::new_with(py, rows.len() * N * WIDTH, |bytes| {
-        for (slot, value) in bytes.chunks_exact_mut(WIDTH).zip(rows.iter().flatten()) {
-            slot.copy_from_slice(&value.to_ne_bytes());
+        for (row_bytes, row) in bytes.chunks_exact_mut(N * WIDTH).zip(rows) {
+            for (slot, value) in row_bytes.chunks_exact_mut(WIDTH).zip(row) {
+                slot.copy_from_slice(&value.to_ne_bytes());
+            }
         }
         Ok(())
     })

@@ -360,20 +360,21 @@ impl<'a> Scanner<'a> {
         self.next[end]
     }
 
-    /// The spans `re.finditer` reports, in order.
-    fn spans(&self) -> Vec<(usize, usize)> {
-        let mut spans = Vec::new();
+    /// The spans `re.finditer` reports, in order, found as they are asked for.
+    fn spans(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         let mut p = 0;
-        while p < self.chars.len() {
-            let end = self.match_at(p);
-            if end != FAIL && end as usize > p {
-                spans.push((p, end as usize));
-                p = end as usize;
-            } else {
+        std::iter::from_fn(move || {
+            while p < self.chars.len() {
+                let start = p;
+                let end = self.match_at(start);
+                if end != FAIL && end as usize > start {
+                    p = end as usize;
+                    return Some((start, p));
+                }
                 p += 1;
             }
-        }
-        spans
+            None
+        })
     }
 }
 
@@ -460,6 +461,9 @@ fn may_match(chars: &[char]) -> bool {
     false
 }
 
+/// Up to this many candidates, duplicates are found without hashing.
+const FEW_CANDIDATES: usize = 16;
+
 /// The seed's `extract_arithmetic_expressions`: validated expressions in text order, at
 /// most `max_exprs` (at least one when `max_exprs <= 0`, as in the seed), without duplicates
 /// by canonical form.
@@ -479,15 +483,31 @@ pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
         {
             continue;
         }
-        candidates.push(expr.iter().collect());
+        let mut text = String::with_capacity(expr.len());
+        text.extend(expr.iter());
+        candidates.push(text);
         if candidates.len() >= wanted {
             break;
         }
     }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
+    // Few candidates (the usual case) are told apart by comparing canonical forms in a
+    // list; many by hashing, so the work stays linear.
+    let mut seen_list: Vec<String> = Vec::new();
+    let mut seen_set: HashSet<String> = HashSet::new();
+    let few = candidates.len() <= FEW_CANDIDATES;
+    let mut out = Vec::with_capacity(candidates.len());
     for expr in candidates {
-        if seen.insert(canonicalize(&expr)) {
+        let canonical = canonicalize(&expr);
+        let new = if few {
+            let new = !seen_list.contains(&canonical);
+            if new {
+                seen_list.push(canonical);
+            }
+            new
+        } else {
+            seen_set.insert(canonical)
+        };
+        if new {
             out.push(expr);
         }
         if i64::try_from(out.len()).unwrap_or(i64::MAX) >= max_exprs {
@@ -505,7 +525,6 @@ mod tests {
         let chars: Vec<char> = text.chars().map(translate_fullwidth_char).collect();
         Scanner::new(&chars)
             .spans()
-            .into_iter()
             .map(|(s, e)| chars[s..e].iter().collect())
             .collect()
     }
