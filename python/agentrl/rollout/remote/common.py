@@ -9,7 +9,8 @@ stored finite and <= 0, a final end token moved out of ``token_ids``, the finish
 from __future__ import annotations
 
 import math
-from collections.abc import Set
+import threading
+from collections.abc import Sequence, Set
 from typing import Any
 
 from agentrl.rollout.engine import (
@@ -97,7 +98,62 @@ def finish_generation(
     )
 
 
+class LiveRowsEngine:
+    """``generate`` for engines that hand whole batches of rows to another generator.
+
+    It expands prompts into rows and budgets, reseeds when asked, gives zero-budget rows
+    an empty `Generation` without asking the backend, counts calls (the per-call seed
+    depends on the count) and keeps the engine lock across the whole call. A subclass
+    implements `_generate_live` for the rows that have a token budget.
+    """
+
+    lock: threading.RLock
+    version: int
+    stats: dict[str, int]
+    _calls: int
+
+    def reseed(self, seed: int) -> None:
+        raise NotImplementedError
+
+    def _generate_live(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int
+    ) -> list[Generation]:
+        """One `Generation` per row, in order; every budget is positive."""
+        raise NotImplementedError
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        num_samples: int = 1,
+        max_new_tokens: int | Sequence[int] | None = None,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
+        params = params or SamplingParams()
+        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
+        with self.lock:
+            if seed is not None:
+                self.reseed(seed)
+            version = self.version
+            live = [i for i in range(len(rows)) if budgets[i] > 0]
+            made: dict[int, Generation] = {}
+            if live:
+                outs = self._generate_live(
+                    [rows[i] for i in live], [budgets[i] for i in live], params, version
+                )
+                made = dict(zip(live, outs, strict=True))
+            results = [made[i] if i in made else empty_generation(version, len(row))
+                       for i, row in enumerate(rows)]  # fmt: skip
+            self._calls += 1
+            self.stats["generate_calls"] += 1
+            self.stats["sequences"] += len(rows)
+        return results
+
+
 __all__ = [
+    "LiveRowsEngine",
     "call_seed",
     "empty_generation",
     "finish_generation",

@@ -33,10 +33,9 @@ import torch
 
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.common import (
+    LiveRowsEngine,
     call_seed,
-    empty_generation,
     finish_generation,
-    generation_rows,
     shared_sampling_fields,
     stored_logp,
     tokenizer_end_ids,
@@ -82,7 +81,7 @@ class _PublishedWeights:
         return load_file(str(Path(path) / WEIGHTS_FILE))
 
 
-class SGLangEngine:
+class SGLangEngine(LiveRowsEngine):
     """Generate with an SGLang server; load new weights into it after each policy sync.
 
     ``shared_dir`` must be readable by the server at the same path. ``eos_token_ids``
@@ -238,41 +237,19 @@ class SGLangEngine:
             out["sampling_seed"] = call_seed(self._seed, self._calls)
         return out
 
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams | None = None,
-        *,
-        num_samples: int = 1,
-        max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
+    def _generate_live(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int
     ) -> list[Generation]:
-        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
-        params = params or SamplingParams()
-        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
-        results: list[Generation | None] = [None] * len(rows)
-        with self.lock:
-            if seed is not None:
-                self.reseed(seed)
-            version = self.version
-            live = [i for i in range(len(rows)) if budgets[i] > 0]
-            for i in range(len(rows)):
-                if budgets[i] <= 0:
-                    results[i] = empty_generation(version, len(rows[i]))
-            step = self.max_batch_rows or max(len(live), 1)
-            for start in range(0, len(live), step):
-                chunk = live[start : start + step]
-                outs = self._request(
-                    [rows[i] for i in chunk],
-                    [self._sampling_params(params, budgets[i]) for i in chunk],
-                    version,
-                )
-                for i, out in zip(chunk, outs, strict=True):
-                    results[i] = out
-            self._calls += 1
-            self.stats["generate_calls"] += 1
-            self.stats["sequences"] += len(rows)
-        return [r for r in results if r is not None]
+        """``max_batch_rows`` rows per ``/generate`` request (all of them when 0)."""
+        step = self.max_batch_rows or len(rows)
+        out: list[Generation] = []
+        for start in range(0, len(rows), step):
+            out += self._request(
+                rows[start : start + step],
+                [self._sampling_params(params, b) for b in budgets[start : start + step]],
+                version,
+            )
+        return out
 
     def _request(
         self, rows: list[list[int]], sampling: list[dict[str, Any]], version: int

@@ -26,10 +26,9 @@ import torch
 
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.common import (
+    LiveRowsEngine,
     call_seed,
-    empty_generation,
     finish_generation,
-    generation_rows,
     shared_sampling_fields,
     stored_logp,
     tokenizer_end_ids,
@@ -73,7 +72,7 @@ _MODEL_PATHS = (
 )  # fmt: skip
 
 
-class VLLMEngine:
+class VLLMEngine(LiveRowsEngine):
     """Generate with ``vllm.LLM`` in this process; push weights into it after each sync.
 
     ``model_path``: an HF directory vLLM can load (the policy's starting point, e.g. the
@@ -189,43 +188,19 @@ class VLLMEngine:
             # Older vLLM spells "no top-k" as -1.
             return self.vllm.SamplingParams(top_k=top_k if top_k > 0 else -1, **kwargs)
 
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams | None = None,
-        *,
-        num_samples: int = 1,
-        max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
+    def _generate_live(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int
     ) -> list[Generation]:
-        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
-        params = params or SamplingParams()
-        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
-        results: list[Generation] = []
-        with self.lock:
-            if seed is not None:
-                self.reseed(seed)
-            version = self.version
-            live = [i for i in range(len(rows)) if budgets[i] > 0]
-            token_prompt = self.vllm.inputs.TokensPrompt
-            outputs = []
-            if live:
-                outputs = self.llm.generate(
-                    [token_prompt(prompt_token_ids=rows[i]) for i in live],
-                    sampling_params=[self._sampling(params, budgets[i]) for i in live],
-                    use_tqdm=False,
-                )
-                if len(outputs) != len(live):
-                    raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(live)}")
-            by_row = dict(zip(live, outputs, strict=True))
-            for i, row in enumerate(rows):
-                out = by_row.get(i)
-                results.append(empty_generation(version, len(row)) if out is None
-                               else self._parse(out, len(row), version))  # fmt: skip
-            self._calls += 1
-            self.stats["generate_calls"] += 1
-            self.stats["sequences"] += len(rows)
-        return results
+        """All rows in one ``LLM.generate`` call (vLLM schedules them itself)."""
+        token_prompt = self.vllm.inputs.TokensPrompt
+        outputs = self.llm.generate(
+            [token_prompt(prompt_token_ids=row) for row in rows],
+            sampling_params=[self._sampling(params, b) for b in budgets],
+            use_tqdm=False,
+        )
+        if len(outputs) != len(rows):
+            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(rows)}")
+        return [self._parse(out, len(row), version) for out, row in zip(outputs, rows, strict=True)]
 
     def _parse(self, request_output: Any, prompt_len: int, version: int) -> Generation:
         completion = request_output.outputs[0]
