@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.utils.atomic import atomic_dir, remove_stale_temps
+from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs, remove_stale_temps
 
 __all__ = [
     "Checkpoint",
@@ -105,15 +105,7 @@ def _durable_save(obj: Any, path: Path) -> None:
 
 def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
     """Complete checkpoints under ``root``, oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        m = _STEP_DIR.match(child.name)
-        if m and (child / MODEL_FILE).is_file() and (child / STATE_FILE).is_file():
-            found.append((int(m.group(1)), child))
-    return [p for _, p in sorted(found)]
+    return [p for _, p in complete_numbered_dirs(root, _STEP_DIR, (MODEL_FILE, STATE_FILE))]
 
 
 def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:

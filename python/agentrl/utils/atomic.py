@@ -11,8 +11,9 @@ with ``.tmp-`` so listings of complete versions never match them.
 from __future__ import annotations
 
 import os
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -80,4 +81,31 @@ def atomic_dir(final: Path, *, sync: bool = False) -> Iterator[Path]:
         raise
 
 
-__all__ = ["atomic_dir", "fsync_dir", "fsync_tree", "remove_stale_temps", "replace_dir"]
+def complete_numbered_dirs(
+    root: str | os.PathLike[str], pattern: re.Pattern[str], required: Iterable[str]
+) -> list[tuple[int, Path]]:
+    """``(number, path)`` of the subdirectories of ``root`` named by ``pattern``, oldest first.
+
+    ``pattern``'s first group is the number; a directory counts only when every file in
+    ``required`` is in it (a missing root has none).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    needed = list(required)
+    found = []
+    for child in root.iterdir():
+        m = pattern.match(child.name)
+        if m and all((child / name).is_file() for name in needed):
+            found.append((int(m.group(1)), child))
+    return sorted(found)
+
+
+__all__ = [
+    "atomic_dir",
+    "complete_numbered_dirs",
+    "fsync_dir",
+    "fsync_tree",
+    "remove_stale_temps",
+    "replace_dir",
+]

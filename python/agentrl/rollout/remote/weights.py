@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
-from agentrl.utils.atomic import atomic_dir, remove_stale_temps
+from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs, remove_stale_temps
 
 LATEST_FILE = "LATEST"
 WEIGHTS_FILE = "model.safetensors"
@@ -83,15 +83,7 @@ def version_dir_name(version: int) -> str:
 
 def published_versions(shared_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     """Complete published versions under ``shared_dir``, oldest first."""
-    root = Path(shared_dir)
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        m = _VERSION_DIR.match(child.name)
-        if m and (child / WEIGHTS_FILE).is_file():
-            found.append((int(m.group(1)), child))
-    return sorted(found)
+    return complete_numbered_dirs(shared_dir, _VERSION_DIR, (WEIGHTS_FILE,))
 
 
 def latest_published(shared_dir: str | os.PathLike[str]) -> Path | None:
