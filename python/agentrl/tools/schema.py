@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 ToolSpec = dict[str, Any]
@@ -137,6 +137,27 @@ def clone_tool_spec(spec: ToolSpec) -> ToolSpec:
         return copy.deepcopy(spec)
 
 
+def _merge_kept(
+    primary: Iterable[Any] | None,
+    extra: Iterable[Any] | None,
+    keep_alias: bool,
+    allowed_names: Collection[str] | None,
+) -> Iterator[tuple[str, Any]]:
+    """``(name, spec)`` of each spec a merge keeps: first of its name, allowed, in order."""
+    seen: set[str] = set()
+    for source in (primary or [], extra or []):
+        for spec in source:
+            name = tool_spec_name(spec)
+            if not name or name in seen:
+                continue
+            if name == ALIAS_TOOL and not keep_alias:
+                continue
+            if allowed_names is not None and name not in allowed_names:
+                continue
+            seen.add(name)
+            yield name, spec
+
+
 def merged_tool_names(
     primary: Iterable[Any] | None,
     extra: Iterable[Any] | None,
@@ -144,18 +165,7 @@ def merged_tool_names(
     allowed_names: Collection[str] | None = None,
 ) -> list[str]:
     """The names :func:`merge_tool_specs` would keep, in order, without copying specs."""
-    names: list[str] = []
-    for source in (primary or [], extra or []):
-        for spec in source:
-            name = tool_spec_name(spec)
-            if not name or name in names:
-                continue
-            if name == ALIAS_TOOL and not keep_alias:
-                continue
-            if allowed_names is not None and name not in allowed_names:
-                continue
-            names.append(name)
-    return names
+    return [name for name, _ in _merge_kept(primary, extra, keep_alias, allowed_names)]
 
 
 def merge_tool_specs(
@@ -169,19 +179,8 @@ def merge_tool_specs(
     The ``calculator`` alias is dropped unless ``keep_alias``; with ``allowed_names``, only
     those names survive. Returns None when nothing is left.
     """
-    merged: list[ToolSpec] = []
-    seen: set[str] = set()
-    for source in (primary or [], extra or []):
-        for spec in source:
-            name = tool_spec_name(spec)
-            if not name or name in seen:
-                continue
-            if name == ALIAS_TOOL and not keep_alias:
-                continue
-            if allowed_names is not None and name not in allowed_names:
-                continue
-            merged.append(clone_tool_spec(spec))
-            seen.add(name)
+    kept = _merge_kept(primary, extra, keep_alias, allowed_names)
+    merged = [clone_tool_spec(spec) for _, spec in kept]
     return merged or None
 
 
