@@ -68,31 +68,25 @@ CURRENT_TIME_SPEC: dict[str, Any] = {
     },
 }
 
-CALCULATOR_ALIAS_SPEC: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "calculator",
-        "description": "Older name of calculate_math; prefer calculate_math.",
-        "parameters": {
-            "type": "object",
-            "properties": {"expression": {"type": "string"}},
-            "required": ["expression"],
-        },
-    },
-}
 
-PYTHON_MATH_SPEC: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "python_math",
-        "description": "Older name of calculate_math; prefer calculate_math.",
-        "parameters": {
-            "type": "object",
-            "properties": {"expression": {"type": "string"}},
-            "required": ["expression"],
+def _older_name_spec(name: str) -> dict[str, Any]:
+    """The spec of an older name of calculate_math (same argument, pointed at the new name)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "Older name of calculate_math; prefer calculate_math.",
+            "parameters": {
+                "type": "object",
+                "properties": {"expression": {"type": "string"}},
+                "required": ["expression"],
+            },
         },
-    },
-}
+    }
+
+
+CALCULATOR_ALIAS_SPEC: dict[str, Any] = _older_name_spec("calculator")
+PYTHON_MATH_SPEC: dict[str, Any] = _older_name_spec("python_math")
 
 # The clock a `fixed`-mode get_current_time reports (the seed's table; Shanghai is the
 # answer for any other timezone).
