@@ -498,11 +498,10 @@ pub fn repetition_penalty(text: &str) -> f64 {
         return 0.0;
     }
     let lowered = py_lower(text);
-    let spans = token_spans(&lowered);
-    if spans.len() < 16 {
+    let tokens = tokens_of(&lowered);
+    if tokens.len() < 16 {
         return 0.0;
     }
-    let tokens: Vec<&str> = spans.iter().map(|&(a, b)| &lowered[a..b]).collect();
     let distinct = if tokens.len() <= SORT_LIMIT {
         distinct_trigrams_sorted(&tokens)
     } else {
@@ -664,8 +663,50 @@ fn has_tokens(text: &str, wanted: usize) -> bool {
     false
 }
 
+/// The tokens of `\w+|[^\w\s]` (see [`token_spans`]), with ASCII classified by byte.
+fn tokens_of(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut tokens = Vec::with_capacity(64);
+    let mut word_start: Option<usize> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        let (class, len) = if byte.is_ascii() {
+            (ASCII_TOKEN_CLASSES[usize::from(byte)], 1)
+        } else {
+            let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+                break;
+            };
+            let class = if is_word(c) {
+                TokenClass::Word
+            } else if is_space(c) {
+                TokenClass::Space
+            } else {
+                TokenClass::Symbol
+            };
+            (class, c.len_utf8())
+        };
+        if class == TokenClass::Word {
+            word_start.get_or_insert(i);
+        } else {
+            if let Some(start) = word_start.take() {
+                tokens.push(&text[start..i]);
+            }
+            if class == TokenClass::Symbol {
+                tokens.push(&text[i..i + len]);
+            }
+        }
+        i += len;
+    }
+    if let Some(start) = word_start {
+        tokens.push(&text[start..]);
+    }
+    tokens
+}
+
 /// Byte spans of the tokens of `\w+|[^\w\s]`: runs of word characters, and every other
 /// non-space character on its own.
+#[cfg(test)]
 fn token_spans(text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut word_start: Option<usize> = None;
@@ -872,6 +913,25 @@ mod tests {
                     "{text} {wanted}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn byte_classified_tokens_equal_the_character_spans() {
+        let texts = [
+            "计算1+2=3, ok_go!",
+            "ǅx İy \u{85}z\u{a0}w ٣٤ ok?!",
+            "  lead and trail  ",
+            "a\tb\u{1c}c\u{1f}d\u{b}e",
+            "",
+        ];
+        for text in texts {
+            let lowered = py_lower(text);
+            let by_span: Vec<&str> = token_spans(&lowered)
+                .iter()
+                .map(|&(a, b)| &lowered[a..b])
+                .collect();
+            assert_eq!(tokens_of(&lowered), by_span, "{text}");
         }
     }
 
