@@ -40,11 +40,6 @@ def shared_sampling_fields(params: SamplingParams, end_ids: Set[int]) -> dict[st
     }
 
 
-def call_seed(seed: int, calls: int) -> int:
-    """A per-request seed: differs per ``generate`` call, repeats for the same seed."""
-    return (seed * 1_000_003 + calls) % (2**31)
-
-
 def stored_logp(value: Any, stats: dict[str, int]) -> float:
     """A behaviour log-prob as stored: finite and <= 0; a missing or bad one is 0.0.
 
@@ -104,16 +99,36 @@ class LiveRowsEngine:
     It expands prompts into rows and budgets, reseeds when asked, gives zero-budget rows
     an empty `Generation` without asking the backend, counts calls (the per-call seed
     depends on the count) and keeps the engine lock across the whole call. A subclass
-    implements `_generate_live` for the rows that have a token budget.
+    names its counters in ``STAT_NAMES`` and implements `_generate_live` for the rows
+    that have a token budget.
     """
 
+    STAT_NAMES: tuple[str, ...] = ()
     lock: threading.RLock
     version: int
     stats: dict[str, int]
+    _seed: int | None
     _calls: int
 
+    def _fresh_stats(self) -> dict[str, int]:
+        return dict.fromkeys(self.STAT_NAMES, 0)
+
+    def reset_stats(self) -> dict[str, int]:
+        """Return the counters and start new ones."""
+        with self.lock:
+            old, self.stats = self.stats, self._fresh_stats()
+        return old
+
     def reseed(self, seed: int) -> None:
-        raise NotImplementedError
+        """Restart the per-call seeds: the same seed and calls give the same request seeds."""
+        self._seed = int(seed)
+        self._calls = 0
+
+    def _call_seed(self) -> int | None:
+        """This call's request seed: differs per ``generate`` call (None: never seeded)."""
+        if self._seed is None:
+            return None
+        return (self._seed * 1_000_003 + self._calls) % (2**31)
 
     def _generate_live(
         self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int
@@ -154,7 +169,6 @@ class LiveRowsEngine:
 
 __all__ = [
     "LiveRowsEngine",
-    "call_seed",
     "empty_generation",
     "finish_generation",
     "generation_rows",

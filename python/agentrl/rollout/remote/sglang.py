@@ -34,7 +34,6 @@ import torch
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.common import (
     LiveRowsEngine,
-    call_seed,
     finish_generation,
     shared_sampling_fields,
     stored_logp,
@@ -50,20 +49,6 @@ from agentrl.rollout.remote.weights import (
     publish_weights,
 )
 from agentrl.rollout.sampling import SamplingParams
-
-
-def _new_stats() -> dict[str, int]:
-    return {
-        "sequences": 0,
-        "generate_calls": 0,
-        "http_requests": 0,
-        "generated_tokens": 0,
-        "prompt_tokens": 0,
-        "nonfinite_logps": 0,
-        "weight_updates": 0,
-        "weight_updates_skipped": 0,
-        "cache_flush_failures": 0,
-    }
 
 
 class _PublishedWeights:
@@ -88,7 +73,20 @@ class SGLangEngine(LiveRowsEngine):
     default: the tokenizer's EOS and pad ids; the server is asked to stop on them too,
     and a final end token is moved out of ``token_ids`` as `TorchEngine` does.
     ``max_batch_rows`` caps prompts per HTTP request (0: the whole batch in one request).
+    Per-request seeds are sent only with ``send_seed`` (the server must allow them).
     """
+
+    STAT_NAMES = (
+        "sequences",
+        "generate_calls",
+        "http_requests",
+        "generated_tokens",
+        "prompt_tokens",
+        "nonfinite_logps",
+        "weight_updates",
+        "weight_updates_skipped",
+        "cache_flush_failures",
+    )
 
     def __init__(
         self,
@@ -119,7 +117,7 @@ class SGLangEngine(LiveRowsEngine):
         self.load_format = load_format
         self.send_seed = bool(send_seed)
         self.lock = threading.RLock()
-        self.stats = _new_stats()
+        self.stats = self._fresh_stats()
         self.published_path: Path | None = latest_published(self.shared_dir)
         self._seed: int | None = None
         self._calls = 0
@@ -159,16 +157,6 @@ class SGLangEngine(LiveRowsEngine):
         if not ok:
             self.stats["cache_flush_failures"] += 1
         return ok
-
-    def reseed(self, seed: int) -> None:
-        """Seeds are sent only with ``send_seed`` (the server must allow per-request seeds)."""
-        self._seed = int(seed)
-        self._calls = 0
-
-    def reset_stats(self) -> dict[str, int]:
-        with self.lock:
-            old, self.stats = self.stats, _new_stats()
-        return old
 
     @property
     def model(self) -> _PublishedWeights:
@@ -233,8 +221,9 @@ class SGLangEngine(LiveRowsEngine):
         }
         if params.stop:
             out["stop"] = list(params.stop)
-        if self.send_seed and self._seed is not None:
-            out["sampling_seed"] = call_seed(self._seed, self._calls)
+        seed = self._call_seed() if self.send_seed else None
+        if seed is not None:
+            out["sampling_seed"] = seed
         return out
 
     def _generate_live(

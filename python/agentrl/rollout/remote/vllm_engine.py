@@ -27,7 +27,6 @@ import torch
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.common import (
     LiveRowsEngine,
-    call_seed,
     finish_generation,
     shared_sampling_fields,
     stored_logp,
@@ -52,17 +51,6 @@ def require_vllm() -> Any:
     return vllm
 
 
-def _new_stats() -> dict[str, int]:
-    return {
-        "sequences": 0,
-        "generate_calls": 0,
-        "generated_tokens": 0,
-        "nonfinite_logps": 0,
-        "weight_updates": 0,
-        "weight_updates_skipped": 0,
-    }
-
-
 # Where an in-process vLLM keeps its torch model, across vLLM versions.
 _MODEL_PATHS = (
     ("llm_engine", "model_executor", "driver_worker", "worker", "model_runner", "model"),
@@ -78,6 +66,15 @@ class VLLMEngine(LiveRowsEngine):
     ``model_path``: an HF directory vLLM can load (the policy's starting point, e.g. the
     warm start exported by `agentrl sft`). ``llm_kwargs`` go to ``vllm.LLM`` unchanged.
     """
+
+    STAT_NAMES = (
+        "sequences",
+        "generate_calls",
+        "generated_tokens",
+        "nonfinite_logps",
+        "weight_updates",
+        "weight_updates_skipped",
+    )
 
     def __init__(
         self,
@@ -111,18 +108,9 @@ class VLLMEngine(LiveRowsEngine):
         self.eos_token_ids = frozenset(int(t) for t in ends)
         self.version = int(version)
         self.lock = threading.RLock()
-        self.stats = _new_stats()
+        self.stats = self._fresh_stats()
         self._seed: int | None = int(seed)
         self._calls = 0
-
-    def reseed(self, seed: int) -> None:
-        self._seed = int(seed)
-        self._calls = 0
-
-    def reset_stats(self) -> dict[str, int]:
-        with self.lock:
-            old, self.stats = self.stats, _new_stats()
-        return old
 
     # ---- weights ----
 
@@ -177,8 +165,9 @@ class VLLMEngine(LiveRowsEngine):
             "logprobs": 0,
             "detokenize": False,
         }
-        if self._seed is not None:
-            kwargs["seed"] = call_seed(self._seed, self._calls)
+        seed = self._call_seed()
+        if seed is not None:
+            kwargs["seed"] = seed
         if params.stop:
             kwargs["detokenize"] = True  # stop strings are matched on text
         top_k = int(params.top_k)
