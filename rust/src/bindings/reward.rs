@@ -208,19 +208,29 @@ fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ToolEvent> {
     })
 }
 
-/// `None` for a missing or `None` field, else the items of a list or tuple.
-fn sequence_items<'py>(
+/// `None` for a missing or `None` field, else `convert` of each item of a list or tuple,
+/// straight into a list of the right size.
+fn convert_items<'py, T>(
     field: &str,
     obj: Option<Bound<'py, PyAny>>,
-) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    convert: impl Fn(&Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<Option<Vec<T>>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
     if let Ok(list) = obj.cast::<PyList>() {
-        return Ok(Some(list.iter().collect()));
+        let mut out = Vec::with_capacity(list.len());
+        for item in list.iter() {
+            out.push(convert(&item)?);
+        }
+        return Ok(Some(out));
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
-        return Ok(Some(tuple.iter().collect()));
+        let mut out = Vec::with_capacity(tuple.len());
+        for item in tuple.iter() {
+            out.push(convert(&item)?);
+        }
+        return Ok(Some(out));
     }
     Err(PyTypeError::new_err(format!(
         "field {field:?}: expected a list, got {}",
@@ -304,8 +314,8 @@ fn task_from_py<'py>(
     }
     let [messages, gt, prompt, tools] = fields;
     let mut task = Task::default();
-    if let Some(items) = sequence_items("messages", messages.clone())? {
-        task.messages = items.iter().map(message_from_py).collect::<PyResult<_>>()?;
+    if let Some(items) = convert_items("messages", messages.clone(), message_from_py)? {
+        task.messages = items;
     }
     if let Some(gt) = &gt {
         let value = match gt.cast::<PyList>() {
@@ -362,9 +372,7 @@ fn record_from_py<'py>(
     } else {
         set(&mut row, "completion", fast_value(&completion)?)?;
     }
-    if let Some(events) = sequence_items("tool_events", fields.tool_events)? {
-        row.tool_events = Some(events.iter().map(event_from_py).collect::<PyResult<_>>()?);
-    }
+    row.tool_events = convert_items("tool_events", fields.tool_events, event_from_py)?;
     if let Some(flag) = fields.unfinished {
         row.unfinished = flag.is_truthy()?;
     }
