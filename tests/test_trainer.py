@@ -50,7 +50,8 @@ def _config(assets, run_dir: Path, **overrides):
                   batch_size=2, num_generations=2, max_turns=2, max_gen_len=12,
                   max_context_len=384, max_total_len=448, async_workers=0, eval_before_train=0,
                   eval_interval=0, eval_ratio=0.0, progress=0, report=0, save_interval=0,
-                  learning_rate=1e-3, accumulation_steps=2, bc_max_examples=2, bc_max_len=256,
+                  learning_rate=1e-3, accumulation_steps=2, bc_coef=0.05, bc_max_examples=2,
+                  bc_max_len=256,
                   seed=7)  # fmt: skip
     values.update(overrides)
     return resolve(preset="tiny", overrides=values)
