@@ -468,6 +468,18 @@ fn ordered_matches<E, G>(expected: &[E], got: &[G], same: impl Fn(&G, &E) -> boo
 
 /// Expected items each matched greedily to the first unused matching `got` item.
 fn set_matches<E, G>(expected: &[E], got: &[G], same: impl Fn(&G, &E) -> bool) -> usize {
+    if got.len() <= 64 {
+        // The usual handful of calls: the used items fit in one word.
+        let mut used = 0u64;
+        let mut count = 0;
+        for e in expected {
+            if let Some(j) = (0..got.len()).find(|&j| used & (1 << j) == 0 && same(&got[j], e)) {
+                used |= 1 << j;
+                count += 1;
+            }
+        }
+        return count;
+    }
     let mut used = vec![false; got.len()];
     let mut count = 0;
     for e in expected {
@@ -913,6 +925,27 @@ mod tests {
                     "{text} {wanted}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn greedy_set_matching_counts_each_item_once_at_any_size() {
+        let same = |g: &u32, e: &u32| g == e;
+        assert_eq!(set_matches(&[1, 1, 2], &[1, 2, 3], same), 2);
+        assert_eq!(set_matches(&[1, 1, 2], &[1, 1, 2], same), 3);
+        assert_eq!(set_matches::<u32, u32>(&[1], &[], same), 0);
+        // Past one word of used flags, the list of flags gives the same counts.
+        for n in [63u32, 64, 65, 130] {
+            let got: Vec<u32> = (0..n).map(|i| i % 7).collect();
+            let expected: Vec<u32> = (0..n).map(|i| i % 5).collect();
+            let want = (0..7)
+                .map(|v| {
+                    let have = got.iter().filter(|&&g| g == v).count();
+                    let need = expected.iter().filter(|&&e| e == v).count();
+                    have.min(need)
+                })
+                .sum::<usize>();
+            assert_eq!(set_matches(&expected, &got, same), want, "{n}");
         }
     }
 
