@@ -40,6 +40,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval_samples": 200,
         "eval_max_gen_len": 96,
         "save_interval": 30,
+        # A group whose episodes all scored the same teaches nothing; the seed's baseline
+        # fallback would push such groups around at random (KL drift, lost tool success).
+        "zero_std_advantage_mode": "zero",
+        # A wrong answer may still earn up to 3.0 for its tool use (the seed caps it at 0),
+        # so episodes that call the right tools on the right expressions stand out.
+        "zero_answer_cov_reward_cap_initial": 3.0,
+        "zero_answer_cov_reward_cap": 3.0,
         # The reward's warm-up schedules, shortened to the length of the run.
         "format_warmup_steps": 10,
         "reward_cap_warmup_steps": 20,
