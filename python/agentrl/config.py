@@ -78,6 +78,9 @@ class TrainConfig:
     tensorboard_dir: str = _opt("run", "", "(ours) TensorBoard log dir when installed ('': off)")
     report: int = _opt("run", 1, "(ours) write report.png with the curves at the end", _FLAG)
     max_time: float = _opt("run", 0.0, "(ours) stop cleanly after this many seconds (0: none)")
+    num_threads: int = _opt(
+        "run", 0, "(ours) torch CPU threads (0: torch's choice; 1 resists shared-core thrashing)"
+    )
     dist_backend: str = _opt(
         "run", "auto", "(ours) torchrun process group backend", ("auto", "nccl", "gloo")
     )
@@ -371,6 +374,7 @@ _AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of st
 ).split()
 _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "
+    "num_threads "
     "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
     "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
     "lora_rank lora_alpha sglang_wait_sec dist_timeout_sec "

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.training.setup import (
         autocast_factory,
         build_tools,
+        configure_threads,
         ensure_warm_start,
         episode_config,
         generated_heldout_samples,
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     spec = model_spec(config)
+    configure_threads(config)
     try:
         ensure_warm_start(spec, print)
         device = None if config.device == "auto" else config.device

@@ -18,6 +18,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "data_path": "",
         "filter_mode": "all",
         "device": "cpu",
+        "num_threads": 1,
         "dtype": "float32",
         "use_wandb": False,
         # 60 steps of 4 prompts x 8 episodes, rolled out in the loop (reproducible).
