@@ -21,8 +21,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_threads": 1,
         "dtype": "float32",
         "use_wandb": False,
-        # 60 steps of 4 prompts x 8 episodes, rolled out in the loop (reproducible).
-        "total_steps": 60,
+        # 300 steps of 4 prompts x 8 episodes, rolled out in the loop (reproducible).
+        "total_steps": 300,
         "batch_size": 4,
         "num_generations": 8,
         "async_workers": 0,
@@ -37,10 +37,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "micro_batch_size": 8,
         # The warm start already writes tool calls; BC's compact call spelling would fight it.
         "bc_coef": 0.0,
-        "eval_interval": 30,
+        "eval_interval": 100,
         "eval_samples": 200,
         "eval_max_gen_len": 96,
-        "save_interval": 30,
+        "save_interval": 100,
         # A group whose episodes all scored the same teaches nothing; the seed's baseline
         # fallback would push such groups around at random (KL drift, lost tool success).
         "zero_std_advantage_mode": "zero",
@@ -49,8 +49,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "zero_answer_cov_reward_cap_initial": 3.0,
         "zero_answer_cov_reward_cap": 3.0,
         # The reward's warm-up schedules, shortened to the length of the run.
-        "format_warmup_steps": 10,
-        "reward_cap_warmup_steps": 20,
+        "format_warmup_steps": 30,
+        "reward_cap_warmup_steps": 60,
     },
 }
 DEFAULT_PRESET = "tiny"
