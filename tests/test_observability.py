@@ -165,3 +165,13 @@ def test_terminal_progress_bar_shows_key_numbers_and_periodic_lines():
     assert "a message" in text
     assert text.count("step 10/12") == 1 and text.count("step 12/12") == 1  # every 10 + last
     assert "exact 0.25" in text and "321 tok/s" in text and "Q 3" in text
+
+
+def test_rare_spikes_do_not_flatten_a_panel():
+    from agentrl.observability.report import robust_top
+
+    calm = [0.05 + 0.001 * i for i in range(40)]
+    assert robust_top(calm) is None
+    top = robust_top([*calm, 12.0])
+    assert top is not None and 0.1 < top < 0.2
+    assert robust_top([0.0] * 30 + [1.0]) is None  # nothing typical to scale to
