@@ -208,6 +208,9 @@ def test_schedule_warms_up_then_decays_to_the_floor():
     assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
     assert values[10] == pytest.approx(1.0) and values[100] == pytest.approx(0.1)
     assert all(a >= b for a, b in itertools.pairwise(values[10:]))
+    # A time budget that is used up faster than the steps anneals the rate just as well.
+    assert lr_factor(20, total=100, warmup=10, min_ratio=0.1, progress=1.0) == pytest.approx(0.1)
+    assert lr_factor(20, total=100, warmup=10, min_ratio=0.1, progress=0.5) == pytest.approx(0.55)
 
 
 # ---- training loop and checkpoints ----

@@ -46,7 +46,7 @@ class TinySpec:
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    num_kv_heads: int = 2
+    num_kv_heads: int = 4
     head_dim: int = 32
     intermediate_size: int = 384
     max_positions: int = 2048

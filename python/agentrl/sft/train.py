@@ -30,17 +30,17 @@ class SFTConfig:
     """Everything that shapes a run; stored in each checkpoint and in the summary."""
 
     output_dir: str = "runs/tiny-sft"
-    steps: int = 600
+    steps: int = 2000
     batch_tokens: int = 8192
     max_batch: int = 32
     grad_accum: int = 1
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
-    warmup_steps: int = 30
-    weight_decay: float = 0.1
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.95)
     clip: float = 1.0
-    eval_interval: int = 0
+    eval_interval: int = 250
     eval_subset: int = 64
     max_turns: int = 4
     max_new_tokens: int = 96
@@ -109,12 +109,17 @@ class BatchStream:
         self._batches = self._make()
 
 
-def lr_factor(step: int, total: int, warmup: int, min_ratio: float) -> float:
-    """Linear warm-up to 1, then cosine decay to `min_ratio` at `total`."""
+def lr_factor(step: int, total: int, warmup: int, min_ratio: float, progress: float = 0.0) -> float:
+    """Linear warm-up to 1, then cosine decay to `min_ratio` at the end of the run.
+
+    The end is `total` steps, or earlier when `progress` (the share of a time budget
+    already used) is ahead of the step count: a run cut by its budget still anneals.
+    """
     if warmup > 0 and step < warmup:
         return (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    done = max((step - warmup) / max(1, total - warmup), progress)
+    done = min(1.0, done)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * done))
 
 
 def masked_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -214,9 +219,9 @@ class _Run:
         self.opt = torch.optim.AdamW(
             _param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas
         )
-        self.sched = torch.optim.lr_scheduler.LambdaLR(
-            self.opt, lambda s: lr_factor(s, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio)
-        )
+        # Seconds of training before this process (from the checkpoint on resume).
+        self.elapsed_before = 0.0
+        self.started = time.perf_counter()
         self.stream = BatchStream(
             [len(e) for e in examples], cfg.batch_tokens, cfg.max_batch, cfg.seed
         )
@@ -230,7 +235,7 @@ class _Run:
         state = ckpt.load_trainer_state(found[-1])
         ckpt.load_weights(self.model, found[-1])
         self.opt.load_state_dict(state["optimizer"])
-        self.sched.load_state_dict(state["scheduler"])
+        self.elapsed_before = float(state.get("elapsed", 0.0))
         self.stream.load_state_dict(state["stream"])
         self.step, self.skipped = int(state["step"]), int(state.get("skipped", 0))
         ckpt.set_rng_state(state["rng"])
@@ -251,8 +256,8 @@ class _Run:
             self.skipped += 1
             self.log(f"step {self.step + 1}: non-finite loss or gradient, update skipped")
         self.opt.zero_grad(set_to_none=True)
-        self.sched.step()
         self.step += 1
+        self.set_lr()
         return loss, grad_norm, tokens
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> dict[str, float]:
@@ -268,7 +273,7 @@ class _Run:
     def save(self) -> None:
         state = {
             "optimizer": self.opt.state_dict(),
-            "scheduler": self.sched.state_dict(),
+            "elapsed": self.elapsed(),
             "stream": self.stream.state_dict(),
             "skipped": self.skipped,
             "config": asdict(self.cfg),
@@ -279,6 +284,21 @@ class _Run:
         )
         if saved is None:
             self.log(f"step {self.step}: non-finite weights, checkpoint skipped")
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def set_lr(self) -> float:
+        """Learning rate for the next step, from the step count and the time budget."""
+        cfg = self.cfg
+        progress = self.elapsed() / cfg.max_time if cfg.max_time > 0 else 0.0
+        lr = cfg.lr * lr_factor(self.step, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio, progress)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def out_of_time(self) -> bool:
+        return self.cfg.max_time > 0 and self.elapsed() >= self.cfg.max_time
 
     def due(self, interval: int) -> bool:
         return interval > 0 and self.step % interval == 0 and self.step < self.cfg.steps
@@ -301,6 +321,7 @@ def train_sft(
     model.train()
     run = _Run(model, tokenizer, examples, env, cfg, log)
     resumed = cfg.resume and run.resume()
+    run.set_lr()
     metrics = MetricsLog(run.out / "metrics.jsonl", run.step if resumed else None)
     periodic = list(eval_tasks)[: cfg.eval_subset]
     bar = _progress(cfg, run.step)
@@ -316,7 +337,7 @@ def train_sft(
             now = time.perf_counter()
             record = {
                 "step": run.step, "loss": sum(window) / len(window),
-                "lr": run.sched.get_last_lr()[0], "grad_norm": grad_norm,
+                "lr": run.opt.param_groups[0]["lr"], "grad_norm": grad_norm,
                 "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
                 "elapsed_s": now - start, "epoch": run.stream.epoch,
             }  # fmt: skip
@@ -335,7 +356,7 @@ def train_sft(
                 f"on {len(periodic)} tasks")  # fmt: skip
         if run.due(cfg.save_interval):
             run.save()
-        if cfg.max_time > 0 and time.perf_counter() - start >= cfg.max_time:
+        if run.out_of_time():
             log(f"time budget of {cfg.max_time:.0f}s reached at step {run.step}")
             break
         if 0 < cfg.stop_after <= run.step:
