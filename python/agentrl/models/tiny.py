@@ -21,19 +21,19 @@ import torch
 # Ids 3..20 are unused in MiniMind's layout; we keep them as reserved special tokens so
 # the tool tags land on the same ids (21..26) as in MiniMind's tokenizer.
 _RESERVED = tuple(f"<|reserved_{i}|>" for i in range(3, 21))
-# "phrases" pre-splitting: digit runs cut left to right into chunks of up to three digits,
+# "phrases" pre-splitting: digit runs cut left to right into chunks of up to CHUNK digits,
 # every arithmetic symbol (ASCII, full-width, x and divide signs) and every function name
 # before its parenthesis on its own. Expressions then tokenize the same way in a question
 # and in the tool call that copies them, while the long constant prose of the prompt
 # stays free to merge.
 _PHRASE_PATTERN = (
-    r"\p{N}{1,3}|[+\-*/%^()×÷＋－＊／％＾（）]|(?:sqrt|abs|round|log|exp|sin|cos|tan)(?=[(（])"
+    r"\p{N}{1,CHUNK}|[+\-*/%^()×÷＋－＊／％＾（）]|(?:sqrt|abs|round|log|exp|sin|cos|tan)(?=[(（])"
 )
 # Repeats of the digit corpus: enough that digit merges outrank rare phrase merges.
 _DIGIT_REPEATS = 16
 # "words": GPT-4/Llama-3 style pre-splitting (letters, digits, punctuation, spaces apart).
 _WORDS_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,CHUNK}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
@@ -51,6 +51,8 @@ class TinySpec:
     intermediate_size: int = 384
     max_positions: int = 2048
     rope_theta: float = 1e4
+    # Longest digit chunk that is one token (numbers split left to right into such chunks).
+    digit_chunk: int = 3
     # "phrases": only digit chunks, arithmetic symbols and function names are split off
     # before BPE, so the long constant parts of our prompts (instruction, tool specs)
     # compress into few tokens; "words": conventional whitespace/punctuation pre-splitting.
@@ -67,11 +69,11 @@ def token_layout() -> tuple[list[str], list[str]]:
     return [*SPECIAL_TOKENS, *_RESERVED], list(MARKUP_TOKENS)
 
 
-def digit_corpus() -> Iterator[str]:
-    """Every 1-3 digit chunk (with leading zeros), often enough for BPE to learn each."""
-    chunks = [str(i) for i in range(10)]
-    chunks += [f"{i:02d}" for i in range(100)] + [f"{i:03d}" for i in range(1000)]
-    chunks += [str(i) for i in range(10, 1000)]
+def digit_corpus(chunk: int = 3) -> Iterator[str]:
+    """Every digit string of up to `chunk` digits (leading zeros too), repeated often
+    enough that BPE learns each as a token before rarer merges."""
+    chunks = [f"{i:0{width}d}" for width in range(1, chunk + 1) for i in range(10**width)]
+    chunks += [str(i) for i in range(10, 10**chunk)]
     for _ in range(_DIGIT_REPEATS):
         yield " ".join(chunks)
 
@@ -97,9 +99,11 @@ def build_tokenizer(spec: TinySpec, corpus: Iterable[str]) -> Any:
     specials, markup = token_layout()
     tok = Tokenizer(models.BPE())
     if spec.pretokenizer == "phrases":
-        split = pre_tokenizers.Split(Regex(_PHRASE_PATTERN), behavior="isolated")
+        pattern = _PHRASE_PATTERN.replace("CHUNK", str(spec.digit_chunk))
+        split = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     elif spec.pretokenizer == "words":
-        split = pre_tokenizers.Split(Regex(_WORDS_PATTERN), behavior="isolated")
+        pattern = _WORDS_PATTERN.replace("CHUNK", str(spec.digit_chunk))
+        split = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     else:
         raise ValueError(f"unknown pretokenizer {spec.pretokenizer!r}; use phrases or words")
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -116,7 +120,7 @@ def build_tokenizer(spec: TinySpec, corpus: Iterable[str]) -> Any:
     # Markup tags must be cut out of the training text, exactly as at encoding time.
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in markup])
-    tok.train_from_iterator(_chain(digit_corpus(), corpus), trainer=trainer)
+    tok.train_from_iterator(_chain(digit_corpus(spec.digit_chunk), corpus), trainer=trainer)
     # Training re-registers every trainer token as special; the markup tags must not be
     # (MiniMind keeps them through skip_special_tokens). A JSON round trip makes the
     # decoder see the corrected flags.
