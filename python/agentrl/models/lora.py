@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from agentrl.utils.atomic import atomic_dir
+from agentrl.utils.tensors import has_nonfinite
 
 # Parameter-name segments peft adds for adapter weights (lora_A, lora_B, lora_embedding_A,
 # lora_magnitude_vector, ...).
@@ -247,35 +249,15 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def _atomic_dir(out: Path) -> tuple[Path, Path]:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return out, tmp
-
-
-def _swap_into_place(tmp: Path, out: Path) -> Path:
-    if out.exists():
-        old = out.with_name(f".tmp-old-{out.name}-{os.getpid()}")
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, out)
-    return out
-
-
 def save_adapter(model: torch.nn.Module, out: str | os.PathLike[str]) -> Path:
     """Write the adapter alone (``adapter_config.json`` + safetensors) atomically."""
     if not is_lora_model(model):
         raise TypeError("save_adapter needs a LoRA (peft) model")
-    out, tmp = _atomic_dir(Path(out))
-    try:
+    final = Path(out)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(final) as tmp:
         model.save_pretrained(str(tmp))
-        return _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return final
 
 
 def load_adapter(
@@ -293,18 +275,15 @@ def export_merged(model: torch.nn.Module, tokenizer: Any, out: str | os.PathLike
     if not is_lora_model(model):
         raise TypeError("export_merged needs a LoRA (peft) model")
     state = merged_state_dict(model)
-    if any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in state.values()):
+    if has_nonfinite(state):
         raise ValueError("refusing to export weights that contain NaN or inf")
-    out, tmp = _atomic_dir(Path(out))
-    try:
-        base = model.get_base_model()
-        base.save_pretrained(str(tmp), state_dict=state)
+    final = Path(out)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(final) as tmp:
+        model.get_base_model().save_pretrained(str(tmp), state_dict=state)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
-        return _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return final
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
+from agentrl.utils.tensors import has_nonfinite
 
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
@@ -26,14 +26,6 @@ def strip_wrapper_prefixes(state: Mapping[str, Any]) -> dict[str, Any]:
                 name = name[len(prefix) :]
         out[name] = value
     return out
-
-
-def has_nonfinite(state: Mapping[str, Any]) -> bool:
-    """True when any floating tensor of ``state`` holds a NaN or an infinity."""
-    return any(
-        torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())
-        for t in state.values()
-    )
 
 
 __all__ = ["has_nonfinite", "strip_wrapper_prefixes"]

@@ -17,12 +17,11 @@ from typing import Any
 
 import torch
 
+from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs
+from agentrl.utils.tensors import has_nonfinite
+
 STATE_FILE = "trainer_state.pt"
 _STEP_RE = re.compile(r"^step-(\d+)$")
-
-
-def _has_nonfinite(model: torch.nn.Module) -> bool:
-    return any(not torch.isfinite(p.detach()).all() for p in model.parameters())
 
 
 def _save_hf(model: torch.nn.Module, tokenizer: Any, directory: Path) -> None:
@@ -80,19 +79,14 @@ def save_checkpoint(
     keep_last: int = 2,
 ) -> Path | None:
     """Write checkpoint `step` under `root`; returns None (and writes nothing) on NaN weights."""
-    if _has_nonfinite(model):
+    if has_nonfinite(model.state_dict()):
         return None
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:07d}"
-    tmp = root / f".tmp-step-{step:07d}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    _save_hf(model, tokenizer, tmp)
-    torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
-    if final.exists():
-        shutil.rmtree(final)
-    os.rename(tmp, final)
+    with atomic_dir(final) as tmp:
+        _save_hf(model, tokenizer, tmp)
+        torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     for old in list_checkpoints(root)[:-keep_last] if keep_last > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -100,15 +94,7 @@ def save_checkpoint(
 
 def list_checkpoints(root: Path) -> list[Path]:
     """Complete checkpoints under `root`, oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        m = _STEP_RE.match(child.name)
-        if m and (child / STATE_FILE).is_file():
-            found.append((int(m.group(1)), child))
-    return [p for _, p in sorted(found)]
+    return [path for _, path in complete_numbered_dirs(root, _STEP_RE, [STATE_FILE])]
 
 
 def load_trainer_state(path: Path) -> dict[str, Any]:
