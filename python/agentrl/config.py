@@ -79,7 +79,7 @@ class TrainConfig:
     report: int = _opt("run", 1, "(ours) write report.png with the curves at the end", _FLAG)
     max_time: float = _opt("run", 0.0, "(ours) stop cleanly after this many seconds (0: none)")
     num_threads: int = _opt(
-        "run", 0, "(ours) torch CPU threads (0: torch's choice; 1 resists shared-core thrashing)"
+        "run", 0, "(ours) torch CPU threads, at most the usable cores (0: torch's choice)"
     )
     dist_backend: str = _opt(
         "run", "auto", "(ours) torchrun process group backend", ("auto", "nccl", "gloo")

@@ -16,9 +16,6 @@ from agentrl.sft.train import SFTConfig
 
 DEFAULT_OUTPUT = "runs/tiny-sft"
 DEFAULT_DEMOS = 12000
-# Training budget of the default warm start: with setup and the final evaluation the whole
-# command stays within ten minutes on a 2-core CPU.
-DEFAULT_MAX_TIME = 480.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,11 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-time",
         type=float,
-        default=DEFAULT_MAX_TIME,
+        default=d.max_time,
         help="training time budget in seconds; the schedule anneals within it (0: no limit)",
     )
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
+    parser.add_argument(
+        "--num-threads",
+        type=int,
+        default=0,
+        help="torch CPU threads (0: torch's default; at most the usable cores)",
+    )
     parser.add_argument("--dtype", default=None, help="weight dtype (default float32)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -95,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.sft import tasks as sft_tasks
     from agentrl.sft.data import LoadStats, build_examples
     from agentrl.sft.train import train_sft
+    from agentrl.utils.threads import set_cpu_threads
 
     began = time.perf_counter()
+    set_cpu_threads(args.num_threads)
     try:
         if args.model == "tiny":
             model, tokenizer = build_tiny_preset(_tiny_spec(args.tiny))

@@ -30,9 +30,9 @@ class SFTConfig:
     """Everything that shapes a run; stored in each checkpoint and in the summary."""
 
     output_dir: str = "runs/tiny-sft"
-    steps: int = 2000
-    batch_tokens: int = 8192
-    max_batch: int = 32
+    steps: int = 3000
+    batch_tokens: int = 4096
+    max_batch: int = 16
     grad_accum: int = 1
     lr: float = 3e-3
     min_lr_ratio: float = 0.1

@@ -28,6 +28,7 @@ from agentrl.data.prompt_pool import PromptSample
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
+from agentrl.utils.threads import set_cpu_threads
 
 Log = Callable[[str], None]
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
@@ -89,14 +90,8 @@ def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
 
 
 def configure_threads(config: TrainConfig) -> None:
-    """Pin torch's CPU thread count when asked.
-
-    Small models gain little from intra-op threads, and when other processes hold the
-    cores, threads that spin-wait for each other can make every op many times slower
-    (measured: 10 RL steps of the tiny preset took 402 s with 2 threads, 13 s with 1).
-    """
-    if config.num_threads > 0:
-        torch.set_num_threads(config.num_threads)
+    """Pin torch's CPU thread count when asked (see :mod:`agentrl.utils.threads`)."""
+    set_cpu_threads(config.num_threads)
 
 
 def load_models(config: TrainConfig, log: Log) -> Models:
