@@ -83,6 +83,21 @@ def test_adv_clip_bounds_both_sides() -> None:
     assert values == [10.0, -5.0]
 
 
+def test_negative_adv_scale_weighs_only_failures_after_the_clip() -> None:
+    # group mode, one group: rewards 0 and 4 -> (r - 2) / 2 = -1, +1; then clip at 0.5
+    values, metrics = adv([0.0, 4.0], torch.tensor([0, 0]), advantage_mode="group")
+    assert values == [-1.0, 1.0]
+    values, metrics = adv(
+        [0.0, 4.0], torch.tensor([0, 0]), advantage_mode="group", negative_adv_scale=0.25
+    )
+    assert values == [-0.25, 1.0] and metrics["adv/negative_ratio"] == 0.5
+    values, _ = adv(
+        [0.0, 4.0], torch.tensor([0, 0]), advantage_mode="group", adv_clip=0.5,
+        negative_adv_scale=0.0,
+    )  # fmt: skip
+    assert values == [0.0, 0.5]
+
+
 def test_grpo_mode_is_the_second_seeds_std_plus_epsilon() -> None:
     # (1 - 2) / (1 + 1e-4) and (3 - 2) / (1 + 1e-4); flat group (2, 2): 0 / (0 + 1e-4) = 0
     values, _ = adv([1.0, 3.0, 2.0, 2.0], advantage_mode="grpo", adv_clip=0)

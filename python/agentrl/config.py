@@ -216,6 +216,9 @@ class TrainConfig:
         ("zero", "baseline", "positive_baseline"),
     )
     adv_clip: float = _opt("loss", 3.0, "clip advantages to +-adv_clip (0: off)")
+    negative_adv_scale: float = _opt(
+        "loss", 1.0, "(ours) weight of negative advantages (1: symmetric, 0: learn from successes)"
+    )
 
     # ---- KL control ----
     beta: float = _opt("kl", 0.03, "initial KL coefficient")
@@ -383,8 +386,9 @@ _NON_NEGATIVE = (  # noqa: SIM905
     "bc_stop_steps bc_hold_steps bc_decay_steps bc_max_examples eval_max_pool eval_interval "
     "eval_samples eval_temperature eval_max_gen_len temperature"
 ).split()
-_UNIT_INTERVAL = ("thinking_ratio", "async_stale_discount", "beta_ema_decay", "eval_ratio",
-                  "lora_dropout", "vllm_gpu_memory_utilization")  # fmt: skip
+_UNIT_INTERVAL = ("thinking_ratio", "async_stale_discount", "negative_adv_scale",
+                  "beta_ema_decay", "eval_ratio", "lora_dropout",
+                  "vllm_gpu_memory_utilization")  # fmt: skip
 
 
 def validate(config: TrainConfig) -> None:

@@ -14,6 +14,10 @@ Estimators are registered by name (``advantage_mode``):
   baseline push, nothing pulls a whole group down);
 - ``grpo``: (r - group mean) / (group std + 1e-4) — the second seed's normalisation.
 
+After clipping, ``negative_adv_scale`` (ours, default 1) can weigh failures less than
+successes: pushing down a failed episode lowers every token of it, most of which were
+right, while pushing up a success reinforces exactly what worked.
+
 Standard deviations are population ones (``unbiased=False``) as in both seeds.
 """
 
@@ -52,6 +56,8 @@ class AdvantageConfig:
     adv_clip: float = 3.0
     reward_scale: float = 3.0
     reward_ema_decay: float = 0.98
+    # (ours) Negative advantages are multiplied by this (1: the seeds' symmetric estimate).
+    negative_adv_scale: float = 1.0
 
 
 Estimator = Callable[[torch.Tensor, torch.Tensor, AdvantageConfig, float], torch.Tensor]
@@ -169,6 +175,8 @@ def compute_advantages(
     advantages = estimator(rewards, group_ids, config, float(baseline))
     if config.adv_clip > 0:
         advantages = advantages.clamp(-config.adv_clip, config.adv_clip)
+    if config.negative_adv_scale != 1.0:
+        advantages = torch.where(advantages < 0, advantages * config.negative_adv_scale, advantages)
     _, std = group_moments(rewards, group_ids)
     metrics = {
         "reward/group_std": float(std.mean().item()),
