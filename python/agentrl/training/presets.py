@@ -32,7 +32,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_total_len": 768,
         # Copying numbers repeats tokens: no repetition penalty (greedy eval = plain greedy).
         "repetition_penalty": 1.0,
-        "learning_rate": 2e-4,
+        # Measured from the default warm start (79.5% held-out exact match), 300 steps:
+        # 2e-4 -> 73.0%, 1e-4 -> 78.5%, 5e-5 -> 80.0%. A tiny model's precise number
+        # copying is easily shaken by noisy policy-gradient steps; keep them small.
+        "learning_rate": 5e-5,
         "accumulation_steps": 1,
         "grad_clip": 1.0,
         "micro_batch_size": 8,
