@@ -137,6 +137,24 @@ def test_adamw_and_cosine_schedule_to_a_tenth() -> None:
     assert lrs[-1] == pytest.approx(1e-4)
 
 
+def test_warmup_climbs_linearly_then_follows_the_cosine() -> None:
+    model = _model()
+    cfg = OptimConfig(learning_rate=1e-3, accumulation_steps=1, warmup_steps=3)
+    opt = build_optimizer(model, cfg)
+    sched = build_scheduler(opt, total_steps=7, config=cfg)
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(7):
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    # warm-up: lr * (k + 1) / 4 for k = 0, 1, 2; then cosine over the 4 remaining steps
+    cosine = [1e-4 + 9e-4 * (1 + math.cos(math.pi * k / 4)) / 2 for k in range(5)]
+    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, *cosine])
+    resumed = build_scheduler(build_optimizer(_model(), cfg), total_steps=7, config=cfg)
+    resumed.load_state_dict(sched.state_dict())
+    assert resumed.get_last_lr() == pytest.approx([1e-4])
+
+
 def test_microbatch_slices_and_weights() -> None:
     assert microbatch_slices(5, 2) == [slice(0, 2), slice(2, 4), slice(4, 5)]
     assert microbatch_slices(5, 0) == [slice(0, 5)]

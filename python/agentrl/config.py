@@ -180,6 +180,7 @@ class TrainConfig:
     weight_decay: float = _opt("optim", 0.01, "AdamW weight decay")
     accumulation_steps: int = _opt("optim", 2, "training steps per optimizer step")
     grad_clip: float = _opt("optim", 0.5, "gradient-norm clip (0: off)")
+    warmup_steps: int = _opt("optim", 0, "(ours) optimizer steps of linear lr warm-up")
     micro_batch_size: int = _opt("optim", 0, "(ours) rows per forward pass (0: whole batch)")
 
     # ---- loss and advantages ----
@@ -380,6 +381,7 @@ _NON_NEGATIVE = (  # noqa: SIM905
     "num_threads "
     "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
     "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
+    "warmup_steps "
     "lora_rank lora_alpha sglang_wait_sec dist_timeout_sec "
     "micro_batch_size epsilon_high behav_imp_weight_cap m2_threshold max_completion_length "
     "adv_min_std adv_clip beta beta_min beta_max hard_kl_stop_mult bc_coef bc_min_coef "

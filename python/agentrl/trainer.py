@@ -138,6 +138,7 @@ class Trainer:
             grad_clip=cfg.grad_clip,
             accumulation_steps=cfg.accumulation_steps,
             micro_batch_size=cfg.micro_batch_size,
+            warmup_steps=cfg.warmup_steps,
         )
         self.optimization = Optimization(self.models.policy, optim, self.total_steps)
         beta_cfg = BetaConfig(**{k: flat[k] for k in BetaConfig.__dataclass_fields__})
