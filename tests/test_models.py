@@ -21,7 +21,9 @@ from agentrl.models import (
     policy_origin,
     resolve_dtype,
 )
-from agentrl.models.tiny import TinySpec, build_model, build_tokenizer, demo_corpus, save_preset
+from agentrl.models.tiny import build_model, save_preset
+from small_models import SMALL_SPEC, fresh_small_tokenizer
+from small_models import small_tokenizer as shared_small_tokenizer
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -31,21 +33,12 @@ from transformers import (
     Qwen3MoeForCausalLM,
 )
 
-SMALL = TinySpec(
-    vocab_size=3072,
-    hidden_size=32,
-    num_layers=2,
-    num_heads=2,
-    num_kv_heads=1,
-    head_dim=16,
-    intermediate_size=64,
-    corpus_tasks=150,
-)
+SMALL = SMALL_SPEC
 
 
 @pytest.fixture(scope="module")
 def small_tokenizer():
-    return build_tokenizer(SMALL, demo_corpus(SMALL.corpus_tasks, SMALL.corpus_seed))
+    return shared_small_tokenizer()
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +83,7 @@ def test_tiny_tokenizer_renders_the_chat_template(small_tokenizer):
 
 
 def test_tiny_preset_build_is_deterministic(small_tokenizer):
-    again = build_tokenizer(SMALL, demo_corpus(SMALL.corpus_tasks, SMALL.corpus_seed))
+    again = fresh_small_tokenizer()
     assert again.backend_tokenizer.to_str() == small_tokenizer.backend_tokenizer.to_str()
     a = build_model(SMALL, len(small_tokenizer)).state_dict()
     b = build_model(SMALL, len(small_tokenizer)).state_dict()

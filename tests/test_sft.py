@@ -10,7 +10,7 @@ import pytest
 import torch
 from agentrl.chat import apply_chat_template
 from agentrl.models import load_policy
-from agentrl.models.tiny import TinySpec, build_model, build_tokenizer, demo_corpus
+from agentrl.models.tiny import build_model
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import (
     Conversation,
@@ -24,22 +24,14 @@ from agentrl.sft.data import (
 from agentrl.sft.evaluate import EvalTask, answer_region, exact_match, run_episodes
 from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
 from agentrl.sft.train import SFTConfig, lr_factor, masked_loss_sum, train_sft
+from small_models import SMALL_SPEC, small_tokenizer
 
-SPEC = TinySpec(
-    vocab_size=3072,
-    hidden_size=32,
-    num_layers=2,
-    num_heads=2,
-    num_kv_heads=1,
-    head_dim=16,
-    intermediate_size=64,
-    corpus_tasks=150,
-)
+SPEC = SMALL_SPEC
 
 
 @pytest.fixture(scope="module")
 def tok():
-    return build_tokenizer(SPEC, demo_corpus(SPEC.corpus_tasks, SPEC.corpus_seed))
+    return small_tokenizer()
 
 
 @pytest.fixture(scope="module")
