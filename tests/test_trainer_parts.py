@@ -175,7 +175,7 @@ def test_missing_warm_start_runs_sft_first(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sft, "run", fake_sft)
     notes: list[str] = []
-    ensure_warm_start("runs/tiny-sft", notes.append)
-    ensure_warm_start("runs/tiny-sft", notes.append)  # present now: nothing to do
-    ensure_warm_start("some/other/model", notes.append)  # never trained implicitly
+    assert ensure_warm_start("runs/tiny-sft", notes.append)
+    assert not ensure_warm_start("runs/tiny-sft", notes.append)  # present now: nothing to do
+    assert not ensure_warm_start("some/other/model", notes.append)  # never trained implicitly
     assert calls == ["runs/tiny-sft"] and len(notes) == 1 and "agentrl sft" in notes[0]

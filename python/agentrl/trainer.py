@@ -41,12 +41,13 @@ class TrainResult:
     steps_done: int
     total_steps: int
     stopped: str | None  # why the run ended before total_steps, if it did
-    wall_seconds: float
+    wall_seconds: float  # the whole run, a warm start it had to train included
     first_eval: dict[str, float] = field(default_factory=dict)
     last_eval: dict[str, float] = field(default_factory=dict)
     report: Path | None = None
     policy_export: Path | None = None
     checkpoint: Path | None = None
+    warm_start_seconds: float = 0.0  # the share of wall_seconds spent in `agentrl sft`
 
 
 class Trainer:
@@ -368,6 +369,7 @@ class Trainer:
             report=report,
             policy_export=export,
             checkpoint=checkpoint,
+            warm_start_seconds=self.models.warm_start_seconds,
         )
 
 

@@ -55,9 +55,13 @@ def run(args: argparse.Namespace) -> int:
     first, last = result.first_eval, result.last_eval
     tasks = int(last.get("eval/tasks", first.get("eval/tasks", 0)))
     status = f"stopped early ({result.stopped})" if result.stopped else "finished"
+    warm = result.warm_start_seconds
+    spent = f"{(result.wall_seconds - warm) / 60:.1f} min"
+    if warm > 0:
+        spent += f" (after a {warm / 60:.1f} min warm start with `agentrl sft`)"
     print(
-        f"{status}: {result.steps_done}/{result.total_steps} steps in "
-        f"{result.wall_seconds / 60:.1f} min; held-out exact match "
+        f"{status}: {result.steps_done}/{result.total_steps} steps in {spent}; "
+        f"held-out exact match "
         f"{_pct(first, 'eval/exact_match')} -> {_pct(last, 'eval/exact_match')} "
         f"on {tasks} tasks (greedy); tool success {_pct(first, 'eval/tool_success_rate')} -> "
         f"{_pct(last, 'eval/tool_success_rate')}"

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ class Models:
     device: torch.device
     autocast: AutocastFactory
     spec: str
+    warm_start_seconds: float = 0.0  # spent running `agentrl sft` first, if it ran
 
 
 def hardware_notes(config: TrainConfig) -> list[str]:
@@ -65,10 +67,13 @@ def model_spec(config: TrainConfig) -> str:
     return str(Path(config.save_dir) / f"{config.from_weight}_{config.hidden_size}{suffix}.pth")
 
 
-def ensure_warm_start(spec: str, log: Log) -> None:
-    """Run the default ``agentrl sft`` when the built-in warm start is asked for but absent."""
+def ensure_warm_start(spec: str, log: Log) -> bool:
+    """Run the default ``agentrl sft`` when the built-in warm start is asked for but absent.
+
+    Returns whether it ran.
+    """
     if Path(spec) != Path(TINY_SFT_DIR) or (Path(spec) / "config.json").is_file():
-        return
+        return False
     import argparse
 
     from agentrl.commands import sft
@@ -79,6 +84,7 @@ def ensure_warm_start(spec: str, log: Log) -> None:
     args = parser.parse_args(["--output", spec])
     if sft.run(args) != 0 or not (Path(spec) / "config.json").is_file():
         raise RuntimeError(f"`agentrl sft` did not produce {spec}")
+    return True
 
 
 def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
@@ -98,7 +104,9 @@ def load_models(config: TrainConfig, log: Log) -> Models:
     """Policy (trainable), reference and rollout copies, on the configured device."""
     configure_threads(config)
     spec = model_spec(config)
-    ensure_warm_start(spec, log)
+    began = time.perf_counter()
+    warmed = ensure_warm_start(spec, log)
+    warm_seconds = time.perf_counter() - began if warmed else 0.0
     for note in hardware_notes(config):
         log(note)
     cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
@@ -113,7 +121,7 @@ def load_models(config: TrainConfig, log: Log) -> Models:
         rollout.config.use_cache = True
     forward = torch.compile(policy) if config.use_compile else policy
     return Models(policy, forward, reference, rollout, tokenizer, device,  # type: ignore[arg-type]
-                  autocast_factory(device, config.dtype), spec)  # fmt: skip
+                  autocast_factory(device, config.dtype), spec, warm_seconds)  # fmt: skip
 
 
 def episode_config(config: TrainConfig) -> EpisodeConfig:
