@@ -157,6 +157,8 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
         "filter_mode": "all",
         "eval_ratio": 0.0,
         "device": "cpu",
+        # Both frameworks share the thread count set by --threads (not the preset's).
+        "num_threads": torch.get_num_threads(),
         "dtype": "float32",
         "seed": args.seed,
         "total_steps": steps,
