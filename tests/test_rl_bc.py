@@ -54,6 +54,27 @@ def test_canonical_tool_call_is_compact_json_keeping_non_ascii() -> None:
     assert "时区" in canonical_tool_call("t", {"z": "时区"})
 
 
+def test_template_call_style_is_what_the_chat_template_writes_for_tool_calls() -> None:
+    from agentrl.chat import apply_chat_template
+    from small_models import small_tokenizer
+
+    class _NoTemplate:  # forces agentrl's built-in rendering, which mirrors the template
+        chat_template = None
+
+    call = {"type": "function", "function": {"name": "calculate_math",
+                                             "arguments": {"expression": "１＋2"}}}  # fmt: skip
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [call, call]},
+    ]
+    spelled = canonical_tool_call("calculate_math", {"expression": "１＋2"}, "template")
+    for tokenizer in (small_tokenizer(), _NoTemplate()):
+        rendered = apply_chat_template(tokenizer, messages, None, False, False)
+        assert "</think>\n\n" + spelled + "\n" + spelled + "<|im_end|>" in rendered
+    with pytest.raises(ValueError, match="bc_call_style"):
+        canonical_tool_call("calculate_math", {}, "loose")
+
+
 def _render(messages, tools) -> str:
     return json.dumps([m["role"] + ":" + str(m["content"]) for m in messages], ensure_ascii=False)
 

@@ -246,6 +246,12 @@ class TrainConfig:
     bc_max_examples: int = _opt("bc", 24, "demonstrations per step")
     bc_max_exprs: int = _opt("bc", 8, "expressions per demonstration")
     bc_max_len: int = _opt("bc", 1536, "tokens per demonstration")
+    bc_call_style: str = _opt(
+        "bc",
+        "compact",
+        "(ours) call spelling: compact JSON (seed) or the chat template's",
+        ("compact", "template"),
+    )
 
     # ---- evaluation ----
     eval_ratio: float = _opt("eval", 0.02, "share of the prompts held out")

@@ -55,6 +55,9 @@ class BCConfig:
     bc_max_examples: int = 24
     bc_max_exprs: int = 8
     bc_max_len: int = 1536
+    # (ours) "compact": the seed's spelling; "template": the chat template's, so that a
+    # policy warm-started on rendered conversations is taught the calls it already writes.
+    bc_call_style: str = "compact"
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,23 @@ def bc_coef_at_step(step: int, config: BCConfig) -> float:
     return max(base * remaining, floor)
 
 
-def canonical_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """The one spelling of a call we teach: compact JSON, non-ASCII kept, in the tags."""
-    body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False,
-                      separators=(",", ":"))  # fmt: skip
-    return "<tool_call>" + body + "</tool_call>"
+CALL_STYLES = ("compact", "template")
+
+
+def canonical_tool_call(name: str, arguments: Mapping[str, Any], style: str = "compact") -> str:
+    """The one spelling of a call we teach, non-ASCII kept, in the tags.
+
+    ``compact``: the seed's compact JSON. ``template``: exactly what the chat template
+    writes for an assistant ``tool_calls`` entry (see :mod:`agentrl.chat`).
+    """
+    if style == "compact":
+        body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False,
+                          separators=(",", ":"))  # fmt: skip
+        return "<tool_call>" + body + "</tool_call>"
+    if style == "template":
+        args = json.dumps(dict(arguments), ensure_ascii=False)
+        return '<tool_call>\n{"name": "' + name + '", "arguments": ' + args + "}\n</tool_call>"
+    raise ValueError(f"unknown bc_call_style {style!r} ({', '.join(CALL_STYLES)})")
 
 
 def build_math_bc_examples(
@@ -95,6 +110,7 @@ def build_math_bc_examples(
     default_tools: Sequence[Mapping[str, Any]] | None,
     max_examples: int = 24,
     max_exprs: int = 8,
+    call_style: str = "compact",
 ) -> list[BCExample]:
     """Up to ``max_examples`` demonstrations (two per usable math prompt).
 
@@ -115,7 +131,7 @@ def build_math_bc_examples(
                 result = calculate_math({"expression": expr})
             except Exception:  # a tool failure only means no demonstration for it
                 continue
-            calls.append(canonical_tool_call("calculate_math", {"expression": expr}))
+            calls.append(canonical_tool_call("calculate_math", {"expression": expr}, call_style))
             results.append(result)
         if not calls:
             continue
@@ -224,6 +240,7 @@ def compute_bc_aux_loss(
         default_tools=default_tools,
         max_examples=config.bc_max_examples,
         max_exprs=config.bc_max_exprs,
+        call_style=config.bc_call_style,
     )
     pad_id = (
         tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
