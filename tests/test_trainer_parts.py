@@ -179,3 +179,22 @@ def test_missing_warm_start_runs_sft_first(tmp_path, monkeypatch):
     assert not ensure_warm_start("runs/tiny-sft", notes.append)  # present now: nothing to do
     assert not ensure_warm_start("some/other/model", notes.append)  # never trained implicitly
     assert calls == ["runs/tiny-sft"] and len(notes) == 1 and "agentrl sft" in notes[0]
+
+
+def test_summary_line_reports_rl_time_apart_from_the_warm_start():
+    from pathlib import Path
+
+    from agentrl.commands.train import summary_line
+    from agentrl.trainer import TrainResult
+
+    before = {"eval/exact_match": 0.795, "eval/tasks": 200.0, "eval/tool_success_rate": 0.951}
+    after = {"eval/exact_match": 0.8, "eval/tasks": 200.0, "eval/tool_success_rate": 0.953}
+    evals = (before, after)
+    result = TrainResult(Path("runs/x"), 300, 300, None, 624.0, *evals, warm_start_seconds=438.0)
+    line = summary_line(result)
+    assert line.startswith("finished: 300/300 steps in 3.1 min (after a 7.3 min warm start")
+    assert "79.5% -> 80.0% on 200 tasks" in line and "95.1% -> 95.3%" in line
+    result.warm_start_seconds, result.stopped = 0.0, "SIGINT"
+    line = summary_line(result)
+    assert line.startswith("stopped early (SIGINT): 300/300 steps in 10.4 min;")
+    assert "warm start" not in line

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from agentrl.config import add_config_arguments, config_from_args
 
@@ -30,6 +31,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _pct(metrics: dict[str, float], key: str) -> str:
     value = metrics.get(key)
     return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def summary_line(result: Any) -> str:
+    """The run's last word: steps, RL time (a warm start it trained apart), before/after."""
+    first, last = result.first_eval, result.last_eval
+    tasks = int(last.get("eval/tasks", first.get("eval/tasks", 0)))
+    status = f"stopped early ({result.stopped})" if result.stopped else "finished"
+    warm = result.warm_start_seconds
+    spent = f"{(result.wall_seconds - warm) / 60:.1f} min"
+    if warm > 0:
+        spent += f" (after a {warm / 60:.1f} min warm start with `agentrl sft`)"
+    return (
+        f"{status}: {result.steps_done}/{result.total_steps} steps in {spent}; "
+        f"held-out exact match "
+        f"{_pct(first, 'eval/exact_match')} -> {_pct(last, 'eval/exact_match')} "
+        f"on {tasks} tasks (greedy); tool success {_pct(first, 'eval/tool_success_rate')} -> "
+        f"{_pct(last, 'eval/tool_success_rate')}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,20 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not is_main_process():
         return 0
-    first, last = result.first_eval, result.last_eval
-    tasks = int(last.get("eval/tasks", first.get("eval/tasks", 0)))
-    status = f"stopped early ({result.stopped})" if result.stopped else "finished"
-    warm = result.warm_start_seconds
-    spent = f"{(result.wall_seconds - warm) / 60:.1f} min"
-    if warm > 0:
-        spent += f" (after a {warm / 60:.1f} min warm start with `agentrl sft`)"
-    print(
-        f"{status}: {result.steps_done}/{result.total_steps} steps in {spent}; "
-        f"held-out exact match "
-        f"{_pct(first, 'eval/exact_match')} -> {_pct(last, 'eval/exact_match')} "
-        f"on {tasks} tasks (greedy); tool success {_pct(first, 'eval/tool_success_rate')} -> "
-        f"{_pct(last, 'eval/tool_success_rate')}"
-    )
+    print(summary_line(result))
     print(f"run directory: {result.run_dir} (metrics.jsonl, config.toml, checkpoints/)")
     if result.report is not None:
         print(f"report: {result.report}")
