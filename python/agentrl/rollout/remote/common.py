@@ -8,6 +8,7 @@ stored finite and <= 0, a final end token moved out of ``token_ids``, the finish
 
 from __future__ import annotations
 
+import abc
 import math
 import threading
 from collections.abc import Sequence, Set
@@ -93,7 +94,7 @@ def finish_generation(
     )
 
 
-class LiveRowsEngine:
+class LiveRowsEngine(abc.ABC):
     """``generate`` for engines that hand whole batches of rows to another generator.
 
     It expands prompts into rows and budgets, reseeds when asked, gives zero-budget rows
@@ -130,11 +131,11 @@ class LiveRowsEngine:
             return None
         return (self._seed * 1_000_003 + self._calls) % (2**31)
 
+    @abc.abstractmethod
     def _generate_live(
         self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int
     ) -> list[Generation]:
         """One `Generation` per row, in order; every budget is positive."""
-        raise NotImplementedError
 
     def generate(
         self,
