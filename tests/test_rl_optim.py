@@ -147,9 +147,9 @@ def test_warmup_climbs_linearly_then_follows_the_cosine() -> None:
         opt.step()
         sched.step()
         lrs.append(opt.param_groups[0]["lr"])
-    # warm-up: lr * (k + 1) / 4 for k = 0, 1, 2; then cosine over the 4 remaining steps
+    # warm-up: lr * (k + 1) / 3 for k = 0, 1, 2; then cosine over the 4 remaining steps
     cosine = [1e-4 + 9e-4 * (1 + math.cos(math.pi * k / 4)) / 2 for k in range(5)]
-    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, *cosine])
+    assert lrs == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3, *cosine])
     resumed = build_scheduler(build_optimizer(_model(), cfg), total_steps=7, config=cfg)
     resumed.load_state_dict(sched.state_dict())
     assert resumed.get_last_lr() == pytest.approx([1e-4])

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LRScheduler
 
+from agentrl.utils.schedule import lr_factor
+
 __all__ = [
     "OptimConfig",
     "Optimization",
@@ -80,13 +82,7 @@ def build_scheduler(
     if warmup == 0:
         return CosineAnnealingLR(optimizer, T_max=t_max, eta_min=config.learning_rate / 10)
 
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        done = min(1.0, (step - warmup) / max(1, t_max - warmup))
-        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * done))
-
-    return LambdaLR(optimizer, factor)
+    return LambdaLR(optimizer, lambda step: lr_factor(step, t_max, warmup, 0.1))
 
 
 def microbatch_slices(num_rows: int, size: int) -> list[slice]:

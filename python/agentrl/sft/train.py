@@ -23,6 +23,7 @@ from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
 from agentrl.sft.evaluate import CallParser, EvalTask, Renderer, ToolRunner, evaluate
+from agentrl.utils.schedule import lr_factor
 
 
 @dataclass
@@ -107,19 +108,6 @@ class BatchStream:
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
         self._batches = self._make()
-
-
-def lr_factor(step: int, total: int, warmup: int, min_ratio: float, progress: float = 0.0) -> float:
-    """Linear warm-up to 1, then cosine decay to `min_ratio` at the end of the run.
-
-    The end is `total` steps, or earlier when `progress` (the share of a time budget
-    already used) is ahead of the step count: a run cut by its budget still anneals.
-    """
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    done = max((step - warmup) / max(1, total - warmup), progress)
-    done = min(1.0, done)
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * done))
 
 
 def masked_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
