@@ -97,6 +97,23 @@ def test_stopped_then_resumed_run_reproduces_the_uninterrupted_run(assets, tmp_p
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+def test_dynamic_sampling_logs_its_rounds_and_stays_reproducible(assets, tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        config = _config(assets, tmp_path / name, total_steps=2, dynamic_sampling_rounds=2,
+                         bc_coef=0.0)  # fmt: skip
+        assert Trainer(config).run().steps_done == 2
+        runs.append(_train_records(tmp_path / name))
+    for step in (1, 2):
+        record = runs[0][step]
+        rounds = record["dynamic/extra_rounds"]
+        assert 0 <= rounds <= 2
+        assert record["dynamic/groups_rolled"] == 2 * (rounds + 1)  # batch_size per round
+        assert record["pack/rows"] == 4  # still batch_size groups of G = 2
+        for key in ("reward/mean", "loss/total", "dynamic/groups_rolled"):
+            assert runs[1][step][key] == record[key], (step, key)
+
+
 def test_nan_loss_skips_the_update_and_leaves_the_weights(assets, tmp_path, monkeypatch):
     real = step_module.policy_loss
 

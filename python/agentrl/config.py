@@ -174,6 +174,12 @@ class TrainConfig:
     policy_sync_interval: int = _opt("rollout", 1, "optimizer steps between weight syncs")
     async_stale_discount: float = _opt("rollout", 0.65, "loss weight x discount^staleness")
     strict_group_packing: int = _opt("rollout", 1, "train only on complete groups", _FLAG)
+    dynamic_sampling_rounds: int = _opt(
+        "rollout",
+        0,
+        "(ours) DAPO dynamic sampling: extra rollout rounds per step to fill it with groups "
+        "whose rewards differ (0: off)",
+    )
 
     # ---- optimisation ----
     learning_rate: float = _opt("optim", 2e-7, "AdamW peak rate (cosine to a tenth)")
@@ -384,7 +390,7 @@ _AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of st
 ).split()
 _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "
-    "num_threads "
+    "num_threads dynamic_sampling_rounds "
     "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
     "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
     "warmup_steps "

@@ -22,6 +22,7 @@ from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.rollout import AsyncRollout, PolicyVersion
 from agentrl.rollout.engine import TorchEngine
 from agentrl.training import resume as resume_io
+from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.setup import (
     Models,
@@ -67,6 +68,7 @@ class Trainer:
         self.first_eval: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
         self.last_saved_step = -1
+        self.sampling_metrics: dict[str, float] = {}
 
     # ------------------------------------------------------------------ the loop
 
@@ -224,12 +226,15 @@ class Trainer:
         params = sum(p.numel() for p in m.policy.parameters()) / 1e6
         start = f"resumed at step {self.counters.step} from {self.resumed_from}; " if (
             self.resumed_from) else ""  # fmt: skip
+        rounds = cfg.dynamic_sampling_rounds
+        dynamic = f", dynamic sampling up to {rounds} extra round(s)" if rounds else ""
         return (
             f"{start}model {m.spec} ({params:.2f}M params) on {m.device}; "
             f"{len(self.train_pool)} train / {len(self.evaluator.indices)} eval prompts; "
             f"{self.total_steps} steps x {cfg.batch_size} prompts x G={cfg.num_generations}; "
             f"rollout {'inline' if cfg.async_workers == 0 else f'{cfg.async_workers} worker(s)'}"
-            f", max_version_gap {cfg.effective_max_version_gap}; advantage {cfg.advantage_mode}, "
+            f", max_version_gap {cfg.effective_max_version_gap}{dynamic}"
+            f"; advantage {cfg.advantage_mode}, "
             f"loss {cfg.loss_reduction}, decoupled {cfg.use_decoupled_ppo}, beta {self.beta.beta}"
             f", bc {cfg.bc_coef}; writing to {self.run_dir}"
         )
@@ -256,9 +261,25 @@ class Trainer:
         if not ready:
             self.observer.log(f"rollout queue not filled to {target} groups in time; going on")
 
+    def _draw_groups(self, step: int) -> list[Any]:
+        """The step's groups from the source; with dynamic sampling, informative ones first."""
+        rounds = self.config.dynamic_sampling_rounds
+        self.sampling_metrics = {}
+        if rounds <= 0:
+            return self.source.next_batch(step)
+        reward, min_std = self.settings.reward, self.config.adv_min_std
+        filled = fill_batch(
+            lambda attempt: self.source.next_batch(step, attempt),
+            self.config.batch_size,
+            rounds,
+            lambda groups: informative_groups(groups, reward, step, min_std),
+        )
+        self.sampling_metrics = filled.metrics
+        return filled.groups
+
     def _next_batch(self, step: int) -> list[Any] | None:
         began = time.perf_counter()
-        groups = self.source.next_batch(step)
+        groups = self._draw_groups(step)
         self.rollout_seconds = time.perf_counter() - began
         if len(groups) < self.config.batch_size:
             self.stop.request(f"not enough rollout groups at step {step} ({len(groups)})")
@@ -303,6 +324,7 @@ class Trainer:
         metrics = dict(outcome.metrics)
         metrics["policy/version"] = float(self.source.version.get())
         metrics["policy/max_version_gap"] = float(self.config.effective_max_version_gap)
+        metrics.update(self.sampling_metrics)
         metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
         engine_stats = getattr(self.source.engine, "stats", None)
         if isinstance(engine_stats, dict):  # cumulative engine counters (cache, sanitising)

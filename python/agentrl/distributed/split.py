@@ -198,7 +198,7 @@ class GatheredSource:
         self._push(state, self.version.get())
         return self._fill(max(int(prefill_groups), 0), float(timeout_s))
 
-    def next_batch(self, step: int) -> list[RolloutGroup]:
+    def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
         """``batch_size`` fresh groups, newest first; fewer only when the fetch timed out."""
         began = time.monotonic()
         self._fill(self.batch_size, self.fetch_timeout_s)

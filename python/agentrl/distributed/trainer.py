@@ -421,7 +421,7 @@ class ScaleOutTrainer(Trainer):
             return super()._next_batch(step)
         assert self.ctx is not None
         began = time.perf_counter()
-        groups = self.source.next_batch(step)
+        groups = self._draw_groups(step)
         self.rollout_seconds = time.perf_counter() - began
         counts = self.ctx.all_gather_objects(len(groups), what="agree on the batch")
         if min(counts) < self.config.batch_size:

@@ -33,7 +33,7 @@ class GroupSource(Protocol):
 
     def start(self, prefill_groups: int, timeout_s: float) -> bool: ...
 
-    def next_batch(self, step: int) -> list[RolloutGroup]: ...
+    def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]: ...
 
     def sync(self, model: torch.nn.Module) -> int: ...
 
@@ -42,19 +42,27 @@ class GroupSource(Protocol):
     def stop(self) -> None: ...
 
 
-def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
-    """The prompt order of one pass over ``n`` prompts (a seeded shuffle per epoch)."""
+def epoch_order(n: int, seed: int, epoch: int, stream: int = 0) -> list[int]:
+    """The prompt order of one pass over ``n`` prompts (a seeded shuffle per epoch).
+
+    Stream 0 feeds the steps; dynamic sampling's extra round ``k`` reads stream ``k``.
+    """
     order = list(range(n))
-    random.Random(f"agentrl-epoch:{seed}:{epoch}").shuffle(order)
+    key = (
+        f"agentrl-epoch:{seed}:{epoch}" if stream == 0 else f"agentrl-epoch:{seed}:{stream}:{epoch}"
+    )
+    random.Random(key).shuffle(order)
     return order
 
 
-def step_prompt_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
+def step_prompt_indices(
+    n: int, batch_size: int, step: int, seed: int, stream: int = 0
+) -> list[int]:
     """The prompts of training step ``step`` (1-based): consecutive slots of the epoch orders."""
     out = []
     for slot in range((step - 1) * batch_size, step * batch_size):
         epoch, position = divmod(slot, n)
-        out.append(epoch_order(n, seed, epoch)[position])
+        out.append(epoch_order(n, seed, epoch, stream)[position])
     return out
 
 
@@ -92,11 +100,14 @@ class InlineSource:
     def start(self, prefill_groups: int, timeout_s: float) -> bool:
         return True
 
-    def next_batch(self, step: int) -> list[RolloutGroup]:
-        indices = step_prompt_indices(len(self.prompts), self.batch_size, step, self.seed)
+    def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
+        """Step ``step``'s groups; ``attempt`` > 0 draws dynamic sampling's extra prompts."""
+        n = len(self.prompts)
+        indices = step_prompt_indices(n, self.batch_size, step, self.seed, stream=attempt)
+        tag = f"{self.seed}:{step}" + (f":{attempt}" if attempt else "")
         began = time.perf_counter()
         with self.engine.lock:
-            self.engine.reseed(self.seed * 1_000_003 + step)
+            self.engine.reseed(self.seed * 1_000_003 + step + attempt * 7_919_000_003)
             groups = run_episodes(
                 self.engine,
                 [self.prompts[i] for i in indices],
@@ -104,7 +115,7 @@ class InlineSource:
                 num_generations=self.num_generations,
                 config=self.episode,
                 data_indices=indices,
-                rng=random.Random(f"agentrl-rollout:{self.seed}:{step}"),
+                rng=random.Random(f"agentrl-rollout:{tag}"),
             )
         self._last = {"last_rollout_time": time.perf_counter() - began, "last_train_wait": 0.0}
         return groups
@@ -132,7 +143,7 @@ class BackgroundSource:
         self.rollout.start()
         return self.rollout.wait_until_ready(prefill_groups, timeout_s)
 
-    def next_batch(self, step: int) -> list[RolloutGroup]:
+    def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
         return self.rollout.get_batch(timeout=self.fetch_timeout_s or None)
 
     def sync(self, model: torch.nn.Module) -> int:

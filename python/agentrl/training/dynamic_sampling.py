@@ -1,0 +1,76 @@
+"""Dynamic sampling (DAPO): fill each step with groups whose episodes scored differently.
+
+A group whose rewards are all (nearly) equal has no group-relative advantage: under the
+``zero`` fallback it contributes nothing but compute, and a batch of mostly such groups
+is a small, noisy update. Dynamic sampling rolls out more prompts, up to a number of
+extra rounds, until the step holds ``batch_size`` informative groups (reward std at least
+``adv_min_std``, the threshold the ``mixed`` advantage mode uses). Informative groups come
+first; when the rounds run out, flat groups fill the rest, so a step never trains on
+fewer groups than asked. Informative groups beyond the batch are dropped, as in DAPO,
+and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.rewards import RewardConfig
+from agentrl.rl.advantages import group_moments
+from agentrl.rollout.types import RolloutGroup
+from agentrl.training.scoring import score_trajectories
+
+
+@dataclass
+class FilledBatch:
+    groups: list[RolloutGroup]
+    metrics: dict[str, float]
+
+
+def informative_groups(
+    groups: Sequence[RolloutGroup], reward: RewardConfig, step: int, min_std: float
+) -> list[bool]:
+    """For each group: do its rewards (at ``step``'s schedules) spread by ``min_std``?"""
+    sizes = [len(g.trajectories) for g in groups]
+    if not groups or min(sizes) == 0:
+        return [False] * len(groups)
+    scores = score_trajectories([t for g in groups for t in g.trajectories], reward, step)
+    ids = torch.repeat_interleave(torch.arange(len(groups)), torch.tensor(sizes))
+    _, std = group_moments(scores.rewards, ids)
+    return [bool(s >= min_std) and bool(s > 0) for s in std.tolist()]
+
+
+def fill_batch(
+    fetch: Callable[[int], list[RolloutGroup]],
+    batch_size: int,
+    max_rounds: int,
+    is_informative: Callable[[Sequence[RolloutGroup]], list[bool]],
+) -> FilledBatch:
+    """Call ``fetch(attempt)`` for attempt 0, 1, ... until ``batch_size`` informative groups
+    are in hand or ``max_rounds`` extra attempts are spent (or a fetch comes back empty)."""
+    kept: list[RolloutGroup] = []
+    flat: list[RolloutGroup] = []
+    rolled = attempt = 0
+    while True:
+        groups = fetch(attempt)
+        rolled += len(groups)
+        for group, useful in zip(groups, is_informative(groups), strict=True):
+            (kept if useful else flat).append(group)
+        if len(kept) >= batch_size or attempt >= max_rounds or not groups:
+            break
+        attempt += 1
+    chosen = (kept + flat)[:batch_size]
+    useful_in_batch = min(len(kept), batch_size)
+    metrics = {
+        "dynamic/extra_rounds": float(attempt),
+        "dynamic/groups_rolled": float(rolled),
+        "dynamic/informative_rate": len(kept) / max(rolled, 1),
+        "dynamic/informative_in_batch": useful_in_batch / max(len(chosen), 1),
+        "dynamic/dropped_informative": float(len(kept) - useful_in_batch),
+    }
+    return FilledBatch(chosen, metrics)
+
+
+__all__ = ["FilledBatch", "fill_batch", "informative_groups"]
