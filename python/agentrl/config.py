@@ -266,6 +266,12 @@ class TrainConfig:
     eval_samples: int = _opt("eval", 32, "held-out prompts scored per evaluation")
     eval_seed: int = _opt("eval", 1234, "seed that fixes which prompts are scored")
     eval_temperature: float = _opt("eval", 0.0, "eval sampling temperature (0: greedy)")
+    eval_generations: int = _opt(
+        "eval",
+        1,
+        "(ours) episodes per scored prompt; with eval_temperature > 0, accuracy over all and "
+        "pass@k",
+    )
     eval_before_train: int = _opt("eval", 1, "evaluate the starting policy", _FLAG)
     eval_max_gen_len: int = _opt("eval", 192, "new tokens per eval turn (0: max_gen_len)")
     eval_data_path: str = _opt("eval", "", "(ours) held-out prompt-pool JSONL ('': split)")
@@ -386,7 +392,8 @@ def _check_types(config: TrainConfig) -> None:
 
 _AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of strings
     "epochs batch_size log_interval num_generations max_turns max_gen_len max_context_len "
-    "accumulation_steps policy_sync_interval beta_update_interval bc_max_exprs bc_max_len"
+    "accumulation_steps policy_sync_interval beta_update_interval bc_max_exprs bc_max_len "
+    "eval_generations"
 ).split()
 _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "

@@ -156,6 +156,7 @@ class Trainer:
             cfg.reward,
             samples=cfg.eval_samples,
             seed=cfg.eval_seed,
+            generations=cfg.eval_generations,
         )
 
     def _rollout_source(self) -> GroupSource:

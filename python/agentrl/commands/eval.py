@@ -74,15 +74,18 @@ def run(args: argparse.Namespace) -> int:
         config.reward,
         samples=config.eval_samples or len(pool),
         seed=config.eval_seed,
+        generations=config.eval_generations,
     )
     engine = TorchEngine(model, tokenizer, autocast=autocast_factory(
         next(model.parameters()).device, config.dtype), seed=config.seed)  # fmt: skip
     metrics = evaluator.run(engine)
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")
+    k = config.eval_generations
+    sampled = f" x {k} episodes, pass@{k} {100 * metrics['eval/pass_at_k']:.1f}%" if k > 1 else ""
     print(
         f"model {spec}: exact match {100 * metrics.get('eval/exact_match', 0):.1f}%"
-        f" on {int(metrics.get('eval/tasks', 0))} prompts"
+        f" on {int(metrics.get('eval/tasks', 0))} prompts{sampled}"
     )
     if args.output:
         Path(args.output).write_text(json.dumps(metrics, indent=1, sort_keys=True))

@@ -2,7 +2,10 @@
 
 The same prompts are scored at every evaluation (chosen once by ``eval_seed``), each with
 one episode at ``eval_temperature`` (0: greedy), through the full tool loop, with the
-rollout engine's current weights. The reward's details give the seed's ``eval/...``
+rollout engine's current weights. With ``generations`` > 1 (and a temperature) each prompt
+is played that many times: the metrics average over every episode, which is the sampled
+policy's accuracy (what RL optimises), and ``eval/pass_at_k`` counts the prompts that at
+least one of the k episodes got exactly right. The reward's details give the seed's ``eval/...``
 numbers: exact match, answer coverage, tool success, tool choice, and the rest.
 
 Unlike the seed, the eval reward uses the reward's *final* schedules (penalties and caps
@@ -59,7 +62,11 @@ class Evaluator:
         *,
         samples: int,
         seed: int,
+        generations: int = 1,
     ) -> None:
+        if generations < 1:
+            raise ValueError(f"generations must be at least 1, got {generations}")
+        self.generations = generations
         self.pool = pool
         self.tools = tools
         self.episode = episode
@@ -76,15 +83,21 @@ class Evaluator:
                 engine,
                 prompts,
                 self.tools,
-                num_generations=1,
+                num_generations=self.generations,
                 config=self.episode,
                 data_indices=self.indices,
                 rng=random.Random(0),
             )
-        trajectories = [g.trajectories[0] for g in groups]
+        trajectories = [t for g in groups for t in g.trajectories]
         scores = score_trajectories(trajectories, self.reward, None)
         metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
-        metrics["eval/tasks"] = float(len(trajectories))
+        metrics["eval/tasks"] = float(len(groups))
+        if self.generations > 1:
+            exact = [float(d.get("exact_match", 0.0)) > 0.5 for d in scores.details]
+            k = self.generations
+            solved = sum(any(exact[i * k : (i + 1) * k]) for i in range(len(groups)))
+            metrics["eval/pass_at_k"] = solved / max(len(groups), 1)
+            metrics["eval/generations"] = float(k)
         metrics["eval/seconds"] = time.perf_counter() - began
         metrics["eval/policy_version"] = float(engine.version)
         return metrics
