@@ -137,6 +137,23 @@ def test_adamw_and_cosine_schedule_to_a_tenth() -> None:
     assert lrs[-1] == pytest.approx(1e-4)
 
 
+def test_adam_options_reach_the_optimizer_and_epsilon_damps_tiny_gradients() -> None:
+    cfg = OptimConfig(learning_rate=1e-2, weight_decay=0.0, adam_beta1=0.5, adam_beta2=0.9,
+                      adam_epsilon=1e-3)  # fmt: skip
+    moved = []
+    for eps in (1e-8, 1e-3):
+        model = _model()
+        opt = build_optimizer(model, OptimConfig(**{**cfg.__dict__, "adam_epsilon": eps}))
+        assert opt.param_groups[0]["betas"] == (0.5, 0.9) and opt.param_groups[0]["eps"] == eps
+        w = next(model.parameters())
+        before = w.detach().clone()
+        (1e-6 * w.sum()).backward()  # a gradient far below epsilon on every weight
+        opt.step()
+        moved.append(float((w.detach() - before).abs().max()))
+    assert moved[0] == pytest.approx(1e-2, rel=2e-2)  # Adam: about lr, whatever the size
+    assert moved[1] < 1e-4  # epsilon 1e-3: lr * 1e-6 / (1e-6 + 1e-3) ~ 1e-5
+
+
 def test_warmup_climbs_linearly_then_follows_the_cosine() -> None:
     model = _model()
     cfg = OptimConfig(learning_rate=1e-3, accumulation_steps=1, warmup_steps=3)

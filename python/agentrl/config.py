@@ -184,6 +184,11 @@ class TrainConfig:
     # ---- optimisation ----
     learning_rate: float = _opt("optim", 2e-7, "AdamW peak rate (cosine to a tenth)")
     weight_decay: float = _opt("optim", 0.01, "AdamW weight decay")
+    adam_beta1: float = _opt("optim", 0.9, "(ours) AdamW first-moment decay")
+    adam_beta2: float = _opt("optim", 0.95, "(ours) AdamW second-moment decay")
+    adam_epsilon: float = _opt(
+        "optim", 1e-8, "(ours) AdamW epsilon (larger: damps tiny-gradient weights)"
+    )
     accumulation_steps: int = _opt("optim", 2, "training steps per optimizer step")
     grad_clip: float = _opt("optim", 0.5, "gradient-norm clip (0: off)")
     warmup_steps: int = _opt("optim", 0, "(ours) optimizer steps of linear lr warm-up")
@@ -408,7 +413,7 @@ _NON_NEGATIVE = (  # noqa: SIM905
     "eval_samples eval_temperature eval_max_gen_len temperature"
 ).split()
 _UNIT_INTERVAL = ("thinking_ratio", "async_stale_discount", "negative_adv_scale",
-                  "beta_ema_decay", "eval_ratio", "lora_dropout",
+                  "adam_beta1", "adam_beta2", "beta_ema_decay", "eval_ratio", "lora_dropout",
                   "vllm_gpu_memory_utilization")  # fmt: skip
 
 
@@ -424,7 +429,7 @@ def validate(config: TrainConfig) -> None:
     for name in _UNIT_INTERVAL:
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise _fail(name, getattr(config, name), "a value in [0, 1]")
-    positive = ("learning_rate", "epsilon", "kl_target", "repetition_penalty")
+    positive = ("learning_rate", "adam_epsilon", "epsilon", "kl_target", "repetition_penalty")
     for name in positive:
         if getattr(config, name) <= 0:
             raise _fail(name, getattr(config, name), "a positive number")

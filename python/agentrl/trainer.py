@@ -138,6 +138,9 @@ class Trainer:
         optim = OptimConfig(
             learning_rate=cfg.learning_rate,
             weight_decay=cfg.weight_decay,
+            adam_beta1=cfg.adam_beta1,
+            adam_beta2=cfg.adam_beta2,
+            adam_epsilon=cfg.adam_epsilon,
             grad_clip=cfg.grad_clip,
             accumulation_steps=cfg.accumulation_steps,
             micro_batch_size=cfg.micro_batch_size,

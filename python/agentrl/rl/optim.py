@@ -49,6 +49,7 @@ class OptimConfig:
     weight_decay: float = 0.01
     adam_beta1: float = 0.9
     adam_beta2: float = 0.95
+    adam_epsilon: float = 1e-8
     grad_clip: float = 0.5
     accumulation_steps: int = 2
     micro_batch_size: int = 0  # rows per micro-batch; 0 = the whole batch at once
@@ -57,12 +58,18 @@ class OptimConfig:
 
 
 def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.AdamW:
-    """AdamW over the trainable parameters, betas (0.9, 0.95) as in the seed."""
+    """AdamW over the trainable parameters, betas (0.9, 0.95) as in the seed.
+
+    A larger ``adam_epsilon`` damps the steps of weights whose gradients are tiny (Adam
+    otherwise moves every weight by about ``lr``, noise or not): the update of a weight
+    with gradient RMS well below epsilon shrinks towards plain momentum SGD.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(
         params,
         lr=config.learning_rate,
         betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
         weight_decay=config.weight_decay,
     )
 
