@@ -1,9 +1,10 @@
 """The task text of a prompt: what the reward reads to find the expressions to solve.
 
-The seed takes the user turns (or, when there are none, the system and user turns) of a
-conversation; for an already-rendered prompt it recovers those turns from the
-``<|im_start|>role ... <|im_end|>`` markup. Both are written here with plain scans, linear
-in the length of the text whatever it contains.
+A conversation's task is what its users asked; a prompt whose user turns are all blank
+falls back to its system and user turns together. A prompt that arrives already rendered
+is split back into turns by its ``<|im_start|>role ... <|im_end|>`` markers first. The
+scans below are plain ``str.find`` loops, so any text, however large or odd, costs time
+linear in its length.
 """
 
 from __future__ import annotations
@@ -22,18 +23,17 @@ def prompt_text_from_messages(
     messages: Sequence[Mapping[str, Any]], roles: Iterable[str] = ("system", "user")
 ) -> str:
     """Contents of the messages with the given roles, one per line."""
-    wanted = set(roles)
-    return "\n".join(str(m.get("content", "")) for m in messages if m.get("role") in wanted)
+    keep = frozenset(roles)
+    lines = [str(m.get("content", "")) for m in messages if m.get("role") in keep]
+    return "\n".join(lines)
 
 
 def task_text_from_messages(messages: Sequence[Mapping[str, Any]] | None) -> str:
-    """User turns joined by newlines; the system turns too when no user turn has text."""
+    """What the users asked; the system turns join in when the user turns hold no text."""
     if not messages:
         return ""
-    user_text = prompt_text_from_messages(messages, roles=("user",))
-    if user_text.strip():
-        return user_text
-    return prompt_text_from_messages(messages, roles=("system", "user"))
+    asked = prompt_text_from_messages(messages, roles=("user",))
+    return asked if asked.strip() else prompt_text_from_messages(messages)
 
 
 def _remove_tool_blocks(text: str) -> str:
@@ -76,16 +76,14 @@ def _turns(text: str) -> list[tuple[str, str]]:
 
 
 def task_text_from_prompt(prompt: str) -> str:
-    """The task text of a rendered prompt (user turns, else system+user, else the text)."""
+    """The task text of a rendered prompt: its user turns, else its system and user turns,
+    else (no turn markers at all) the whole text without tool blocks."""
     raw = _remove_tool_blocks(str(prompt))
-    turns = _turns(raw)
-    if turns:
-        user_parts = [c.strip() for r, c in turns if r == "user" and c.strip()]
-        if user_parts:
-            return "\n".join(user_parts)
-        parts = [c.strip() for r, c in turns if r in ("system", "user") and c.strip()]
-        if parts:
-            return "\n".join(parts)
+    bodies = [(role, body.strip()) for role, body in _turns(raw)]
+    for wanted in (("user",), ("system", "user")):
+        found = [body for role, body in bodies if role in wanted and body]
+        if found:
+            return "\n".join(found)
     return raw.strip()
 
 

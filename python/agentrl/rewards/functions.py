@@ -79,11 +79,7 @@ class CombinedReward:
         metrics: dict[str, float] = {}
         for name, function in zip(self.names, self.functions, strict=True):
             values = _as_column(name, function(prompts, completions, answers, **extra), n)
-            valid = values[~np.isnan(values)]
-            with np.errstate(over="ignore", invalid="ignore"):
-                metrics[f"{name}_mean"] = float(valid.mean()) if valid.size else 0.0
-                metrics[f"{name}_std"] = float(valid.std()) if valid.size else 0.0
-            metrics[f"{name}_coverage"] = valid.size / n
+            metrics.update(_column_summary(name, values))
             columns[name] = values
         matrix = np.stack(list(columns.values()), axis=1)
         missing = np.isnan(matrix).all(axis=1)
@@ -120,6 +116,21 @@ def _unique_names(names: list[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return out
+
+
+def _column_summary(name: str, values: np.ndarray) -> dict[str, float]:
+    """Mean and spread of one reward over the completions it applied to (None is NaN
+    here), and the share it applied to: a reward that rarely applies shows as such."""
+    applied = values[~np.isnan(values)]
+    if applied.size == 0:
+        return {f"{name}_mean": 0.0, f"{name}_std": 0.0, f"{name}_coverage": 0.0}
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, spread = float(np.mean(applied)), float(np.std(applied))
+    return {
+        f"{name}_mean": mean,
+        f"{name}_std": spread,
+        f"{name}_coverage": applied.size / values.size,
+    }
 
 
 def _as_column(name: str, raw: RewardValues, n: int) -> np.ndarray:
