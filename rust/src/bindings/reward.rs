@@ -19,7 +19,7 @@ use pyo3::types::{
 use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
-use crate::reward::features::FastHash;
+use crate::reward::fast_hash::FastHash;
 use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
     parallel, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig, ScoringContext,

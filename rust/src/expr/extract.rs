@@ -35,8 +35,9 @@
 
 use std::collections::HashSet;
 
+use super::fullwidth::translate_fullwidth_char;
 use super::{canonicalize, safe_eval_chars};
-use crate::text::{is_py_digit, is_py_space, translate_fullwidth_char};
+use crate::pychar::{is_digit, is_space};
 
 /// "No match" in the position tables.
 const FAIL: u32 = u32::MAX;
@@ -111,8 +112,8 @@ fn classify(c: char) -> u8 {
         '\u{17F}' => WORD | NAME_START,
         '\u{130}' | '\u{131}' | '\u{212A}' => WORD,
         '×' | '÷' => OPERATOR,
-        _ if is_py_space(c) => SPACE,
-        _ if is_py_digit(c) => DIGIT | WIDE_DIGIT,
+        _ if is_space(c) => SPACE,
+        _ if is_digit(c) => DIGIT | WIDE_DIGIT,
         _ => 0,
     }
 }
@@ -403,7 +404,7 @@ fn trim_end_by(s: &[char], strip: impl Fn(char) -> bool) -> &[char] {
 /// sentence punctuation, then drop characters from the right while there are more `)` than
 /// `(` (counting once and updating as characters go, so it stays linear).
 fn strip_edges(span: &[char]) -> &[char] {
-    let s = trim_end_by(trim_start_by(span, is_py_space), is_py_space);
+    let s = trim_end_by(trim_start_by(span, is_space), is_space);
     let is_edge = |c: char| EDGE_PUNCTUATION.contains(&c);
     let mut s = trim_end_by(trim_start_by(s, is_edge), is_edge);
     let mut opens = s.iter().filter(|&&c| c == '(').count();
@@ -417,21 +418,15 @@ fn strip_edges(span: &[char]) -> &[char] {
             '(' => opens -= 1,
             _ => {}
         }
-        s = trim_end_by(rest, is_py_space);
+        s = trim_end_by(rest, is_space);
     }
     s
-}
-
-/// The seed's `_strip_expr_edges` (full-width translation included).
-pub fn strip_expression_edges(s: &str) -> String {
-    let chars = translated_chars(s);
-    strip_edges(&chars).iter().collect()
 }
 
 /// The seed's `_candidate_has_real_operator` on translated characters: the canonical form
 /// (whitespace dropped, `^` read as `**`) has an operator other than a leading sign.
 fn has_binary_operator(expr: &[char]) -> bool {
-    let mut visible = expr.iter().copied().filter(|&c| !is_py_space(c));
+    let mut visible = expr.iter().copied().filter(|&c| !is_space(c));
     let mut rest = visible.clone();
     if matches!(visible.next(), Some('+' | '-')) {
         rest = visible;
@@ -520,6 +515,12 @@ pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`strip_edges`] on text, full-width translation included.
+    fn strip_expression_edges(s: &str) -> String {
+        let chars = translated_chars(s);
+        strip_edges(&chars).iter().collect()
+    }
 
     fn spans(text: &str) -> Vec<String> {
         let chars: Vec<char> = text.chars().map(translate_fullwidth_char).collect();

@@ -10,14 +10,16 @@
 mod eval;
 mod extract;
 mod fold_table;
+mod fullwidth;
 mod lexer;
 mod parser;
 
 use std::fmt;
 
-use crate::text::{is_py_digit, is_py_space, translate_fullwidth_char};
+use self::fullwidth::translate_fullwidth_char;
+use crate::pychar::{is_digit, is_space};
 
-pub use extract::{extract_expressions, strip_expression_edges};
+pub use extract::extract_expressions;
 
 /// Longest canonical expression (in characters) the seed evaluates.
 pub const MAX_EXPRESSION_CHARS: usize = 256;
@@ -102,7 +104,7 @@ pub fn canonicalize_code_points(code_points: &[u32]) -> Vec<u32> {
                 let c = translate_fullwidth_char(c);
                 if c == '^' {
                     out.extend([u32::from('*'), u32::from('*')]);
-                } else if !is_py_space(c) {
+                } else if !is_space(c) {
                     out.push(u32::from(c));
                 }
             }
@@ -115,7 +117,7 @@ pub fn canonicalize_code_points(code_points: &[u32]) -> Vec<u32> {
 fn push_canonical(out: &mut String, c: char) {
     if c == '^' {
         out.push_str("**");
-    } else if !is_py_space(c) {
+    } else if !is_space(c) {
         out.push(c);
     }
 }
@@ -130,7 +132,7 @@ fn canonical_chars_bounded(
     for c in chars.map(translate_fullwidth_char) {
         if c == '^' {
             out.extend(['*', '*']);
-        } else if !is_py_space(c) {
+        } else if !is_space(c) {
             out.push(c);
         }
         if out.len() > max_chars {
@@ -142,12 +144,7 @@ fn canonical_chars_bounded(
 
 /// The seed's date guard: the whole canonical string is `\d{4}-\d{1,2}-\d{1,2}`.
 fn is_date_like(chars: &[char]) -> bool {
-    let digits = |from: usize| {
-        chars[from..]
-            .iter()
-            .take_while(|&&c| is_py_digit(c))
-            .count()
-    };
+    let digits = |from: usize| chars[from..].iter().take_while(|&&c| is_digit(c)).count();
     let year = digits(0);
     if year != 4 || chars.get(4) != Some(&'-') {
         return false;

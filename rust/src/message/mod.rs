@@ -29,8 +29,8 @@ mod special;
 
 use std::collections::HashSet;
 
+use crate::pychar::strip as py_strip;
 use crate::pyjson::Object;
-use crate::text::py_strip;
 use crate::toolcall::first_chars;
 
 use common::{Found, Outcome};

@@ -25,5 +25,5 @@ mod parse;
 mod value;
 
 pub use dump::DumpOptions;
-pub use parse::{parse, parse_prefix, ErrorKind, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
+pub use parse::{parse, parse_prefix, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
 pub use value::{Object, Value};

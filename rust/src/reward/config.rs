@@ -21,8 +21,6 @@ pub enum FormatEnforceMode {
 }
 
 impl FormatEnforceMode {
-    pub const CHOICES: [&'static str; 3] = ["soft", "semi_hard", "hard"];
-
     pub fn as_str(self) -> &'static str {
         match self {
             FormatEnforceMode::Soft => "soft",
@@ -72,7 +70,7 @@ pub enum FieldKind {
     Int,
     /// The seed's 0/1 switches (`True`/`False` are accepted too).
     Flag,
-    /// One of [`FormatEnforceMode::CHOICES`].
+    /// A [`FormatEnforceMode`] by name: `soft`, `semi_hard` or `hard`.
     Mode,
     /// A training step, or `None` for "schedules finished".
     Step,

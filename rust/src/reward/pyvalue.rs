@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use crate::pychar::{digit_value, is_printable, is_space, strip as py_strip};
 use crate::pyjson::{DumpOptions, Value};
-use crate::reward::pychar::{digit_value, is_printable, is_space, strip as py_strip};
 
 /// `d.get(key)` when `value` is a dict; `None` for a missing key or a non-dict.
 pub fn get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
@@ -241,7 +241,7 @@ pub fn py_equal(a: &Value, b: &Value) -> bool {
 /// magnitude in [1e-4, 1e16), and then reads back as itself.
 pub fn plain_number_of(value: &Value) -> Option<f64> {
     match value {
-        Value::Str(s) => crate::answer::parse_plain_number(s),
+        Value::Str(s) => crate::reward::answer::parse_plain_number(s),
         Value::Int(i) => Some(*i as f64),
         Value::BigInt(text) => text.parse::<f64>().ok(),
         Value::Float(x) => {
@@ -502,7 +502,7 @@ mod tests {
         );
         assert_eq!(plain_number_of(&Value::Bool(true)), None);
         for x in [1.5e-4, 0.1, 123456.789, -1e15, 5e-324, 1e-5, 2.5e16] {
-            let via_text = crate::answer::parse_plain_number(&float_repr(x));
+            let via_text = crate::reward::answer::parse_plain_number(&float_repr(x));
             assert_eq!(plain_number_of(&Value::Float(x)), via_text, "{x}");
         }
     }

@@ -154,6 +154,7 @@ pub fn config_value(value: &Value) -> Option<ConfigValue> {
 impl Trajectory {
     /// Reads a row from a JSON object. Unknown keys (such as a previous `reward`) are
     /// ignored; a known key with the wrong type is an error; `completion` is required.
+    #[cfg(test)]
     pub fn from_value(value: Value) -> Result<Trajectory, RecordError> {
         let Value::Object(obj) = value else {
             return Err(wrong_type("<row>", "a JSON object", &value));

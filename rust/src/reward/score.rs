@@ -4,19 +4,20 @@
 //! agree to the last bit. Each term's contribution is also kept (see [`Contributions`]) so
 //! that `agentrl score --explain` can say why a completion scored what it did.
 
-use crate::answer::{
+use crate::pyjson::Value;
+use crate::reward::answer::{
     answer_tags, count_ground_truth_matches, normalize_text, numeric_candidates, ordered_numbers,
     GroundTruthItem,
 };
-use crate::pyjson::Value;
 use crate::reward::config::{FormatEnforceMode, RewardConfig};
-use crate::reward::features::{
-    answer_refs_tool_result, repeated_call_penalty, repetition_penalty, task_text_from_messages,
-    task_text_from_prompt, tool_expr_metrics, tool_value_metrics, ExprMetrics, TaskMath,
-    ValueMetrics, MATH_TOOLS, PREFERRED_MATH_TOOL,
-};
 use crate::reward::pyvalue::py_str;
 use crate::reward::record::{Task, ToolEvent, Trajectory};
+use crate::reward::repetition::repetition_penalty;
+use crate::reward::task::{task_text_from_messages, task_text_from_prompt, TaskMath};
+use crate::reward::tool_use::{
+    answer_refs_tool_result, repeated_call_penalty, tool_expr_metrics, tool_value_metrics,
+    ExprMetrics, ValueMetrics, MATH_TOOLS, PREFERRED_MATH_TOOL,
+};
 
 /// The reward is clipped to this magnitude.
 pub const REWARD_CLIP: f64 = 12.0;

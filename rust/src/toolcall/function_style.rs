@@ -13,8 +13,8 @@
 //!   match, else the first `(['"])(.*?)\1` match (same quote closes, shortest, across
 //!   lines), stripped; an empty expression drops the call.
 
-use crate::reward::pychar::is_word;
-use crate::text::{is_py_space, py_strip};
+use crate::pychar::is_word;
+use crate::pychar::{is_space, strip as py_strip};
 
 use super::parens::ParenMatcher;
 
@@ -89,7 +89,7 @@ fn next_call_start(text: &str, from: usize) -> Option<(&str, usize)> {
                 end += 1;
             }
             let mut paren = end;
-            while let Some(c) = text[paren..].chars().next().filter(|&c| is_py_space(c)) {
+            while let Some(c) = text[paren..].chars().next().filter(|&c| is_space(c)) {
                 paren += c.len_utf8();
             }
             if bytes.get(paren) == Some(&b'(') {
@@ -131,7 +131,7 @@ fn quoted_expression(body: &str) -> Option<&str> {
 
 fn skip_spaces(s: &str, mut at: usize) -> usize {
     while let Some(c) = s.get(at..).and_then(|r| r.chars().next()) {
-        if !is_py_space(c) {
+        if !is_space(c) {
             break;
         }
         at += c.len_utf8();

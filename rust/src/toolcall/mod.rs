@@ -23,8 +23,8 @@ mod parens;
 
 pub use function_style::{function_style_calls, FUNCTION_STYLE_NAMES};
 
+use crate::pychar::strip as py_strip;
 use crate::pyjson::{self, Object, ParseOptions, Value};
-use crate::text::py_strip;
 
 const OPEN_TAG: &str = "<tool_call>";
 const CLOSE_TAG: &str = "</tool_call>";

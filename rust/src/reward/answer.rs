@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use crate::reward::pychar::{digit_value, is_space, lower as py_lower, strip as py_strip};
+use crate::pychar::{digit_value, is_space, lower as py_lower, strip as py_strip};
 
 const IM_START: &str = "<|im_start|>";
 const IM_END: &str = "<|im_end|>";
@@ -51,17 +51,6 @@ fn find_lt(bytes: &[u8]) -> Option<usize> {
     }
     let rest = chunks.remainder();
     rest.iter().position(|&b| b == b'<').map(|i| base + i)
-}
-
-/// Python `hay.count(tag)` (non-overlapping occurrences) for a tag that starts with `<`.
-pub fn count_tag(hay: &str, tag: &str) -> usize {
-    let mut count = 0;
-    let mut pos = 0;
-    while let Some(offset) = find_tag(&hay[pos..], tag) {
-        count += 1;
-        pos += offset + tag.len();
-    }
-    count
 }
 
 /// Which markers the cleaning steps act on occur in a text, found in one pass over its
@@ -213,11 +202,6 @@ fn remove_blocks<'a>(text: &'a str, (open, close): (&str, &str)) -> Cow<'a, str>
     }
     out.push_str(rest);
     Cow::Owned(out)
-}
-
-/// The completion without tool-call and tool-response blocks, chat markers and reasoning.
-pub fn remove_tool_blocks(text: &str) -> Cow<'_, str> {
-    clean_completion(text, markers(text))
 }
 
 fn clean_completion(text: &str, found: Markers) -> Cow<'_, str> {
@@ -561,18 +545,6 @@ pub fn parse_plain_number(text: &str) -> Option<f64> {
     buf.parse::<f64>().ok()
 }
 
-/// The ground truth as numbers, all or nothing: one non-numeric item gives an empty list.
-pub fn numeric_ground_truth<S: AsRef<str>>(items: &[S]) -> Vec<f64> {
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        match parse_plain_number(item.as_ref()) {
-            Some(value) => out.push(value),
-            None => return Vec::new(),
-        }
-    }
-    out
-}
-
 /// The seed's tolerance: equal within 1e-6 absolute or 1e-6 relative to `expected`.
 /// NaN is never close to anything, nor infinity to itself.
 pub fn num_close(got: f64, expected: f64) -> bool {
@@ -671,6 +643,11 @@ pub fn count_ground_truth_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The completion without tool-call and tool-response blocks, chat markers and reasoning.
+    fn remove_tool_blocks(text: &str) -> Cow<'_, str> {
+        clean_completion(text, markers(text))
+    }
 
     #[test]
     fn finding_the_next_tag_start_matches_a_byte_search() {
@@ -771,8 +748,6 @@ mod tests {
         assert_eq!(parse_plain_number("+٣"), Some(3.0));
         assert_eq!(normalize_text("  Hello,\t World  "), "hello world");
         assert_eq!(normalize_text(", A"), " a");
-        assert_eq!(numeric_ground_truth(&["1", "2.5"]), vec![1.0, 2.5]);
-        assert!(numeric_ground_truth(&["1", "two"]).is_empty());
     }
 
     #[test]
