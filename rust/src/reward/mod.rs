@@ -24,7 +24,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use config::{ConfigError, ConfigValue, RewardConfig};
-pub use record::{Task, ToolEvent, Trajectory};
+pub use record::{RecordError, Task, ToolEvent, Trajectory};
 pub use score::{Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS};
 
 use fast_hash::FastHash;
