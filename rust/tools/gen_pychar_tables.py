@@ -154,7 +154,11 @@ def packed(items: list[str]) -> list[str]:
 
 def range_table(doc: str, name: str, table: list[tuple[int, int]]) -> str:
     rows = [f"{INDENT}(0x{lo:X}, 0x{hi:X})," for lo, hi in table]
-    return f"{doc}pub(super) static {name}: [(u32, u32); {len(table)}] = [\n" + "\n".join(rows) + "\n];\n"
+    return (
+        f"{doc}pub(super) static {name}: [(u32, u32); {len(table)}] = [\n"
+        + "\n".join(rows)
+        + "\n];\n"
+    )
 
 
 def point_table(doc: str, name: str, table: list[int]) -> str:

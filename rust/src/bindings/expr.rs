@@ -13,7 +13,7 @@ use crate::numfmt;
 /// Inputs at least this long (in bytes) are processed with the GIL released.
 const DETACH_BYTES: usize = 16 * 1024;
 
-/// The text of an argument the way the seed sees it (`str(obj)`), and whether it could be
+/// The text of an argument as Python's `str(obj)` gives it, and whether it could be
 /// read without replacing lone surrogates by U+FFFD.
 fn text_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
     let owned;
@@ -89,12 +89,12 @@ fn safe_eval(py: Python<'_>, expr: &Bound<'_, PyAny>) -> PyResult<f64> {
     Ok(with_text(py, "safe_eval", &text, expr::safe_eval)??)
 }
 
-/// The seed's `format_number`: exact integer digits, else at most 10 decimals.
+/// A number's text: exact integer digits, else at most 10 decimals.
 #[pyfunction]
 fn format_number(value: &Bound<'_, PyAny>) -> PyResult<String> {
     let number = match value.cast::<PyFloat>() {
         Ok(f) => f.value(),
-        // The seed starts with `float(value)`, which also accepts ints and numeric strings.
+        // Read like `float(value)`, which also accepts ints and numeric strings.
         Err(_) => value
             .py()
             .get_type::<PyFloat>()

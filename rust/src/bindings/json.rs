@@ -271,7 +271,7 @@ pub(crate) fn value_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 }
 
 /// `json.dumps(obj, ensure_ascii=False, sort_keys=..., separators=...)` in Rust; the text
-/// the seed writes for canonical calls (`compact=True`) and for argument keys.
+/// of canonical calls (`compact=True`) and of the keys of repeated-call checks.
 #[pyfunction]
 #[pyo3(signature = (obj, *, sort_keys = false, compact = true))]
 fn json_dumps(obj: &Bound<'_, PyAny>, sort_keys: bool, compact: bool) -> PyResult<String> {

@@ -611,7 +611,7 @@ fn score_pipelined<'py, 'scope>(
         .collect()
 }
 
-/// The detail keys, in the seed's order (the column order of `reward_score_batch`).
+/// The detail keys, in the column order of `reward_score_batch`.
 #[pyfunction]
 fn reward_detail_keys() -> Vec<&'static str> {
     DETAIL_KEYS.to_vec()

@@ -1,9 +1,10 @@
-//! The arithmetic language of the seed's reward: canonical form, safe evaluation with Python
-//! float semantics, and extraction of expressions from mixed Chinese/English text.
+//! The reward's arithmetic: canonical form, evaluation with Python float semantics, and
+//! expressions found in mixed Chinese/English text.
 //!
-//! `safe_eval` accepts exactly the Python expressions the seed's AST walker accepts (numeric
-//! literals, `True`/`False`, `pi`, `e`, calls of eight math functions, `+ - * / // % **`,
-//! unary `+ -`, parentheses) and computes what CPython computes, raising where it raises.
+//! The language is a small subset of Python expressions: numbers (Python literal syntax),
+//! `True`/`False`, the constants `pi` and `e`, eight math functions, the binary operators
+//! `+ - * / // % **`, unary `+` and `-`, and parentheses. Every value is a float, computed
+//! as CPython computes it, and every input CPython would reject is an error here too.
 //! The pipeline is `canonicalize` → length and date guards → [`lexer`] → [`parser`] (an AST
 //! arena, no recursion beyond a fixed parenthesis depth) → [`eval`] (one forward pass).
 
@@ -21,7 +22,7 @@ use crate::pychar::{is_digit, is_space};
 
 pub use extract::extract_expressions;
 
-/// Longest canonical expression (in characters) the seed evaluates.
+/// Longest canonical expression (in characters) that is evaluated.
 pub const MAX_EXPRESSION_CHARS: usize = 256;
 
 /// What kind of problem stopped an evaluation.
@@ -84,7 +85,7 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-/// The seed's canonical form: full-width characters to ASCII, `^` to `**`, every Python
+/// The canonical form: full-width characters to ASCII, `^` to `**`, every Python
 /// whitespace character removed.
 pub fn canonicalize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -142,7 +143,8 @@ fn canonical_chars_bounded(
     Some(out)
 }
 
-/// The seed's date guard: the whole canonical string is `\d{4}-\d{1,2}-\d{1,2}`.
+/// Whether the canonical text is `\d{4}-\d{1,2}-\d{1,2}` and nothing else: such text is
+/// refused as [`ErrorKind::DateLike`] instead of evaluated.
 fn is_date_like(chars: &[char]) -> bool {
     let digits = |from: usize| chars[from..].iter().take_while(|&&c| is_digit(c)).count();
     let year = digits(0);
@@ -158,7 +160,7 @@ fn is_date_like(chars: &[char]) -> bool {
     (1..=2).contains(&day) && day_start + day == chars.len()
 }
 
-/// Evaluate an arithmetic expression exactly as the seed's `safe_eval_math` does.
+/// The float value of an arithmetic expression, or why it has none; never runs code.
 pub fn safe_eval(s: &str) -> Result<f64, EvalError> {
     safe_eval_chars(s.chars())
 }
@@ -194,7 +196,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canonical_form_matches_seed() {
+    fn canonical_form_is_ascii_without_spaces() {
         assert_eq!(canonicalize("１２３＋４５６"), "123+456");
         assert_eq!(canonicalize("2 ^ 10"), "2**10");
         assert_eq!(canonicalize("请计算 3 × 4。"), "请计算3*4.");

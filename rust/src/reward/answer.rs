@@ -1,6 +1,6 @@
 //! The final answer of a completion and how it is compared with the ground truth.
 //!
-//! Everything here reproduces the seed's regular expressions with Python semantics (Unicode
+//! Everything here matches like Python regular expressions would (Unicode
 //! `\d` and `\s`, lazy `.*?` across lines, case-insensitive `<answer>` tags in which `ſ`
 //! matches `s`), but each function is a single left-to-right scan: no backtracking, linear
 //! time in the input however it is shaped.
@@ -130,8 +130,8 @@ pub fn strip_answer(text: &str) -> Cow<'_, str> {
 }
 
 /// [`strip_answer`] for a text whose markers are known. Each step runs on the previous
-/// step's output (a removal can join pieces into a new marker), as the seed's chain of
-/// `re.sub` calls does.
+/// step's output (a removal can join pieces into a new marker), as a chain of `re.sub`
+/// calls would.
 fn strip_with(text: Cow<'_, str>, found: Markers) -> Cow<'_, str> {
     let mut text = text;
     let mut found = found;
@@ -372,7 +372,7 @@ fn match_tag_name(bytes: &[u8], at: usize) -> Option<usize> {
     (bytes.get(i) == Some(&b'>')).then_some(i + 1)
 }
 
-/// Every number in the text, as Python's `float()` reads the seed's pattern
+/// Every number in the text, as Python's `float()` reads matches of the pattern
 /// `[-+]?\d+(?:,\d{3})*(?:\.\d+)?` (thousands separators dropped, Unicode digits allowed).
 pub fn numeric_candidates(text: &str) -> Vec<f64> {
     let mut out = Vec::new();
@@ -434,7 +434,7 @@ fn digit_run(text: &str, mut pos: usize) -> (usize, bool) {
     (pos, ascii)
 }
 
-/// Matches the seed's number pattern at byte offset `start`: the end offset, and whether
+/// Matches the number pattern at byte offset `start`: the end offset, and whether
 /// the match is already what `float()` reads (ASCII digits, no thousands separators).
 fn scan_number(text: &str, start: usize) -> Option<(usize, bool)> {
     let mut pos = start;
@@ -487,7 +487,7 @@ fn ascii_number(matched: &str) -> String {
         .collect()
 }
 
-/// The seed's text normalisation: lower case, stripped, commas removed, whitespace runs
+/// Answer text normalisation: lower case, stripped, commas removed, whitespace runs
 /// collapsed to one space.
 pub fn normalize_text(text: &str) -> String {
     let lowered = py_lower(text);
@@ -511,8 +511,8 @@ pub fn normalize_text(text: &str) -> String {
     out
 }
 
-/// A plain decimal number (`[-+]?\d+(?:\.\d+)?` after stripping and dropping commas), as
-/// the seed reads ground-truth items and tool results; anything else is `None`.
+/// A plain decimal number (`[-+]?\d+(?:\.\d+)?` after stripping and dropping commas), the
+/// way ground-truth items and tool results are read as numbers; anything else is `None`.
 pub fn parse_plain_number(text: &str) -> Option<f64> {
     let stripped = py_strip(text);
     let mut buf = String::with_capacity(stripped.len());
@@ -545,7 +545,7 @@ pub fn parse_plain_number(text: &str) -> Option<f64> {
     buf.parse::<f64>().ok()
 }
 
-/// The seed's tolerance: equal within 1e-6 absolute or 1e-6 relative to `expected`.
+/// Numeric answers match when equal within 1e-6 absolute or 1e-6 relative to `expected`.
 /// NaN is never close to anything, nor infinity to itself.
 pub fn num_close(got: f64, expected: f64) -> bool {
     let relative = expected.abs() * 1e-6;
@@ -729,7 +729,7 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_read_like_the_seed() {
+    fn numbers_are_read_like_python_float() {
         assert_eq!(numeric_candidates("a -1,234.5 b +7"), vec![-1234.5, 7.0]);
         assert_eq!(numeric_candidates("1,2345"), vec![1234.0, 5.0]);
         assert_eq!(numeric_candidates("x1.y 3."), vec![1.0, 3.0]);

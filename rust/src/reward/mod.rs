@@ -1,4 +1,4 @@
-//! Batched reward scoring: the seed's `score_one_trajectory`, exactly, for many rows at once.
+//! Batched reward scoring: the reward of [`score`], exactly, for many rows at once.
 //!
 //! A batch is scored in three steps: each row's settings are resolved (batch config plus the
 //! row's own `config` overrides) and checked before any work starts; the arithmetic of every

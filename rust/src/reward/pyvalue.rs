@@ -1,7 +1,7 @@
-//! Python's view of JSON values where the seed's reward looks at them: `str()`, `repr()`,
+//! Python's view of JSON values where the reward looks at them: `str()`, `repr()`,
 //! `float()`, `dict.get` and `json.dumps(sort_keys=True)`.
 //!
-//! The seed calls `str(x)` on ground-truth items, message contents and tool arguments
+//! The reward reads ground-truth items, message contents and tool arguments as `str(x)`
 //! whatever their type, so these conversions decide what text the scorer sees. Containers
 //! print as Python's `repr`, written here without recursion so any nesting is safe.
 
@@ -141,8 +141,8 @@ pub fn write_str_repr(out: &mut String, s: &str) {
     out.push(quote);
 }
 
-/// The text `json.dumps(value, sort_keys=True, ensure_ascii=False)` gives, which the seed
-/// uses to recognise repeated tool calls.
+/// The text `json.dumps(value, sort_keys=True, ensure_ascii=False)` gives, by which repeated
+/// tool calls are recognised.
 pub fn dumps_sorted(value: &Value) -> String {
     value.to_json_string_with(&DumpOptions {
         compact: false,
@@ -235,7 +235,7 @@ pub fn py_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// The seed's `float(str(x))` for a value whose text is a plain decimal
+/// Python's `float(str(x))` for a value whose text is a plain decimal
 /// (`[-+]?\d+(\.\d+)?` after stripping and dropping commas), else `None`; without
 /// printing numbers. A float prints plainly exactly when it is finite and zero or of
 /// magnitude in [1e-4, 1e16), and then reads back as itself.

@@ -80,7 +80,7 @@ pub struct Task {
     /// A rendered prompt or plain task text, used when `messages` is empty.
     pub prompt: String,
     /// Expected answers. A scalar `gt` becomes a one-item list, `null` an empty one, as the
-    /// seed's prompt pool normalises it.
+    /// prompt pool normalises it.
     pub gt: Vec<Value>,
     /// Tool specs offered to the model; they decide which calls the standalone path allows.
     pub tools: Option<Vec<Value>>,

@@ -1,7 +1,7 @@
-//! The reward of one trajectory: the seed's `score_one_trajectory`, term by term.
+//! The reward of one trajectory, term by term.
 //!
-//! Terms are added in the seed's order with the same floating-point operations, so rewards
-//! agree to the last bit. Each term's contribution is also kept (see [`Contributions`]) so
+//! Terms are added in a fixed order with fixed floating-point operations, so rewards agree
+//! to the last bit with the golden files (see `tests/test_reward_parity.py`). Each term's contribution is also kept (see [`Contributions`]) so
 //! that `agentrl score --explain` can say why a completion scored what it did.
 
 use crate::pyjson::Value;
@@ -23,7 +23,7 @@ use crate::reward::tool_use::{
 pub const REWARD_CLIP: f64 = 12.0;
 
 /// Declares a struct of named `f64` fields with its field names as a constant list, in
-/// declaration order (which is the seed's order for details).
+/// declaration order (which is the column order of the details).
 macro_rules! named_floats {
     ($(#[$meta:meta])* $name:ident, $keys:ident, $count:ident { $($field:ident),* $(,)? }) => {
         $(#[$meta])*
@@ -45,7 +45,7 @@ macro_rules! named_floats {
 }
 
 named_floats!(
-    /// The seed's detail dict for one trajectory (all values as floats).
+    /// The detail dict of one trajectory (all values as floats).
     Details, DETAIL_KEYS, DETAIL_COUNT {
         reward, raw_reward, clipped, answer_cov, unordered_answer_cov, exact_match,
         strict_exact_match, matched_count, ordered_match_count, extra_numbers, missing_numbers,
@@ -149,7 +149,7 @@ impl EventCounts {
     }
 }
 
-/// The task text the seed would compare tool calls with.
+/// The task text that tool calls are compared with.
 pub fn task_text(task: &Task) -> String {
     if task.messages.is_empty() {
         task_text_from_prompt(&task.prompt)
@@ -300,7 +300,7 @@ pub fn score_with_task(
     let rep = repetition_penalty(&tags.clean);
     let repeat_tool_pen = repeated_call_penalty(events);
 
-    // The reward, term by term in the seed's order.
+    // The reward, term by term, in the golden files' order.
     let c = config;
     let mut r = Ledger {
         total: 0.0,

@@ -12,7 +12,7 @@ use crate::reward::record::ChatMessage;
 /// Most expressions taken from a task (the limit for call counts and coverage).
 const MAX_TASK_EXPRS: i64 = 16;
 
-/// The task as the seed reads it from chat messages: the user turns joined by newlines, or
+/// The task read from chat messages: the user turns joined by newlines, or
 /// system and user turns when the user turns are blank. Contents that are not strings are
 /// printed with Python's `str()`; entries that are not dicts are ignored.
 pub fn task_text_from_messages(messages: &[ChatMessage]) -> String {
@@ -46,7 +46,7 @@ const TOOLS_CLOSE: &str = "<|/tools|>";
 const IM_START: &str = "<|im_start|>";
 const IM_END: &str = "<|im_end|>";
 
-/// The task as the seed reads it from a rendered chat prompt: tool lists removed, then the
+/// The task read from a rendered chat prompt: tool lists removed, then the
 /// user turns (or system and user turns) of the chat template, else the whole text.
 pub fn task_text_from_prompt(prompt: &str) -> String {
     let raw = remove_tool_lists(prompt);
@@ -88,7 +88,7 @@ fn remove_tool_lists(text: &str) -> String {
 }
 
 /// `(role, content)` of each `<|im_start|>ROLE\n...<|im_end|>` turn with a known role,
-/// scanning like the seed's lazy `findall`.
+/// scanning like a lazy `re.findall` (each turn ends at the first `<|im_end|>`).
 fn chat_turns(text: &str) -> Vec<(&str, &str)> {
     const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
     let mut turns = Vec::new();
@@ -154,8 +154,7 @@ impl TaskMath {
     }
 
     /// How many values there are, without evaluating: extraction keeps only expressions
-    /// that evaluate, so every expression has one (as in the seed, which re-evaluates the
-    /// expressions it extracted).
+    /// that evaluate, so every expression has one.
     pub fn value_count(&self) -> usize {
         self.exprs.len()
     }

@@ -121,7 +121,7 @@ fn for_each_scalar(value: &Value, mut visit: impl FnMut(&Value) -> bool) {
     }
 }
 
-/// 0.2 per tool call that repeats an earlier one (same name and arguments, as the seed's
+/// 0.2 per tool call that repeats an earlier one (same name and arguments, compared as
 /// `(name, json.dumps(args, sort_keys=True))` keys), at most 0.8.
 pub fn repeated_call_penalty(events: &[ToolEvent]) -> f64 {
     let n = events.len();
@@ -283,7 +283,7 @@ pub fn tool_expr_metrics(math: &TaskMath, events: &[ToolEvent]) -> ExprMetrics {
     }
 }
 
-/// The seed's canonical expression text; text that canonicalisation would not change (ASCII
+/// The canonical text of a call's expression; text that canonicalisation would not change (ASCII
 /// without whitespace or `^`) is kept as it is.
 fn canonical_expression(text: Cow<'_, str>) -> Cow<'_, str> {
     let unchanged = text
