@@ -152,18 +152,21 @@ def packed(items: list[str]) -> list[str]:
     return lines
 
 
-def range_table(doc: str, name: str, table: list[tuple[int, int]]) -> str:
+def doc_comment(lines: list[str]) -> str:
+    """Rust `///` lines."""
+    return "".join(f"/// {line}\n" for line in lines)
+
+
+def range_table(doc: list[str], name: str, table: list[tuple[int, int]]) -> str:
     rows = [f"{INDENT}(0x{lo:X}, 0x{hi:X})," for lo, hi in table]
-    return (
-        f"{doc}pub(super) static {name}: [(u32, u32); {len(table)}] = [\n"
-        + "\n".join(rows)
-        + "\n];\n"
-    )
+    head = f"{doc_comment(doc)}pub(super) static {name}: [(u32, u32); {len(table)}] = [\n"
+    return head + "\n".join(rows) + "\n];\n"
 
 
-def point_table(doc: str, name: str, table: list[int]) -> str:
+def point_table(doc: list[str], name: str, table: list[int]) -> str:
     rows = packed([f"0x{cp:X}" for cp in table])
-    return f"{doc}pub(super) static {name}: [u32; {len(table)}] = [\n" + "\n".join(rows) + "\n];\n"
+    head = f"{doc_comment(doc)}pub(super) static {name}: [u32; {len(table)}] = [\n"
+    return head + "\n".join(rows) + "\n];\n"
 
 
 def render() -> str:
@@ -174,24 +177,30 @@ def render() -> str:
         )
     sections = [
         range_table(
-            "/// Non-ASCII code point ranges (inclusive) where `str.isalnum()` is true.\n",
+            ["Non-ASCII code point ranges (inclusive) where `str.isalnum()` is true."],
             "WORD_RANGES",
             word_ranges(),
         ),
         point_table(
-            "/// Non-ASCII code points of the digit zero of each run of ten decimal digits (`\\d`).\n",
+            ["Non-ASCII code points of the digit zero of each run of ten decimal digits (`\\d`)."],
             "DIGIT_ZEROS",
             digit_zeros(),
         ),
         point_table(
-            "/// Code points that Rust's newer Unicode tables lower-case but CPython 3.11 leaves alone\n"
-            "/// (letters added after Unicode 14.0).\n",
+            [
+                "Code points that Rust's newer Unicode tables lower-case but CPython 3.11 leaves"
+                " alone",
+                "(letters added after Unicode 14.0).",
+            ],
             "LOWER_UNCHANGED",
             lower_unchanged(),
         ),
         range_table(
-            "/// Non-ASCII code point ranges (inclusive) where `str.isprintable()` is false; `repr()`\n"
-            "/// escapes these.\n",
+            [
+                "Non-ASCII code point ranges (inclusive) where `str.isprintable()` is false;"
+                " `repr()`",
+                "escapes these.",
+            ],
             "NONPRINTABLE_RANGES",
             nonprintable_ranges(),
         ),
