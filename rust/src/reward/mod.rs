@@ -6,7 +6,7 @@
 //! [`parallel`]). Rows without `tool_events` have their tool calls parsed and run with the
 //! built-in tools first ([`tools`]).
 
-pub(crate) mod answer;
+mod answer;
 pub(crate) mod config;
 pub(crate) mod fast_hash;
 pub(crate) mod parallel;
