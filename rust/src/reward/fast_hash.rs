@@ -4,9 +4,9 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
-/// A fast keyed hasher for the repetition count. The key is random per process, so model
-/// output cannot be crafted to collide (the reason the standard library uses SipHash),
-/// while hashing costs a multiply per 8 bytes.
+/// A fast keyed hasher for maps keyed by model output (tokens, task addresses). The key is
+/// random per process, so model output cannot be crafted to collide (the reason the
+/// standard library uses SipHash), while hashing costs a multiply per 8 bytes.
 #[derive(Clone, Copy)]
 pub struct KeyedHasher {
     hash: u64,
@@ -77,4 +77,5 @@ impl Hasher for KeyedHasher {
     }
 }
 
+/// The `BuildHasher` of [`KeyedHasher`], for `HashMap::with_hasher` and friends.
 pub type FastHash = BuildHasherDefault<KeyedHasher>;

@@ -113,8 +113,6 @@ fn chat_turns(text: &str) -> Vec<(&str, &str)> {
     turns
 }
 
-// ---------------------------------------------------------------- task arithmetic
-
 /// The arithmetic a task asks for: what the tool calls are compared against.
 #[derive(Debug, Clone, Default)]
 pub struct TaskMath {
