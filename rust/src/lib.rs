@@ -1,16 +1,22 @@
 //! agentrl's Rust core.
 //!
-//! The pure modules (`text`, `expr`, `numfmt`, `pyjson`, `toolcall`, ...) hold all the logic
-//! and are tested with `cargo test`. `bindings` is the thin PyO3 layer that converts types
-//! and turns errors into Python exceptions; it contains no logic of its own.
+//! The pure modules (`pychar`, `expr`, `numfmt`, `pyjson`, `toolcall`, `message`, `reward`)
+//! hold all the logic and are tested with `cargo test`. `bindings` is the thin PyO3 layer
+//! that converts types and, in `bindings::error`, turns errors into Python exceptions; it
+//! contains no logic of its own.
+//!
+//! The Python extension is the crate's only consumer, so every module is private: with the
+//! `python` feature on, the compiler reports any code the extension cannot reach. Without
+//! it (plain `cargo test`/`cargo clippy`) nothing outside the tests calls the core, so dead
+//! code is only reported in the `python` build.
+#![cfg_attr(not(feature = "python"), allow(dead_code, unused_imports))]
 
-pub mod answer;
 #[cfg(feature = "python")]
-pub mod bindings;
-pub mod expr;
-pub mod message;
-pub mod numfmt;
-pub mod pyjson;
-pub mod reward;
-pub mod text;
-pub mod toolcall;
+mod bindings;
+mod expr;
+mod message;
+mod numfmt;
+mod pychar;
+mod pyjson;
+mod reward;
+mod toolcall;

@@ -1,4 +1,4 @@
-//! Number formatting identical to the seed's `format_number`.
+//! How the reward and the tools print a number: `format_number`.
 //!
 //! A value within 1e-9 of an integer prints as that integer's exact decimal digits (after
 //! Python's round-half-even), so `1e300` prints all of its 301 digits. Anything else prints
@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-/// Why a value has no seed-compatible text form.
+/// Why a value has no text form as a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FormatError {
     /// `round(inf)` raises OverflowError in Python.
@@ -44,7 +44,8 @@ pub fn round_half_even(x: f64) -> f64 {
     }
 }
 
-/// The seed's `format_number`: the same string for every finite input, an error otherwise.
+/// The number's text: exact integer digits within 1e-9 of an integer, else at most 10
+/// decimals; an error for NaN and infinities, which Python's `round()` refuses.
 pub fn format_number(value: f64) -> Result<String, FormatError> {
     if value.is_nan() {
         return Err(FormatError::NotANumber);

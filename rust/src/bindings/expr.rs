@@ -3,25 +3,17 @@
 use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pyo3::create_exception;
-use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFloat, PyString};
 
+use super::error::{internal_error, safe_eval_error};
 use crate::expr;
-use crate::numfmt::{self, FormatError};
-
-create_exception!(
-    _core,
-    SafeEvalError,
-    PyValueError,
-    "An expression the seed's safe evaluator rejects (syntax, name, domain, overflow, ...)."
-);
+use crate::numfmt;
 
 /// Inputs at least this long (in bytes) are processed with the GIL released.
 const DETACH_BYTES: usize = 16 * 1024;
 
-/// The text of an argument the way the seed sees it (`str(obj)`), and whether it could be
+/// The text of an argument as Python's `str(obj)` gives it, and whether it could be
 /// read without replacing lone surrogates by U+FFFD.
 fn text_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
     let owned;
@@ -41,9 +33,8 @@ fn text_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
     })
 }
 
-/// Run `f` on `text`, releasing the GIL when the text is large. The core is written not to
-/// panic; should it ever, the panic becomes a `ValueError` here instead of crossing into
-/// Python as a `PanicException`.
+/// Run `f` on `text`, releasing the GIL when the text is large. A panic (the core is written
+/// not to panic) becomes [`internal_error`] instead of crossing into Python.
 fn with_text<T: Send>(
     py: Python<'_>,
     what: &str,
@@ -56,7 +47,7 @@ fn with_text<T: Send>(
     } else {
         guarded()
     };
-    outcome.map_err(|_| PyValueError::new_err(format!("internal error in {what} on this input")))
+    outcome.map_err(|_| internal_error(what))
 }
 
 /// Full-width characters to ASCII, `^` to `**`, whitespace removed.
@@ -93,30 +84,24 @@ fn canonicalize_expression<'py>(
 fn safe_eval(py: Python<'_>, expr: &Bound<'_, PyAny>) -> PyResult<f64> {
     let (text, lossless) = text_of(expr)?;
     if !lossless {
-        return Err(SafeEvalError::new_err(
-            "expression contains a lone surrogate",
-        ));
+        return Err(safe_eval_error("expression contains a lone surrogate"));
     }
-    with_text(py, "safe_eval", &text, expr::safe_eval)?
-        .map_err(|e| SafeEvalError::new_err(e.to_string()))
+    Ok(with_text(py, "safe_eval", &text, expr::safe_eval)??)
 }
 
-/// The seed's `format_number`: exact integer digits, else at most 10 decimals.
+/// A number's text: exact integer digits, else at most 10 decimals.
 #[pyfunction]
 fn format_number(value: &Bound<'_, PyAny>) -> PyResult<String> {
     let number = match value.cast::<PyFloat>() {
         Ok(f) => f.value(),
-        // The seed starts with `float(value)`, which also accepts ints and numeric strings.
+        // Read like `float(value)`, which also accepts ints and numeric strings.
         Err(_) => value
             .py()
             .get_type::<PyFloat>()
             .call1((value,))?
             .extract::<f64>()?,
     };
-    numfmt::format_number(number).map_err(|e| match e {
-        FormatError::Infinite => PyOverflowError::new_err(e.to_string()),
-        FormatError::NotANumber => PyValueError::new_err(e.to_string()),
-    })
+    Ok(numfmt::format_number(number)?)
 }
 
 /// Arithmetic expressions found in mixed Chinese/English text, each validated.
@@ -136,7 +121,6 @@ fn extract_expressions(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("SafeEvalError", m.py().get_type::<SafeEvalError>())?;
     m.add_function(wrap_pyfunction!(canonicalize_expression, m)?)?;
     m.add_function(wrap_pyfunction!(safe_eval, m)?)?;
     m.add_function(wrap_pyfunction!(format_number, m)?)?;

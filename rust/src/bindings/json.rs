@@ -5,11 +5,11 @@
 
 use std::borrow::Cow;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::error::{type_error, value_error};
 use crate::pyjson::{DumpOptions, Object, Value, PYTHON_MAX_DEPTH};
 
 /// Below this many bytes of input, parsing is quicker than releasing and re-taking the GIL.
@@ -140,7 +140,7 @@ fn key_text(key: &Bound<'_, PyAny>) -> PyResult<String> {
         Some(Value::Null) => Ok("null".to_owned()),
         Some(Value::BigInt(digits)) => Ok(digits),
         Some(v) => Ok(v.to_json_string()),
-        None => Err(PyTypeError::new_err(format!(
+        None => Err(type_error(format!(
             "keys must be str, int, float, bool or None, not {}",
             key.get_type().name()?
         ))),
@@ -211,13 +211,13 @@ pub(crate) fn value_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
                     Err(_) => None,
                 };
                 if children.is_none() && entries.is_none() {
-                    return Err(PyTypeError::new_err(format!(
+                    return Err(type_error(format!(
                         "Object of type {} is not JSON serializable",
                         current.get_type().name()?
                     )));
                 }
                 if stack.len() >= PYTHON_MAX_DEPTH {
-                    return Err(PyValueError::new_err(format!(
+                    return Err(value_error(format!(
                         "value nested deeper than {PYTHON_MAX_DEPTH} levels (or circular)"
                     )));
                 }
@@ -271,7 +271,7 @@ pub(crate) fn value_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 }
 
 /// `json.dumps(obj, ensure_ascii=False, sort_keys=..., separators=...)` in Rust; the text
-/// the seed writes for canonical calls (`compact=True`) and for argument keys.
+/// of canonical calls (`compact=True`) and of the keys of repeated-call checks.
 #[pyfunction]
 #[pyo3(signature = (obj, *, sort_keys = false, compact = true))]
 fn json_dumps(obj: &Bound<'_, PyAny>, sort_keys: bool, compact: bool) -> PyResult<String> {

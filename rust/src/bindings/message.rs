@@ -1,9 +1,9 @@
 //! `parse_message`: the lenient multi-format parser used to execute calls.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use super::error::value_error;
 use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
 use crate::message::{self, Format, FormatSet, MessageOptions};
 use crate::pyjson::Value;
@@ -17,7 +17,7 @@ fn format_set(names: Option<Vec<String>>) -> PyResult<FormatSet> {
         .map(|name| {
             Format::from_name(name).ok_or_else(|| {
                 let known: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
-                PyValueError::new_err(format!(
+                value_error(format!(
                     "unknown call format {name:?}; known formats: {}",
                     known.join(", ")
                 ))

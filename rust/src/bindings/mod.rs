@@ -1,5 +1,6 @@
 //! PyO3 bindings: one file per concept, type conversion only.
 
+mod error;
 mod expr;
 mod json;
 mod message;
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    error::register(m)?;
     expr::register(m)?;
     toolcall::register(m)?;
     reward::register(m)?;

@@ -9,17 +9,17 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{
     PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyIterator, PyList, PyString, PyTuple,
 };
 
+use super::error::{in_record, type_error, unscored_chunk, value_error};
 use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
-use crate::reward::features::FastHash;
+use crate::reward::fast_hash::FastHash;
 use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
     parallel, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig, ScoringContext,
@@ -232,7 +232,7 @@ fn convert_items<'py, T>(
         }
         return Ok(Some(out));
     }
-    Err(PyTypeError::new_err(format!(
+    Err(type_error(format!(
         "field {field:?}: expected a list, got {}",
         obj.get_type().name()?
     )))
@@ -343,8 +343,7 @@ fn task_from_py<'py>(
 }
 
 fn set_task(task: &mut Task, key: &str, value: Value) -> PyResult<()> {
-    task.set_field(key, value)
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+    Ok(task.set_field(key, value)?)
 }
 
 fn record_from_py<'py>(
@@ -352,7 +351,7 @@ fn record_from_py<'py>(
     cache: &mut TaskCache<'py>,
 ) -> PyResult<Trajectory> {
     let dict = obj.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!(
+        type_error(format!(
             "expected a dict, got {}",
             obj.get_type()
                 .name()
@@ -366,7 +365,7 @@ fn record_from_py<'py>(
     };
     let completion = fields
         .completion
-        .ok_or_else(|| PyValueError::new_err("field \"completion\": missing"))?;
+        .ok_or_else(|| value_error("field \"completion\": missing"))?;
     if let Ok(text) = completion.cast::<PyString>() {
         row.completion = py_text(text)?.into_owned();
     } else {
@@ -383,8 +382,7 @@ fn record_from_py<'py>(
 }
 
 fn set(row: &mut Trajectory, key: &str, value: Value) -> PyResult<()> {
-    row.set_field(key, value)
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+    Ok(row.set_field(key, value)?)
 }
 
 fn config_value_from_py(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<ConfigValue> {
@@ -393,16 +391,16 @@ fn config_value_from_py(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<ConfigVa
     } else if let Ok(b) = obj.cast::<PyBool>() {
         Ok(ConfigValue::Bool(b.is_true()))
     } else if obj.is_instance_of::<PyInt>() {
-        let i: i64 = obj.extract().map_err(|_| {
-            PyValueError::new_err(format!("reward setting {name:?}: integer out of range"))
-        })?;
+        let i: i64 = obj
+            .extract()
+            .map_err(|_| value_error(format!("reward setting {name:?}: integer out of range")))?;
         Ok(ConfigValue::Int(i))
     } else if let Ok(f) = obj.cast::<PyFloat>() {
         Ok(ConfigValue::Float(f.value()))
     } else if let Ok(s) = obj.cast::<PyString>() {
         Ok(ConfigValue::Str(s.to_cow()?.into_owned()))
     } else {
-        Err(PyTypeError::new_err(format!(
+        Err(type_error(format!(
             "reward setting {name:?} must be a number, a string or None, got {}",
             obj.get_type().name()?
         )))
@@ -413,13 +411,11 @@ fn config_from_py(settings: Option<&Bound<'_, PyDict>>) -> PyResult<RewardConfig
     let mut config = RewardConfig::default();
     if let Some(settings) = settings {
         for (key, value) in settings.iter() {
-            let name: String = key.extract().map_err(|_| {
-                PyTypeError::new_err("reward setting names must be strings".to_string())
-            })?;
+            let name: String = key
+                .extract()
+                .map_err(|_| type_error("reward setting names must be strings"))?;
             let value = config_value_from_py(&name, &value)?;
-            config
-                .set(&name, &value)
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            config.set(&name, &value)?;
         }
     }
     Ok(config)
@@ -511,24 +507,13 @@ impl<'py> ChunkReader<'py> {
         let mut rows = Vec::with_capacity(CHUNK_ROWS);
         for (i, record) in self.records.by_ref().take(CHUNK_ROWS) {
             first.get_or_insert(i);
-            rows.push(record_from_py(&record?, &mut self.cache).map_err(|e| {
-                let message = format!("record {i}: {}", e.value(py));
-                if e.is_instance_of::<PyTypeError>(py) {
-                    PyTypeError::new_err(message)
-                } else {
-                    PyValueError::new_err(message)
-                }
-            })?);
+            rows.push(record_from_py(&record?, &mut self.cache).map_err(|e| in_record(py, i, &e))?);
         }
         Ok(first.map(|first| {
             let tasks = self.registry.register(&rows);
             (first, rows, tasks)
         }))
     }
-}
-
-fn scoring_error(e: BatchError) -> PyErr {
-    PyValueError::new_err(e.to_string())
 }
 
 /// One chunk after the other on this thread.
@@ -544,7 +529,7 @@ fn score_in_turn<'py>(
             drop(rows);
             scores
         });
-        out.push(scores.map_err(scoring_error)?);
+        out.push(scores?);
     }
     Ok(out)
 }
@@ -620,13 +605,13 @@ fn score_pipelined<'py, 'scope>(
     results
         .into_iter()
         .map(|slot| match slot {
-            Some(scores) => scores.map_err(scoring_error),
-            None => Err(PyRuntimeError::new_err("a chunk of rows was not scored")),
+            Some(scores) => Ok(scores?),
+            None => Err(unscored_chunk()),
         })
         .collect()
 }
 
-/// The detail keys, in the seed's order (the column order of `reward_score_batch`).
+/// The detail keys, in the column order of `reward_score_batch`.
 #[pyfunction]
 fn reward_detail_keys() -> Vec<&'static str> {
     DETAIL_KEYS.to_vec()
@@ -660,21 +645,6 @@ fn reward_config_fields<'py>(
         .collect()
 }
 
-/// Checks settings as the scorer would and returns the full resolved configuration.
-#[pyfunction]
-#[pyo3(signature = (settings = None))]
-fn reward_resolve_config<'py>(
-    py: Python<'py>,
-    settings: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let config = config_from_py(settings)?;
-    let out = PyDict::new(py);
-    for (name, value) in config.items() {
-        out.set_item(name, config_value_to_py(py, &value)?)?;
-    }
-    Ok(out)
-}
-
 /// The number of threads a batch would use for `threads` (None: environment or cores).
 #[pyfunction]
 #[pyo3(signature = (threads = None))]
@@ -694,7 +664,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reward_detail_keys, m)?)?;
     m.add_function(wrap_pyfunction!(reward_term_keys, m)?)?;
     m.add_function(wrap_pyfunction!(reward_config_fields, m)?)?;
-    m.add_function(wrap_pyfunction!(reward_resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(reward_resolve_threads, m)?)?;
     m.add_function(wrap_pyfunction!(reward_parallelism_disabled, m)?)?;
     Ok(())

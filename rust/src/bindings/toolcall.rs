@@ -1,4 +1,4 @@
-//! `parse_tool_calls`: the seed-compatible parser, returning the seed's dicts.
+//! `parse_tool_calls`: the reward's strict parser, returning one dict per call.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -6,7 +6,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
 use crate::toolcall::{self, ToolCall};
 
-/// The seed's dict for one call, with its key order: `name`, `arguments`,
+/// The dict for one call, with its key order: `name`, `arguments`,
 /// [`parse_error`,] `canonical`.
 fn call_to_dict<'py>(py: Python<'py>, call: &ToolCall) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
@@ -19,8 +19,8 @@ fn call_to_dict<'py>(py: Python<'py>, call: &ToolCall) -> PyResult<Bound<'py, Py
     Ok(dict)
 }
 
-/// Tool calls in a model's text, exactly as the seed trainer's `parse_tool_calls` returns
-/// them (the input is converted with `str()` first, as the seed does).
+/// Tool calls in a model's text, as the reward sees them (the input is converted with
+/// `str()` first).
 #[pyfunction]
 fn parse_tool_calls<'py>(
     py: Python<'py>,

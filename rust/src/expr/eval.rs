@@ -192,7 +192,7 @@ pub fn py_pow(base: f64, exponent: f64) -> Result<f64, OpError> {
     Ok(if negate { -result } else { result })
 }
 
-/// The functions the seed allows.
+/// The callable math functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Function {
     Sqrt,

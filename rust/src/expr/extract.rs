@@ -1,6 +1,6 @@
 //! Extraction of arithmetic expressions from mixed Chinese/English text, in linear time.
 //!
-//! The seed finds candidates with Python's `re.finditer` and the pattern
+//! Candidates are the matches of Python's `re.finditer` with the pattern
 //!
 //! ```text
 //! (?<![A-Za-z0-9_]) ATOM (?: \s* OP \s* ATOM )+ (?![A-Za-z0-9_])      (IGNORECASE)
@@ -29,14 +29,15 @@
 //! start succeeds with `next` of its first atom (at least one iteration is required).
 //! Every table entry takes constant time, so the scan is linear; no recursion is involved.
 //!
-//! The seed then strips each match's edges, requires a binary operator, validates it with
-//! `safe_eval`, keeps the first `max_exprs` candidates (finditer spans never overlap, so
-//! its longest-overlap selection keeps them all) and removes duplicates by canonical form.
+//! Each match then loses its edges (see [`strip_edges`]), must hold a binary operator and
+//! must evaluate with `safe_eval`; the first `max_exprs` of these are kept (finditer spans
+//! never overlap, so no overlap has to be resolved), without duplicates by canonical form.
 
 use std::collections::HashSet;
 
+use super::fullwidth::translate_fullwidth_char;
 use super::{canonicalize, safe_eval_chars};
-use crate::text::{is_py_digit, is_py_space, translate_fullwidth_char};
+use crate::pychar::{is_digit, is_space};
 
 /// "No match" in the position tables.
 const FAIL: u32 = u32::MAX;
@@ -111,8 +112,8 @@ fn classify(c: char) -> u8 {
         '\u{17F}' => WORD | NAME_START,
         '\u{130}' | '\u{131}' | '\u{212A}' => WORD,
         '×' | '÷' => OPERATOR,
-        _ if is_py_space(c) => SPACE,
-        _ if is_py_digit(c) => DIGIT | WIDE_DIGIT,
+        _ if is_space(c) => SPACE,
+        _ if is_digit(c) => DIGIT | WIDE_DIGIT,
         _ => 0,
     }
 }
@@ -384,7 +385,7 @@ fn pos(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(FAIL - 1)
 }
 
-/// The characters the seed strips from both ends after the whitespace.
+/// Sentence punctuation trimmed from both ends of a match after the whitespace.
 const EDGE_PUNCTUATION: [char; 17] = [
     ' ', '\t', '\r', '\n', ':', ';', ',', '.', '?', '？', '!', '！', '、', '，', '。', '；', '：',
 ];
@@ -399,11 +400,12 @@ fn trim_end_by(s: &[char], strip: impl Fn(char) -> bool) -> &[char] {
     &s[..keep]
 }
 
-/// The seed's `_strip_expr_edges` on already translated characters: `strip()`, then strip
-/// sentence punctuation, then drop characters from the right while there are more `)` than
-/// `(` (counting once and updating as characters go, so it stays linear).
+/// A match without its edges, on already translated characters: Python whitespace and then
+/// sentence punctuation trimmed from both ends; then the last character dropped (with the
+/// whitespace before it) for as long as `)` outnumber `(`. The counts are taken once and
+/// updated as characters go, so this stays linear.
 fn strip_edges(span: &[char]) -> &[char] {
-    let s = trim_end_by(trim_start_by(span, is_py_space), is_py_space);
+    let s = trim_end_by(trim_start_by(span, is_space), is_space);
     let is_edge = |c: char| EDGE_PUNCTUATION.contains(&c);
     let mut s = trim_end_by(trim_start_by(s, is_edge), is_edge);
     let mut opens = s.iter().filter(|&&c| c == '(').count();
@@ -417,21 +419,15 @@ fn strip_edges(span: &[char]) -> &[char] {
             '(' => opens -= 1,
             _ => {}
         }
-        s = trim_end_by(rest, is_py_space);
+        s = trim_end_by(rest, is_space);
     }
     s
 }
 
-/// The seed's `_strip_expr_edges` (full-width translation included).
-pub fn strip_expression_edges(s: &str) -> String {
-    let chars = translated_chars(s);
-    strip_edges(&chars).iter().collect()
-}
-
-/// The seed's `_candidate_has_real_operator` on translated characters: the canonical form
-/// (whitespace dropped, `^` read as `**`) has an operator other than a leading sign.
+/// Whether a match is arithmetic and not just a signed number: past one optional `+`/`-`
+/// in front, its visible characters (`^` counting as `**`) hold an operator.
 fn has_binary_operator(expr: &[char]) -> bool {
-    let mut visible = expr.iter().copied().filter(|&c| !is_py_space(c));
+    let mut visible = expr.iter().copied().filter(|&c| !is_space(c));
     let mut rest = visible.clone();
     if matches!(visible.next(), Some('+' | '-')) {
         rest = visible;
@@ -464,9 +460,8 @@ fn may_match(chars: &[char]) -> bool {
 /// Up to this many candidates, duplicates are found without hashing.
 const FEW_CANDIDATES: usize = 16;
 
-/// The seed's `extract_arithmetic_expressions`: validated expressions in text order, at
-/// most `max_exprs` (at least one when `max_exprs <= 0`, as in the seed), without duplicates
-/// by canonical form.
+/// The arithmetic expressions in `text` that evaluate, in text order, at most `max_exprs`
+/// (at least one when `max_exprs <= 0`), without duplicates by canonical form.
 pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
     let chars = translated_chars(text);
     if !may_match(&chars) {
@@ -520,6 +515,12 @@ pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`strip_edges`] on text, full-width translation included.
+    fn strip_expression_edges(s: &str) -> String {
+        let chars = translated_chars(s);
+        strip_edges(&chars).iter().collect()
+    }
 
     fn spans(text: &str) -> Vec<String> {
         let chars: Vec<char> = text.chars().map(translate_fullwidth_char).collect();
@@ -621,7 +622,7 @@ mod tests {
     }
 
     #[test]
-    fn edges_are_stripped_like_the_seed() {
+    fn edges_lose_whitespace_punctuation_and_stray_closers() {
         assert_eq!(strip_expression_edges("  1+2。 "), "1+2");
         assert_eq!(strip_expression_edges("1+2))"), "1+2");
         assert_eq!(strip_expression_edges("(1+2) )"), "(1+2)");

@@ -2,7 +2,8 @@
 //!
 //! The input is a canonical expression (no whitespace). Anything that cannot start one of
 //! the allowed tokens (strings, brackets other than `()`, attribute dots, `=`, `<`, ...)
-//! could only give the seed a node it rejects or a syntax error, so it is an error here.
+//! could only make a syntax error or an expression outside the language, so it is an
+//! error here.
 //! Numeric literals follow Python's rules: `_` only between digits, `0x`/`0o`/`0b` prefixes,
 //! no leading zeros on non-zero integers, `.5`, `5.`, `1e3`, and no letter, digit or
 //! non-ASCII character directly after a number. A `#` starts a comment that runs to the end.

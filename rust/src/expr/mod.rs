@@ -1,25 +1,28 @@
-//! The arithmetic language of the seed's reward: canonical form, safe evaluation with Python
-//! float semantics, and extraction of expressions from mixed Chinese/English text.
+//! The reward's arithmetic: canonical form, evaluation with Python float semantics, and
+//! expressions found in mixed Chinese/English text.
 //!
-//! `safe_eval` accepts exactly the Python expressions the seed's AST walker accepts (numeric
-//! literals, `True`/`False`, `pi`, `e`, calls of eight math functions, `+ - * / // % **`,
-//! unary `+ -`, parentheses) and computes what CPython computes, raising where it raises.
+//! The language is a small subset of Python expressions: numbers (Python literal syntax),
+//! `True`/`False`, the constants `pi` and `e`, eight math functions, the binary operators
+//! `+ - * / // % **`, unary `+` and `-`, and parentheses. Every value is a float, computed
+//! as CPython computes it, and every input CPython would reject is an error here too.
 //! The pipeline is `canonicalize` → length and date guards → [`lexer`] → [`parser`] (an AST
 //! arena, no recursion beyond a fixed parenthesis depth) → [`eval`] (one forward pass).
 
 mod eval;
 mod extract;
 mod fold_table;
+mod fullwidth;
 mod lexer;
 mod parser;
 
 use std::fmt;
 
-use crate::text::{is_py_digit, is_py_space, translate_fullwidth_char};
+use self::fullwidth::translate_fullwidth_char;
+use crate::pychar::{is_digit, is_space};
 
-pub use extract::{extract_expressions, strip_expression_edges};
+pub use extract::extract_expressions;
 
-/// Longest canonical expression (in characters) the seed evaluates.
+/// Longest canonical expression (in characters) that is evaluated.
 pub const MAX_EXPRESSION_CHARS: usize = 256;
 
 /// What kind of problem stopped an evaluation.
@@ -82,7 +85,7 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-/// The seed's canonical form: full-width characters to ASCII, `^` to `**`, every Python
+/// The canonical form: full-width characters to ASCII, `^` to `**`, every Python
 /// whitespace character removed.
 pub fn canonicalize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -102,7 +105,7 @@ pub fn canonicalize_code_points(code_points: &[u32]) -> Vec<u32> {
                 let c = translate_fullwidth_char(c);
                 if c == '^' {
                     out.extend([u32::from('*'), u32::from('*')]);
-                } else if !is_py_space(c) {
+                } else if !is_space(c) {
                     out.push(u32::from(c));
                 }
             }
@@ -115,7 +118,7 @@ pub fn canonicalize_code_points(code_points: &[u32]) -> Vec<u32> {
 fn push_canonical(out: &mut String, c: char) {
     if c == '^' {
         out.push_str("**");
-    } else if !is_py_space(c) {
+    } else if !is_space(c) {
         out.push(c);
     }
 }
@@ -130,7 +133,7 @@ fn canonical_chars_bounded(
     for c in chars.map(translate_fullwidth_char) {
         if c == '^' {
             out.extend(['*', '*']);
-        } else if !is_py_space(c) {
+        } else if !is_space(c) {
             out.push(c);
         }
         if out.len() > max_chars {
@@ -140,14 +143,10 @@ fn canonical_chars_bounded(
     Some(out)
 }
 
-/// The seed's date guard: the whole canonical string is `\d{4}-\d{1,2}-\d{1,2}`.
+/// Whether the canonical text is `\d{4}-\d{1,2}-\d{1,2}` and nothing else: such text is
+/// refused as [`ErrorKind::DateLike`] instead of evaluated.
 fn is_date_like(chars: &[char]) -> bool {
-    let digits = |from: usize| {
-        chars[from..]
-            .iter()
-            .take_while(|&&c| is_py_digit(c))
-            .count()
-    };
+    let digits = |from: usize| chars[from..].iter().take_while(|&&c| is_digit(c)).count();
     let year = digits(0);
     if year != 4 || chars.get(4) != Some(&'-') {
         return false;
@@ -161,7 +160,7 @@ fn is_date_like(chars: &[char]) -> bool {
     (1..=2).contains(&day) && day_start + day == chars.len()
 }
 
-/// Evaluate an arithmetic expression exactly as the seed's `safe_eval_math` does.
+/// The float value of an arithmetic expression, or why it has none; never runs code.
 pub fn safe_eval(s: &str) -> Result<f64, EvalError> {
     safe_eval_chars(s.chars())
 }
@@ -197,7 +196,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canonical_form_matches_seed() {
+    fn canonical_form_is_ascii_without_spaces() {
         assert_eq!(canonicalize("１２３＋４５６"), "123+456");
         assert_eq!(canonicalize("2 ^ 10"), "2**10");
         assert_eq!(canonicalize("请计算 3 × 4。"), "请计算3*4.");

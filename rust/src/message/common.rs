@@ -1,7 +1,7 @@
 //! Pieces shared by the format parsers: whitespace, windowed JSON values, call objects.
 
+use crate::pychar::is_space;
 use crate::pyjson::{self, JsonError, Object, ParseOptions, Value};
-use crate::text::is_py_space;
 
 /// JSON as models write it: `json.loads` plus single quotes, `True`/`False`/`None`,
 /// trailing commas and raw newlines inside strings.
@@ -31,7 +31,7 @@ impl Outcome {
 pub(super) fn skip_ws(text: &str, mut at: usize, end: usize) -> usize {
     while at < end {
         match text[at..].chars().next() {
-            Some(c) if is_py_space(c) => at += c.len_utf8(),
+            Some(c) if is_space(c) => at += c.len_utf8(),
             _ => break,
         }
     }

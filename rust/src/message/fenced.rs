@@ -9,15 +9,15 @@
 use std::collections::HashSet;
 
 use super::common::{calls_in, json_value, skip_ws, Outcome, LENIENT};
+use crate::pychar::is_space;
 use crate::pyjson::Value;
-use crate::text::is_py_space;
 
 /// The fence opened by the backticks at `open` and closed by those at `close`.
 pub(super) fn parse(text: &str, open: usize, close: usize, tools: &HashSet<String>) -> Outcome {
     let Some(newline) = text[open + 3..close].find('\n') else {
         return Outcome::NotABlock;
     };
-    let info = text[open + 3..open + 3 + newline].trim_matches(is_py_space);
+    let info = text[open + 3..open + 3 + newline].trim_matches(is_space);
     if !(info.is_empty() || info.eq_ignore_ascii_case("json")) {
         return Outcome::NotABlock;
     }

@@ -1,6 +1,6 @@
 //! A lenient, multi-format parser for the tool calls real models write.
 //!
-//! The seed-compatible [`crate::toolcall`] parser stays the reward's contract; this one is
+//! The strict [`crate::toolcall`] parser stays the reward's contract; this one is
 //! what the rollout loop executes, so it must find every call the model meant and nothing
 //! it did not mean:
 //!
@@ -29,8 +29,8 @@ mod special;
 
 use std::collections::HashSet;
 
+use crate::pychar::strip as py_strip;
 use crate::pyjson::Object;
-use crate::text::py_strip;
 use crate::toolcall::first_chars;
 
 use common::{Found, Outcome};

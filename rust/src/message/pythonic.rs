@@ -9,8 +9,8 @@
 use super::common::{byte_at, identifier_end, json_value, skip_ws, Found, Outcome};
 use std::collections::HashSet;
 
+use crate::pychar::is_space;
 use crate::pyjson::{Object, ParseOptions, Value};
-use crate::text::is_py_space;
 
 const LITERALS: ParseOptions = ParseOptions {
     nonfinite: false,
@@ -106,7 +106,7 @@ pub(super) fn parse(text: &str, start: usize, window: usize) -> Outcome {
     }
     // The list must end its line; a list followed by more words is prose.
     let eol = line_end(text, at, window);
-    if !text[at..eol].chars().all(is_py_space) {
+    if !text[at..eol].chars().all(is_space) {
         return Outcome::NotABlock;
     }
     Outcome::Block { end: at, items }

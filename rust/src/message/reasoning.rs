@@ -50,7 +50,7 @@ pub(super) fn split(text: &str) -> Split {
     let reasoning = (!parts.is_empty()).then(|| {
         parts
             .iter()
-            .map(|p| crate::text::py_strip(p))
+            .map(|p| crate::pychar::strip(p))
             .filter(|p| !p.is_empty())
             .collect::<Vec<_>>()
             .join("\n\n")

@@ -5,8 +5,8 @@ use super::common::{
     arguments_from, byte_at, call_from_object, calls_in, has_at, json_reason, json_value,
     skip_fence_line, skip_ws, Found, Outcome, LENIENT,
 };
+use crate::pychar::is_space;
 use crate::pyjson::Value;
-use crate::text::is_py_space;
 
 pub(super) const PYTHON_TAG: &str = "<|python_tag|>";
 const LLAMA_END_TOKENS: [&str; 2] = ["<|eom_id|>", "<|eot_id|>"];
@@ -83,7 +83,7 @@ fn end_token_or(text: &str, at: usize, window: usize) -> usize {
 /// a string `name` and `parameters` or `arguments`, separated by `;`. `None` when the text
 /// is anything else, which then stays content.
 pub(super) fn llama_plain_json(text: &str, start: usize, end: usize) -> Option<Vec<Found>> {
-    let stop = start + text[start..end].trim_end_matches(is_py_space).len();
+    let stop = start + text[start..end].trim_end_matches(is_space).len();
     let mut at = skip_ws(text, start, stop);
     if byte_at(text, at, stop) != Some(b'{') {
         return None;
@@ -200,11 +200,11 @@ pub(super) fn deepseek_call(text: &str, start: usize, window: usize) -> Outcome 
             "missing <｜tool▁sep｜> after the call start",
         );
     };
-    let before = text[head..sep].trim_matches(is_py_space);
+    let before = text[head..sep].trim_matches(is_space);
     let mut at = sep + sep_len;
     let name = if before == "function" {
         let line_end = text[at..window].find('\n').map_or(window, |i| at + i);
-        let name = text[at..line_end].trim_matches(is_py_space);
+        let name = text[at..line_end].trim_matches(is_space);
         at = line_end;
         name
     } else {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::value::Value;
 
-/// Formatting choices of `json.dumps` that the seed uses.
+/// Formatting choices of `json.dumps` that the reward and the parsers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DumpOptions {
     /// `separators=(",", ":")` when true; Python's default `(", ", ": ")` when false.
@@ -14,8 +14,8 @@ pub struct DumpOptions {
 }
 
 impl DumpOptions {
-    /// `json.dumps(v, ensure_ascii=False, separators=(",", ":"))`, the seed's canonical call
-    /// text.
+    /// `json.dumps(v, ensure_ascii=False, separators=(",", ":"))`: the text of a canonical
+    /// tool call.
     pub const fn compact() -> Self {
         DumpOptions {
             compact: true,

@@ -1,7 +1,7 @@
-//! JSON with the semantics of Python's `json` module, as the seed trainer sees them.
+//! JSON with the semantics of Python's `json` module.
 //!
-//! The seed decodes tool calls with `json.loads` and encodes canonical calls with
-//! `json.dumps`. To reproduce its results exactly we need behaviour that `serde_json` does
+//! Tool calls are decoded as `json.loads` decodes them and canonical calls are written as
+//! `json.dumps` writes them. Matching Python exactly needs behaviour that `serde_json` does
 //! not have (or has differently), which is why this parser is hand-written:
 //!
 //! - `NaN`, `Infinity` and `-Infinity` are accepted as numbers;
@@ -25,5 +25,5 @@ mod parse;
 mod value;
 
 pub use dump::DumpOptions;
-pub use parse::{parse, parse_prefix, ErrorKind, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
+pub use parse::{parse, parse_prefix, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
 pub use value::{Object, Value};

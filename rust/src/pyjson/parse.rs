@@ -8,11 +8,11 @@ use super::value::{Object, Value};
 ///
 /// CPython's decoder recurses once per container and fails with `RecursionError` when the
 /// interpreter's frame count (limit 1000) runs out, so the accepted depth depends on how deep
-/// the caller already is: measured on CPython 3.11, `json.loads` inside the seed's
+/// the caller already is: measured on CPython 3.11, `json.loads` inside a Python
 /// `parse_tool_calls` accepts `999 - f` nested containers, where `f` is the number of Python
-/// frames on the stack including `parse_tool_calls`, `loads`, `decode` and `raw_decode`. In the
-/// seed's rollout worker thread (`Thread._bootstrap` ... `rollout_single_online`) `f` is 10, so
-/// 989 levels decode and 990 fail; called from a script's top level `f` is 5 (994 decode).
+/// frames on the stack including `parse_tool_calls`, `loads`, `decode` and `raw_decode`. In a
+/// rollout worker thread (`Thread._bootstrap` ... the rollout function) `f` is 10, so 989
+/// levels decode and 990 fail; called from a script's top level `f` is 5 (994 decode).
 /// We use the training path's value.
 pub const PYTHON_MAX_DEPTH: usize = 989;
 

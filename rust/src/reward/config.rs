@@ -1,8 +1,8 @@
-//! Every weight, penalty, cap and schedule of the reward, under the seed's argument names and
-//! with the seed's command-line defaults.
+//! Every weight, penalty, cap and schedule of the reward, under its command-line names and
+//! with its command-line defaults.
 //!
-//! The names are the seed's `--flag` names, so a seed command line or the golden file's
-//! per-line `config` objects apply unchanged. `current_step` drives the two warm-up schedules
+//! The names are the `--flag` names of `agentrl train`, so a training command line or the
+//! golden file's per-line `config` objects apply unchanged. `current_step` drives the two warm-up schedules
 //! (answer-format penalty and reward caps); when it is unset the schedules sit at their final
 //! values, which is what standalone scoring wants.
 
@@ -21,8 +21,6 @@ pub enum FormatEnforceMode {
 }
 
 impl FormatEnforceMode {
-    pub const CHOICES: [&'static str; 3] = ["soft", "semi_hard", "hard"];
-
     pub fn as_str(self) -> &'static str {
         match self {
             FormatEnforceMode::Soft => "soft",
@@ -70,9 +68,9 @@ pub enum FieldKind {
     Float,
     /// An integer.
     Int,
-    /// The seed's 0/1 switches (`True`/`False` are accepted too).
+    /// A 0/1 switch (`True`/`False` are accepted too).
     Flag,
-    /// One of [`FormatEnforceMode::CHOICES`].
+    /// A [`FormatEnforceMode`] by name: `soft`, `semi_hard` or `hard`.
     Mode,
     /// A training step, or `None` for "schedules finished".
     Step,
@@ -126,7 +124,7 @@ impl std::error::Error for ConfigError {}
 /// three cannot drift apart.
 macro_rules! reward_config {
     ($( $(#[doc = $doc:literal])* $name:ident : $kind:ident = $default:expr ; )*) => {
-        /// The reward's settings. Field names and defaults are the seed's `build_args`.
+        /// The reward's settings. Field names and defaults are the command line's.
         #[derive(Debug, Clone, PartialEq)]
         pub struct RewardConfig {
             $( $(#[doc = $doc])* pub $name: reward_config!(@type $kind), )*
@@ -157,7 +155,7 @@ macro_rules! reward_config {
                 vec![ $( (stringify!($name), reward_config!(@get $kind, self.$name)), )* ]
             }
 
-            /// Sets one field by its seed name, checking the value's type and range.
+            /// Sets one field by its command-line name, checking the value's type and range.
             pub fn set(&mut self, name: &str, value: &ConfigValue) -> Result<(), ConfigError> {
                 match name {
                     $( stringify!($name) => {
@@ -356,7 +354,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_the_seed_command_line_defaults() {
+    fn defaults_are_the_command_line_defaults() {
         let c = RewardConfig::default();
         assert_eq!(c.reward_answer_cov_weight, 9.0);
         assert_eq!(c.reward_tool_expr_order_weight, 0.60);

@@ -1,4 +1,4 @@
-//! Batched reward scoring: the seed's `score_one_trajectory`, exactly, for many rows at once.
+//! Batched reward scoring: the reward of [`score`], exactly, for many rows at once.
 //!
 //! A batch is scored in three steps: each row's settings are resolved (batch config plus the
 //! row's own `config` overrides) and checked before any work starts; the arithmetic of every
@@ -6,28 +6,30 @@
 //! [`parallel`]). Rows without `tool_events` have their tool calls parsed and run with the
 //! built-in tools first ([`tools`]).
 
-pub mod config;
-pub mod features;
-pub mod parallel;
-pub mod pychar;
-pub mod pyvalue;
-pub mod record;
-pub mod score;
-pub mod tools;
+mod answer;
+pub(crate) mod config;
+pub(crate) mod fast_hash;
+pub(crate) mod parallel;
+mod pyvalue;
+pub(crate) mod record;
+mod repetition;
+mod score;
+mod task;
+mod tool_use;
+mod tools;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use config::{ConfigError, ConfigValue, FormatEnforceMode, RewardConfig};
+pub use config::{ConfigError, ConfigValue, RewardConfig};
 pub use record::{RecordError, Task, ToolEvent, Trajectory};
-pub use score::{
-    score_trajectory, Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
-};
+pub use score::{Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS};
 
-use features::{FastHash, TaskMath};
+use fast_hash::FastHash;
 use score::GroundTruth;
+use task::TaskMath;
 
 /// A batch could not be scored because of one row; `row` is its index in the batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +56,7 @@ pub struct BatchScores {
 
 /// Scores every row with `config` (plus each row's overrides) on up to `threads` threads.
 /// With `explain`, each term's contribution is returned too.
+#[cfg(test)]
 pub fn score_batch(
     config: &RewardConfig,
     rows: &[Trajectory],
@@ -105,12 +108,9 @@ impl TaskRegistry {
     }
 
     /// Number of distinct tasks registered.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.tasks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
     }
 }
 

@@ -1,15 +1,15 @@
-//! Python's view of JSON values where the seed's reward looks at them: `str()`, `repr()`,
+//! Python's view of JSON values where the reward looks at them: `str()`, `repr()`,
 //! `float()`, `dict.get` and `json.dumps(sort_keys=True)`.
 //!
-//! The seed calls `str(x)` on ground-truth items, message contents and tool arguments
+//! The reward reads ground-truth items, message contents and tool arguments as `str(x)`
 //! whatever their type, so these conversions decide what text the scorer sees. Containers
 //! print as Python's `repr`, written here without recursion so any nesting is safe.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use crate::pychar::{digit_value, is_printable, is_space, strip as py_strip};
 use crate::pyjson::{DumpOptions, Value};
-use crate::reward::pychar::{digit_value, is_printable, is_space, strip as py_strip};
 
 /// `d.get(key)` when `value` is a dict; `None` for a missing key or a non-dict.
 pub fn get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
@@ -141,8 +141,8 @@ pub fn write_str_repr(out: &mut String, s: &str) {
     out.push(quote);
 }
 
-/// The text `json.dumps(value, sort_keys=True, ensure_ascii=False)` gives, which the seed
-/// uses to recognise repeated tool calls.
+/// The text `json.dumps(value, sort_keys=True, ensure_ascii=False)` gives, by which repeated
+/// tool calls are recognised.
 pub fn dumps_sorted(value: &Value) -> String {
     value.to_json_string_with(&DumpOptions {
         compact: false,
@@ -235,13 +235,13 @@ pub fn py_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// The seed's `float(str(x))` for a value whose text is a plain decimal
+/// Python's `float(str(x))` for a value whose text is a plain decimal
 /// (`[-+]?\d+(\.\d+)?` after stripping and dropping commas), else `None`; without
 /// printing numbers. A float prints plainly exactly when it is finite and zero or of
 /// magnitude in [1e-4, 1e16), and then reads back as itself.
 pub fn plain_number_of(value: &Value) -> Option<f64> {
     match value {
-        Value::Str(s) => crate::answer::parse_plain_number(s),
+        Value::Str(s) => crate::reward::answer::parse_plain_number(s),
         Value::Int(i) => Some(*i as f64),
         Value::BigInt(text) => text.parse::<f64>().ok(),
         Value::Float(x) => {
@@ -502,7 +502,7 @@ mod tests {
         );
         assert_eq!(plain_number_of(&Value::Bool(true)), None);
         for x in [1.5e-4, 0.1, 123456.789, -1e15, 5e-324, 1e-5, 2.5e16] {
-            let via_text = crate::answer::parse_plain_number(&float_repr(x));
+            let via_text = crate::reward::answer::parse_plain_number(&float_repr(x));
             assert_eq!(plain_number_of(&Value::Float(x)), via_text, "{x}");
         }
     }

@@ -80,7 +80,7 @@ pub struct Task {
     /// A rendered prompt or plain task text, used when `messages` is empty.
     pub prompt: String,
     /// Expected answers. A scalar `gt` becomes a one-item list, `null` an empty one, as the
-    /// seed's prompt pool normalises it.
+    /// prompt pool normalises it.
     pub gt: Vec<Value>,
     /// Tool specs offered to the model; they decide which calls the standalone path allows.
     pub tools: Option<Vec<Value>>,
@@ -154,6 +154,7 @@ pub fn config_value(value: &Value) -> Option<ConfigValue> {
 impl Trajectory {
     /// Reads a row from a JSON object. Unknown keys (such as a previous `reward`) are
     /// ignored; a known key with the wrong type is an error; `completion` is required.
+    #[cfg(test)]
     pub fn from_value(value: Value) -> Result<Trajectory, RecordError> {
         let Value::Object(obj) = value else {
             return Err(wrong_type("<row>", "a JSON object", &value));

@@ -1,28 +1,29 @@
-//! The reward of one trajectory: the seed's `score_one_trajectory`, term by term.
+//! The reward of one trajectory, term by term.
 //!
-//! Terms are added in the seed's order with the same floating-point operations, so rewards
-//! agree to the last bit. Each term's contribution is also kept (see [`Contributions`]) so
+//! Terms are added in a fixed order with fixed floating-point operations, so rewards agree
+//! to the last bit with the golden files (see `tests/test_reward_parity.py`). Each term's contribution is also kept (see [`Contributions`]) so
 //! that `agentrl score --explain` can say why a completion scored what it did.
 
-use crate::answer::{
+use crate::pyjson::Value;
+use crate::reward::answer::{
     answer_tags, count_ground_truth_matches, normalize_text, numeric_candidates, ordered_numbers,
     GroundTruthItem,
 };
-use crate::pyjson::Value;
 use crate::reward::config::{FormatEnforceMode, RewardConfig};
-use crate::reward::features::{
-    answer_refs_tool_result, repeated_call_penalty, repetition_penalty, task_text_from_messages,
-    task_text_from_prompt, tool_expr_metrics, tool_value_metrics, ExprMetrics, TaskMath,
-    ValueMetrics, MATH_TOOLS, PREFERRED_MATH_TOOL,
-};
 use crate::reward::pyvalue::py_str;
 use crate::reward::record::{Task, ToolEvent, Trajectory};
+use crate::reward::repetition::repetition_penalty;
+use crate::reward::task::{task_text_from_messages, task_text_from_prompt, TaskMath};
+use crate::reward::tool_use::{
+    answer_refs_tool_result, repeated_call_penalty, tool_expr_metrics, tool_value_metrics,
+    ExprMetrics, ValueMetrics, MATH_TOOLS, PREFERRED_MATH_TOOL,
+};
 
 /// The reward is clipped to this magnitude.
 pub const REWARD_CLIP: f64 = 12.0;
 
 /// Declares a struct of named `f64` fields with its field names as a constant list, in
-/// declaration order (which is the seed's order for details).
+/// declaration order (which is the column order of the details).
 macro_rules! named_floats {
     ($(#[$meta:meta])* $name:ident, $keys:ident, $count:ident { $($field:ident),* $(,)? }) => {
         $(#[$meta])*
@@ -44,7 +45,7 @@ macro_rules! named_floats {
 }
 
 named_floats!(
-    /// The seed's detail dict for one trajectory (all values as floats).
+    /// The detail dict of one trajectory (all values as floats).
     Details, DETAIL_KEYS, DETAIL_COUNT {
         reward, raw_reward, clipped, answer_cov, unordered_answer_cov, exact_match,
         strict_exact_match, matched_count, ordered_match_count, extra_numbers, missing_numbers,
@@ -148,7 +149,7 @@ impl EventCounts {
     }
 }
 
-/// The task text the seed would compare tool calls with.
+/// The task text that tool calls are compared with.
 pub fn task_text(task: &Task) -> String {
     if task.messages.is_empty() {
         task_text_from_prompt(&task.prompt)
@@ -299,7 +300,7 @@ pub fn score_with_task(
     let rep = repetition_penalty(&tags.clean);
     let repeat_tool_pen = repeated_call_penalty(events);
 
-    // The reward, term by term in the seed's order.
+    // The reward, term by term, in the golden files' order.
     let c = config;
     let mut r = Ledger {
         total: 0.0,

@@ -8,8 +8,8 @@
 
 use crate::expr;
 use crate::numfmt::format_number;
+use crate::pychar::{lower as py_lower, strip as py_strip};
 use crate::pyjson::{parse, Object, ParseOptions, Value};
-use crate::reward::pychar::{lower as py_lower, strip as py_strip};
 use crate::reward::pyvalue::{get, py_float, py_str, write_str_repr};
 use crate::reward::record::ToolEvent;
 use crate::toolcall::{parse_tool_calls, ToolCall};

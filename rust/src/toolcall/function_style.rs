@@ -1,7 +1,7 @@
-//! The seed's fallback for calls written as functions: `calculate_math("1+1")`,
+//! The fallback for calls written as functions: `calculate_math("1+1")`,
 //! `calculator(expression="(1+2)*3")`.
 //!
-//! What the seed does, restated:
+//! The rules:
 //! - find the leftmost `\b([A-Za-z_][A-Za-z0-9_]*)\s*\(` from a cursor (Python's Unicode `\b`
 //!   and `\s`: a name right after a CJK character or an accented letter does not start at a
 //!   word boundary, so it is not found);
@@ -13,12 +13,12 @@
 //!   match, else the first `(['"])(.*?)\1` match (same quote closes, shortest, across
 //!   lines), stripped; an empty expression drops the call.
 
-use crate::reward::pychar::is_word;
-use crate::text::{is_py_space, py_strip};
+use crate::pychar::is_word;
+use crate::pychar::{is_space, strip as py_strip};
 
 use super::parens::ParenMatcher;
 
-/// The tool names the seed accepts in function-call form.
+/// The tool names accepted in function-call form.
 pub const FUNCTION_STYLE_NAMES: [&str; 3] = ["calculate_math", "calculator", "python_math"];
 
 /// A call found in function form.
@@ -89,7 +89,7 @@ fn next_call_start(text: &str, from: usize) -> Option<(&str, usize)> {
                 end += 1;
             }
             let mut paren = end;
-            while let Some(c) = text[paren..].chars().next().filter(|&c| is_py_space(c)) {
+            while let Some(c) = text[paren..].chars().next().filter(|&c| is_space(c)) {
                 paren += c.len_utf8();
             }
             if bytes.get(paren) == Some(&b'(') {
@@ -108,7 +108,8 @@ fn next_call_start(text: &str, from: usize) -> Option<(&str, usize)> {
     None
 }
 
-/// The quoted expression of a call body (unstripped), as the seed's two searches find it.
+/// The quoted expression of a call body (unstripped): the `expression=` quote, else the first
+/// quote.
 fn quoted_expression(body: &str) -> Option<&str> {
     let mut quotes = QuoteFinder::new(body);
     // `expression\s*=\s*(['"])(.*?)\1`
@@ -131,7 +132,7 @@ fn quoted_expression(body: &str) -> Option<&str> {
 
 fn skip_spaces(s: &str, mut at: usize) -> usize {
     while let Some(c) = s.get(at..).and_then(|r| r.chars().next()) {
-        if !is_py_space(c) {
+        if !is_space(c) {
             break;
         }
         at += c.len_utf8();
@@ -226,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn escaped_quote_ends_the_expression_early_like_the_seed() {
+    fn escaped_quote_ends_the_expression_early_like_a_lazy_regex() {
         assert_eq!(
             found("calculate_math(\"he said \\\"hi\\\"\")"),
             pairs(&[("calculate_math", "he said \\")])

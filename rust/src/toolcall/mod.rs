@@ -1,7 +1,7 @@
-//! The seed trainer's tool-call parser, exactly, in linear time.
+//! The reward's tool-call parser, in linear time.
 //!
-//! The reward depends on what the seed's `parse_tool_calls` returns, so this reproduces it
-//! call for call:
+//! The reward scores exactly the calls `parse_tool_calls` returns, and the golden files fix
+//! them call for call:
 //!
 //! 1. Every `<tool_call>...</tool_call>` span (shortest, non-overlapping, left to right) is
 //!    one entry. Its content, stripped of Python whitespace, must decode (Python `json.loads`)
@@ -14,7 +14,7 @@
 //! 2. Only when there is no such span, calls written as functions are collected
 //!    (`calculate_math("1+1")`, `calculator(expression="2*3")`), see [`function_style`].
 //!
-//! The seed uses regular expressions and a rescanning cursor loop that is quadratic on
+//! Written with regular expressions and a rescanning cursor, these rules are quadratic on
 //! adversarial input (thousands of unclosed tags or open calls); everything here is a single
 //! forward pass, or a bounded number of them.
 
@@ -23,16 +23,16 @@ mod parens;
 
 pub use function_style::{function_style_calls, FUNCTION_STYLE_NAMES};
 
+use crate::pychar::strip as py_strip;
 use crate::pyjson::{self, Object, ParseOptions, Value};
-use crate::text::py_strip;
 
 const OPEN_TAG: &str = "<tool_call>";
 const CLOSE_TAG: &str = "</tool_call>";
 
-/// How many characters of a bad block the seed keeps in `parse_error`.
+/// How many characters of a bad block are kept in `parse_error`.
 const PARSE_ERROR_CHARS: usize = 512;
 
-/// One entry of the seed's `parse_tool_calls` result.
+/// One entry of the `parse_tool_calls` result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     /// Usually a string; any truthy JSON value the model wrote as the name is kept as is,
@@ -47,7 +47,7 @@ pub struct ToolCall {
     pub parse_error: Option<String>,
 }
 
-/// The seed's `parse_tool_calls(text)`.
+/// The tool calls in a model's text, by the rules in the module docs.
 pub fn parse_tool_calls(text: &str) -> Vec<ToolCall> {
     let blocks = tagged_blocks(text);
     if !blocks.is_empty() {
@@ -83,7 +83,7 @@ pub fn tagged_blocks(text: &str) -> Vec<&str> {
     blocks
 }
 
-/// One tagged block, decoded as the seed does.
+/// One tagged block, decoded (rule 1 of the module docs).
 fn decode_block(content: &str) -> ToolCall {
     let raw = py_strip(content);
     let decoded = match pyjson::parse(raw, &ParseOptions::python()) {
@@ -98,7 +98,7 @@ fn decode_block(content: &str) -> ToolCall {
     })
 }
 
-/// Name and arguments of a decoded block; `None` where the seed raises.
+/// Name and arguments of a decoded block; `None` where the block is unusable (a bad block).
 fn call_from_object(obj: Object) -> Option<ToolCall> {
     let name = match [obj.get("name"), obj.get("tool_name")]
         .into_iter()

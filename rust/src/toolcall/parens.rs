@@ -1,10 +1,10 @@
-//! Matching parentheses with the seed's quote rules, for many start positions, in linear time.
+//! Matching parentheses with quote rules, for many start positions, in linear time.
 //!
-//! The seed finds the `)` that closes a `(` by scanning forward from it: quotes (`'` or `"`)
+//! The `)` that closes a `(` is the one a forward scan from it stops on: quotes (`'` or `"`)
 //! hide parentheses until the same quote closes, and inside quotes a backslash hides the next
 //! character. The scan always starts outside quotes, so its result depends on where it
 //! starts: the same `(` can be inside a string for a scan that began earlier. Calling such a
-//! scan for each candidate, as the seed does, is quadratic when scans fail (an unclosed
+//! scan for each candidate, one after the other, is quadratic when scans fail (an unclosed
 //! `calculate_math(` repeated across a megabyte).
 //!
 //! Here each scan is a *trajectory*: a walk through (position, quote state) with a stack of
@@ -37,7 +37,7 @@ struct OpenParen {
     close: u32,
 }
 
-/// Answers "where does the seed's scan from this `(` end?" for increasing start offsets.
+/// Answers "where does the scan from this `(` end?" for increasing start offsets.
 pub(crate) struct ParenMatcher<'a> {
     bytes: &'a [u8],
     /// The first offset covered by the tables below.
@@ -49,7 +49,7 @@ pub(crate) struct ParenMatcher<'a> {
     /// For each offset: 1 + the open parenthesis pushed there by a scan outside quotes.
     pushed_at: Vec<u32>,
     /// Starts must be at or after this offset: past the last start, and past the last
-    /// close returned (the seed's cursor skips a matched call).
+    /// close returned (the parser's cursor skips a matched call).
     next_start: usize,
 }
 
@@ -72,10 +72,10 @@ impl<'a> ParenMatcher<'a> {
         })
     }
 
-    /// The offset of the `)` that the seed's scan starting at the `(` at `open` stops on, or
+    /// The offset of the `)` that the scan starting at the `(` at `open` stops on, or
     /// `None` when it reaches the end of the text.
     ///
-    /// Starts must come in the order the seed's cursor visits them: each after the previous
+    /// Starts must come in the order the parser's cursor visits them: each after the previous
     /// start, and after the close last returned (a scan that succeeded stops at its close, so
     /// nothing inside it is known). A start that breaks this order, or is not at a `(`, gets
     /// `None`.
@@ -176,8 +176,8 @@ impl<'a> ParenMatcher<'a> {
 mod tests {
     use super::*;
 
-    /// The seed's scan, character by character, as the reference.
-    fn reference_close(text: &str, open: usize) -> Option<usize> {
+    /// The plain scan, character by character, to compare with.
+    fn plain_close(text: &str, open: usize) -> Option<usize> {
         let mut depth = 0i64;
         let mut quote: Option<u8> = None;
         let mut escaped = false;
@@ -207,8 +207,8 @@ mod tests {
         None
     }
 
-    /// Every `(` as a start, skipping those inside a matched span as the seed's cursor does,
-    /// compared with the reference scan.
+    /// Every `(` as a start, skipping those inside a matched span as the parser's cursor
+    /// does, compared with the plain scan.
     fn check_all_starts(text: &str) {
         let opens: Vec<usize> = text
             .bytes()
@@ -225,14 +225,14 @@ mod tests {
             if o < cursor {
                 continue;
             }
-            let want = reference_close(text, o);
+            let want = plain_close(text, o);
             assert_eq!(m.close_of(o), want, "start {o} in {text:?}");
             cursor = want.map_or(o + 1, |c| c + 1);
         }
     }
 
     #[test]
-    fn matches_the_reference_on_tricky_texts() {
+    fn matches_the_plain_scan_on_tricky_texts() {
         for text in [
             "f(a(b)c)",
             "f(\"(\" (x)) g(')')",
@@ -251,7 +251,7 @@ mod tests {
     }
 
     #[test]
-    fn matches_the_reference_on_pseudo_random_texts() {
+    fn matches_the_plain_scan_on_pseudo_random_texts() {
         let alphabet = [b'(', b')', b'\'', b'"', b'\\', b'x', b' '];
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for len in 1..60 {

@@ -1,10 +1,14 @@
-//! Python's Unicode character classes as the seed's regular expressions and `float()` see them.
+//! Python's view of characters: the classes of `re` on `str` patterns (`\s`, `\d`, `\w`),
+//! `str.strip()`, `str.lower()` and `str.isprintable()`, as CPython 3.11 computes them.
 //!
-//! The seed matches numbers with `\d` and tokenises with `\w+|[^\w\s]` on `str` patterns, so
-//! both classes are Unicode-wide: `\d` is every decimal digit (`str.isdecimal()`, category
-//! Nd) and `\w` is `str.isalnum()` plus `_`. Rust's `char::is_alphanumeric` is a different
-//! set (it counts combining vowel signs and circled letters), so the non-ASCII ranges come
-//! from a table generated with CPython 3.11's `unicodedata` (Unicode 14.0.0):
+//! Every text scanner in the crate (arithmetic extraction, tool-call and message parsing,
+//! answer extraction, the reward's tokeniser) must split text where Python would, so all of
+//! them classify characters here. These classes are Unicode-wide: `\d` is every decimal
+//! digit (`str.isdecimal()`, category Nd) and `\w` is `str.isalnum()` plus `_`. Rust's
+//! `char::is_alphanumeric` is a different set (it counts combining vowel signs and circled
+//! letters) from a newer Unicode version, so the non-ASCII ranges come from [`tables`],
+//! generated with CPython 3.11's `unicodedata` (Unicode 14.0.0) by
+//! `rust/tools/gen_pychar_tables.py`:
 //!
 //! ```text
 //! word:   [c for c in range(0x80, 0x110000) if chr(c).isalnum()]          (as ranges)
@@ -18,7 +22,6 @@
 
 use std::sync::OnceLock;
 
-#[path = "pychar_tables.rs"]
 mod tables;
 
 /// One byte of facts per Basic Multilingual Plane character, built on first use from the
@@ -67,7 +70,7 @@ fn token_safe_slow(c: char) -> bool {
     is_word_slow(c) && c.to_lowercase().all(is_word_slow)
 }
 
-/// How a character takes part in the seed's tokens (`\w+|[^\w\s]`).
+/// How a character takes part in the reward's word tokens (`\w+|[^\w\s]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenClass {
     Word,
@@ -312,6 +315,68 @@ mod tests {
                     assert_eq!(class, want, "{cp:#x}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn lower_unchanged_table_matches_this_toolchain() {
+        // The letters Rust lower-cases that Python 3.11 does not know (unassigned there, so
+        // not printable) are exactly the table's; a different `rustc` Unicode version shows
+        // up here, and `rust/tools/gen_pychar_tables.py` regenerates the table.
+        for cp in 0x80u32..0x11_0000 {
+            let Some(c) = char::from_u32(cp) else {
+                continue;
+            };
+            let mut lowered = c.to_lowercase();
+            let rust_changes = !(lowered.next() == Some(c) && lowered.next().is_none());
+            let listed = tables::LOWER_UNCHANGED.binary_search(&cp).is_ok();
+            assert_eq!(rust_changes && !is_printable(c), listed, "{cp:#x}");
+        }
+    }
+
+    #[test]
+    fn python_digit_set() {
+        for c in [
+            '0',
+            '9',
+            '\u{660}',
+            '\u{669}',
+            '\u{ff10}',
+            '\u{1d7ce}',
+            '\u{1d7ff}',
+        ] {
+            assert!(is_digit(c), "{c:?}");
+        }
+        // Superscripts and circled digits are "digits" for str.isdigit but not \d.
+        for c in [
+            'a',
+            '/',
+            ':',
+            '\u{b2}',
+            '\u{2460}',
+            '\u{66a}',
+            '\u{1d7cd}',
+            '\u{1d800}',
+        ] {
+            assert!(!is_digit(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn python_whitespace_set() {
+        for c in [
+            '\t', '\n', '\u{b}', '\u{c}', '\r', '\u{1c}', '\u{1f}', ' ', '\u{85}',
+        ] {
+            assert!(is_space(c), "{c:?}");
+        }
+        for c in [
+            '\u{a0}', '\u{1680}', '\u{2000}', '\u{200a}', '\u{2028}', '\u{3000}',
+        ] {
+            assert!(is_space(c), "{c:?}");
+        }
+        // Zero-width space and BOM are not whitespace in Python.
+        for c in ['\u{200b}', '\u{feff}', 'a', '\u{0}', '\u{1b}', '\u{180e}'] {
+            assert!(!is_space(c), "{c:?}");
         }
     }
 

@@ -1,13 +1,13 @@
 //! The final answer of a completion and how it is compared with the ground truth.
 //!
-//! Everything here reproduces the seed's regular expressions with Python semantics (Unicode
+//! Everything here matches like Python regular expressions would (Unicode
 //! `\d` and `\s`, lazy `.*?` across lines, case-insensitive `<answer>` tags in which `ſ`
 //! matches `s`), but each function is a single left-to-right scan: no backtracking, linear
 //! time in the input however it is shaped.
 
 use std::borrow::Cow;
 
-use crate::reward::pychar::{digit_value, is_space, lower as py_lower, strip as py_strip};
+use crate::pychar::{digit_value, is_space, lower as py_lower, strip as py_strip};
 
 const IM_START: &str = "<|im_start|>";
 const IM_END: &str = "<|im_end|>";
@@ -51,17 +51,6 @@ fn find_lt(bytes: &[u8]) -> Option<usize> {
     }
     let rest = chunks.remainder();
     rest.iter().position(|&b| b == b'<').map(|i| base + i)
-}
-
-/// Python `hay.count(tag)` (non-overlapping occurrences) for a tag that starts with `<`.
-pub fn count_tag(hay: &str, tag: &str) -> usize {
-    let mut count = 0;
-    let mut pos = 0;
-    while let Some(offset) = find_tag(&hay[pos..], tag) {
-        count += 1;
-        pos += offset + tag.len();
-    }
-    count
 }
 
 /// Which markers the cleaning steps act on occur in a text, found in one pass over its
@@ -141,8 +130,8 @@ pub fn strip_answer(text: &str) -> Cow<'_, str> {
 }
 
 /// [`strip_answer`] for a text whose markers are known. Each step runs on the previous
-/// step's output (a removal can join pieces into a new marker), as the seed's chain of
-/// `re.sub` calls does.
+/// step's output (a removal can join pieces into a new marker), as a chain of `re.sub`
+/// calls would.
 fn strip_with(text: Cow<'_, str>, found: Markers) -> Cow<'_, str> {
     let mut text = text;
     let mut found = found;
@@ -213,11 +202,6 @@ fn remove_blocks<'a>(text: &'a str, (open, close): (&str, &str)) -> Cow<'a, str>
     }
     out.push_str(rest);
     Cow::Owned(out)
-}
-
-/// The completion without tool-call and tool-response blocks, chat markers and reasoning.
-pub fn remove_tool_blocks(text: &str) -> Cow<'_, str> {
-    clean_completion(text, markers(text))
 }
 
 fn clean_completion(text: &str, found: Markers) -> Cow<'_, str> {
@@ -388,7 +372,7 @@ fn match_tag_name(bytes: &[u8], at: usize) -> Option<usize> {
     (bytes.get(i) == Some(&b'>')).then_some(i + 1)
 }
 
-/// Every number in the text, as Python's `float()` reads the seed's pattern
+/// Every number in the text, as Python's `float()` reads matches of the pattern
 /// `[-+]?\d+(?:,\d{3})*(?:\.\d+)?` (thousands separators dropped, Unicode digits allowed).
 pub fn numeric_candidates(text: &str) -> Vec<f64> {
     let mut out = Vec::new();
@@ -450,7 +434,7 @@ fn digit_run(text: &str, mut pos: usize) -> (usize, bool) {
     (pos, ascii)
 }
 
-/// Matches the seed's number pattern at byte offset `start`: the end offset, and whether
+/// Matches the number pattern at byte offset `start`: the end offset, and whether
 /// the match is already what `float()` reads (ASCII digits, no thousands separators).
 fn scan_number(text: &str, start: usize) -> Option<(usize, bool)> {
     let mut pos = start;
@@ -503,7 +487,7 @@ fn ascii_number(matched: &str) -> String {
         .collect()
 }
 
-/// The seed's text normalisation: lower case, stripped, commas removed, whitespace runs
+/// Answer text normalisation: lower case, stripped, commas removed, whitespace runs
 /// collapsed to one space.
 pub fn normalize_text(text: &str) -> String {
     let lowered = py_lower(text);
@@ -527,8 +511,8 @@ pub fn normalize_text(text: &str) -> String {
     out
 }
 
-/// A plain decimal number (`[-+]?\d+(?:\.\d+)?` after stripping and dropping commas), as
-/// the seed reads ground-truth items and tool results; anything else is `None`.
+/// A plain decimal number (`[-+]?\d+(?:\.\d+)?` after stripping and dropping commas), the
+/// way ground-truth items and tool results are read as numbers; anything else is `None`.
 pub fn parse_plain_number(text: &str) -> Option<f64> {
     let stripped = py_strip(text);
     let mut buf = String::with_capacity(stripped.len());
@@ -561,19 +545,7 @@ pub fn parse_plain_number(text: &str) -> Option<f64> {
     buf.parse::<f64>().ok()
 }
 
-/// The ground truth as numbers, all or nothing: one non-numeric item gives an empty list.
-pub fn numeric_ground_truth<S: AsRef<str>>(items: &[S]) -> Vec<f64> {
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        match parse_plain_number(item.as_ref()) {
-            Some(value) => out.push(value),
-            None => return Vec::new(),
-        }
-    }
-    out
-}
-
-/// The seed's tolerance: equal within 1e-6 absolute or 1e-6 relative to `expected`.
+/// Numeric answers match when equal within 1e-6 absolute or 1e-6 relative to `expected`.
 /// NaN is never close to anything, nor infinity to itself.
 pub fn num_close(got: f64, expected: f64) -> bool {
     let relative = expected.abs() * 1e-6;
@@ -672,6 +644,11 @@ pub fn count_ground_truth_matches(
 mod tests {
     use super::*;
 
+    /// The completion without tool-call and tool-response blocks, chat markers and reasoning.
+    fn remove_tool_blocks(text: &str) -> Cow<'_, str> {
+        clean_completion(text, markers(text))
+    }
+
     #[test]
     fn finding_the_next_tag_start_matches_a_byte_search() {
         let texts = [
@@ -752,7 +729,7 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_read_like_the_seed() {
+    fn numbers_are_read_like_python_float() {
         assert_eq!(numeric_candidates("a -1,234.5 b +7"), vec![-1234.5, 7.0]);
         assert_eq!(numeric_candidates("1,2345"), vec![1234.0, 5.0]);
         assert_eq!(numeric_candidates("x1.y 3."), vec![1.0, 3.0]);
@@ -771,8 +748,6 @@ mod tests {
         assert_eq!(parse_plain_number("+٣"), Some(3.0));
         assert_eq!(normalize_text("  Hello,\t World  "), "hello world");
         assert_eq!(normalize_text(", A"), " a");
-        assert_eq!(numeric_ground_truth(&["1", "2.5"]), vec![1.0, 2.5]);
-        assert!(numeric_ground_truth(&["1", "two"]).is_empty());
     }
 
     #[test]
