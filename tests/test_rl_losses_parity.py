@@ -1,8 +1,9 @@
 """The composed policy loss reproduces, bit for bit, the values it had as one function.
 
-The values in data/policy_loss_recorded.json were recorded from the single-function implementation before it was split
-into registered objectives, corrections and reductions, on seeded random batches with
-stale tokens, unequal lengths and staleness weights. Loss, denominator and gradient must
+The values in data/policy_loss_recorded.json were recorded from the single-function
+implementation before it was split into registered objectives, corrections and
+reductions, on seeded random batches with stale tokens, unequal lengths and staleness
+weights. Loss, denominator and gradient must
 match exactly (same operations in the same order); metrics, now computed without host
 reads, within float32 rounding.
 """

@@ -67,12 +67,6 @@ def register_proximal_policy(name: str) -> Callable[[ProximalPolicy], ProximalPo
     return add
 
 
-@register_proximal_policy("behavior")
-def behaviour_as_proximal(old, current, versions, current_version) -> torch.Tensor:
-    """The behaviour policy itself: plain PPO on stale data."""
-    return old
-
-
 @register_proximal_policy("loglinear")
 def loglinear_proximal(old, current, versions, current_version) -> torch.Tensor:
     """Move in log space from the behaviour policy (version v) towards the current one
@@ -84,6 +78,12 @@ def loglinear_proximal(old, current, versions, current_version) -> torch.Tensor:
     target = float(max(int(current_version) - 1, 0))
     alpha = ((target - v) / (float(current_version) - v).clamp(min=1.0)).clamp(0.0, 1.0)
     return torch.where(versions >= 0, old + alpha * (cur - old), old)
+
+
+@register_proximal_policy("behavior")
+def behaviour_as_proximal(old, current, versions, current_version) -> torch.Tensor:
+    """The behaviour policy itself: plain PPO on stale data."""
+    return old
 
 
 def resolve_prox_logps(
