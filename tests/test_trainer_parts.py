@@ -152,7 +152,7 @@ def test_host_floats_converts_tensors_and_keeps_floats():
     assert all(type(v) is float for v in out.values())
 
 
-def test_scores_use_the_seed_reward_details():
+def test_scores_carry_the_reward_detail_columns():
     traj = Trajectory(
         prompt="", messages=[{"role": "user", "content": "What is 2+3?"}], tools=None,
         gt=["5"], completion='<tool_call>{"name": "calculate_math", "arguments": '
@@ -184,7 +184,7 @@ def test_time_limit_requests_a_stop():
     assert not StopRequest(log=lambda _: None).requested
 
 
-def test_model_spec_follows_the_seed_naming_unless_given():
+def test_model_spec_follows_the_checkpoint_naming_unless_given():
     assert model_spec(resolve(preset="seed")) == "../out/full_sft_768.pth"
     moe = resolve(preset="seed", overrides={"use_moe": 1, "from_weight": "rl"})
     assert model_spec(moe) == "../out/rl_768_moe.pth"

@@ -1,4 +1,4 @@
-"""One training step on a batch of rollout groups: the first seed's loss, assembled.
+"""One training step on a batch of rollout groups: the policy loss, assembled.
 
 pack -> rewards -> advantages -> staleness weights -> (per micro-batch: policy and
 reference log-probs, clipped/decoupled loss with KL penalty, backward) -> behaviour-cloning
@@ -6,7 +6,8 @@ loss -> hard KL stop check -> optimizer step (or skip) -> reward baseline and be
 
 Every piece is a function of `agentrl.rl`; this module only wires them and names the
 metrics. Micro-batches add up to the full-batch loss exactly: each contributes its
-reduction numerator over the denominator of the whole batch.
+reduction numerator over the denominator of the whole batch. Metrics stay on the device
+until :func:`host_floats` reads them all at once, before the optimizer step.
 """
 
 from __future__ import annotations
