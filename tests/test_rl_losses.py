@@ -11,10 +11,12 @@ import math
 
 import pytest
 import torch
+from agentrl.rl.advantages import ADVANTAGE_ESTIMATORS
 from agentrl.rl.losses import (
     KL_ESTIMATORS,
     OBJECTIVE_BY_LEVEL,
     OBJECTIVES,
+    PROXIMAL_POLICIES,
     REDUCTIONS,
     ClipRange,
     LossConfig,
@@ -440,3 +442,25 @@ def test_policy_loss_metrics_are_detached_scalar_tensors() -> None:
         torch.is_tensor(v) and v.dim() == 0 and not v.requires_grad for v in res.metrics.values()
     )
     assert res.denominator.dim() == 0
+
+
+# ----------------------------- config choices -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "registry"),
+    [
+        ("loss_reduction", REDUCTIONS),
+        ("importance_sampling_level", OBJECTIVE_BY_LEVEL),
+        ("kl_estimator", KL_ESTIMATORS),
+        ("prox_logp_method", PROXIMAL_POLICIES),
+        ("advantage_mode", ADVANTAGE_ESTIMATORS),
+    ],
+)
+def test_config_accepts_exactly_the_registered_names(option: str, registry: dict) -> None:
+    from agentrl.config import resolve
+
+    for name in registry:
+        assert getattr(resolve(preset="seed", overrides={option: name}), option) == name
+    with pytest.raises(ValueError, match=option):
+        resolve(preset="seed", overrides={option: "not_registered"})

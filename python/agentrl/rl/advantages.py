@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from agentrl.rewards.functions import RewardFunction, combine
+from agentrl.utils.registry import lookup, registrar
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -78,14 +79,8 @@ Estimator = Callable[[torch.Tensor, torch.Tensor, AdvantageConfig, float], torch
 ADVANTAGE_ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register_advantage(name: str) -> Callable[[Estimator], Estimator]:
-    """Register an estimator ``fn(rewards, group_ids, config, baseline) -> advantages``."""
-
-    def add(fn: Estimator) -> Estimator:
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return add
+# ``@register_advantage(name)`` on ``fn(rewards, group_ids, config, baseline) -> advantages``.
+register_advantage = registrar(ADVANTAGE_ESTIMATORS)
 
 
 def equal_group_ids(num_rows: int, num_generations: int, device: torch.device | str = "cpu"):
@@ -180,11 +175,7 @@ def compute_advantages(
     baseline: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Advantages under ``config.advantage_mode``, clipped to ±adv_clip, and their metrics."""
-    try:
-        estimator = ADVANTAGE_ESTIMATORS[config.advantage_mode]
-    except KeyError:
-        known = ", ".join(sorted(ADVANTAGE_ESTIMATORS))
-        raise ValueError(f"unknown advantage_mode {config.advantage_mode!r} ({known})") from None
+    estimator = lookup(ADVANTAGE_ESTIMATORS, config.advantage_mode, "advantage_mode")
     rewards = rewards.float()
     advantages = estimator(rewards, group_ids, config, float(baseline))
     if config.adv_clip > 0:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.rl.losses.metrics import masked_fraction
+from agentrl.utils.registry import lookup, registrar
 
 __all__ = [
     "PROXIMAL_POLICIES",
@@ -57,14 +58,9 @@ ProximalPolicy = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch
 PROXIMAL_POLICIES: dict[str, ProximalPolicy] = {}
 
 
-def register_proximal_policy(name: str) -> Callable[[ProximalPolicy], ProximalPolicy]:
-    """Register ``fn(behaviour, current, token_versions, current_version) -> prox logps``."""
-
-    def add(fn: ProximalPolicy) -> ProximalPolicy:
-        PROXIMAL_POLICIES[name] = fn
-        return fn
-
-    return add
+# ``@register_proximal_policy(name)`` on
+# ``fn(behaviour, current, token_versions, current_version) -> proximal log-probs``.
+register_proximal_policy = registrar(PROXIMAL_POLICIES)
 
 
 @register_proximal_policy("loglinear")
@@ -94,11 +90,7 @@ def resolve_prox_logps(
     method: str = "loglinear",
 ) -> torch.Tensor:
     """Log-probs of the proximal policy ``method`` (no gradient flows through them)."""
-    try:
-        fn = PROXIMAL_POLICIES[method]
-    except KeyError:
-        known = ", ".join(PROXIMAL_POLICIES)
-        raise ValueError(f"unknown prox_logp_method {method!r} ({known})") from None
+    fn = lookup(PROXIMAL_POLICIES, method, "prox_logp_method")
     return fn(finite_logps(behavior_logps), current_logps, token_versions, current_version)
 
 

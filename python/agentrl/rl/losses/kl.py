@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import torch
 
+from agentrl.utils.registry import lookup, registrar
+
 __all__ = ["KL_ESTIMATORS", "MAX_KL_LOG_RATIO", "kl_penalty", "register_kl_estimator"]
 
 # Reference/policy log-ratio above which exp() would overflow float32 long before the
@@ -21,14 +23,8 @@ KLEstimator = Callable[[torch.Tensor], torch.Tensor]
 KL_ESTIMATORS: dict[str, KLEstimator] = {}
 
 
-def register_kl_estimator(name: str) -> Callable[[KLEstimator], KLEstimator]:
-    """Register ``fn(delta) -> per-token KL`` under ``name``."""
-
-    def add(fn: KLEstimator) -> KLEstimator:
-        KL_ESTIMATORS[name] = fn
-        return fn
-
-    return add
+# ``@register_kl_estimator(name)`` on ``fn(delta) -> per-token KL``.
+register_kl_estimator = registrar(KL_ESTIMATORS)
 
 
 @register_kl_estimator("k1")
@@ -63,10 +59,6 @@ def kl_penalty(
     Saturated tokens are those past :data:`MAX_KL_LOG_RATIO`; they are reported so that
     a run drifting away from its reference shows up in the metrics.
     """
-    try:
-        fn = KL_ESTIMATORS[estimator]
-    except KeyError:
-        known = ", ".join(KL_ESTIMATORS)
-        raise ValueError(f"unknown kl_estimator {estimator!r} ({known})") from None
+    fn = lookup(KL_ESTIMATORS, estimator, "kl_estimator")
     delta = ref_logps.detach() - logps
     return fn(delta), delta.detach() > MAX_KL_LOG_RATIO

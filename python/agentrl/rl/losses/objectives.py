@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from agentrl.utils.registry import lookup
+
 __all__ = [
     "OBJECTIVES",
     "OBJECTIVE_BY_LEVEL",
@@ -69,11 +71,7 @@ def register_objective(name: str, *, level: str) -> Callable[[Objective], Object
 
 def objective_for_level(level: str) -> Objective:
     """The objective an ``importance_sampling_level`` selects."""
-    try:
-        return OBJECTIVES[OBJECTIVE_BY_LEVEL[level]]
-    except KeyError:
-        known = ", ".join(OBJECTIVE_BY_LEVEL)
-        raise ValueError(f"unknown importance_sampling_level {level!r} ({known})") from None
+    return OBJECTIVES[lookup(OBJECTIVE_BY_LEVEL, level, "importance_sampling_level")]
 
 
 def clipped_surrogate(

@@ -15,20 +15,17 @@ from collections.abc import Callable
 
 import torch
 
+from agentrl.utils.registry import lookup, registrar
+
 __all__ = ["REDUCTIONS", "reduce_loss", "reduction_denominator", "register_reduction"]
 
 Reduction = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 REDUCTIONS: dict[str, Reduction] = {}
 
 
-def register_reduction(name: str) -> Callable[[Reduction], Reduction]:
-    """Register ``fn(loss, mask, weights, *, max_completion_length, global_tokens)``."""
-
-    def add(fn: Reduction) -> Reduction:
-        REDUCTIONS[name] = fn
-        return fn
-
-    return add
+# ``@register_reduction(name)`` on
+# ``fn(loss, mask, weights, *, max_completion_length, global_tokens) -> (num, den)``.
+register_reduction = registrar(REDUCTIONS)
 
 
 def _at_least_one(value: torch.Tensor) -> torch.Tensor:
@@ -97,11 +94,7 @@ def reduce_loss(
     global_tokens: torch.Tensor | float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(loss, numerator, denominator) of ``mode``; loss = numerator / denominator."""
-    try:
-        fn = REDUCTIONS[mode]
-    except KeyError:
-        known = ", ".join(REDUCTIONS)
-        raise ValueError(f"unknown loss_reduction {mode!r} ({known})") from None
+    fn = lookup(REDUCTIONS, mode, "loss_reduction")
     if row_weights is None:
         row_weights = torch.ones(per_token_loss.size(0), device=per_token_loss.device)
     num, den = fn(
