@@ -128,16 +128,11 @@ def correction_for(
     if not config.use_decoupled_ppo:
         return no_correction(behavior_logps, mask)
     return behaviour_correction(
-        behavior_logps,
-        logps,
-        mask,
-        token_versions=token_versions,
-        current_version=current_version,
-        method=config.prox_logp_method,
-        weight_cap=config.behav_imp_weight_cap,
-        m2_threshold=config.m2_threshold,
+        behavior_logps, logps, mask, token_versions=token_versions,
+        current_version=current_version, method=config.prox_logp_method,
+        weight_cap=config.behav_imp_weight_cap, m2_threshold=config.m2_threshold,
         log_ratio_clip=config.log_ratio_clip,
-    )
+    )  # fmt: skip
 
 
 def policy_loss(
