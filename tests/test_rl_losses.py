@@ -1,7 +1,7 @@
 """Losses, reductions and KL estimators against values worked out by hand.
 
 Every expected number is written as the arithmetic that produces it, from the
-definitions (PPO clip, decoupled PPO, GSPO, the seeds' reductions, k1/k2/k3), not by
+definitions (PPO clip, decoupled PPO, GSPO, the reductions, k1/k2/k3), not by
 calling the code under test.
 """
 
@@ -11,13 +11,24 @@ import math
 
 import pytest
 import torch
+from agentrl.rl.advantages import ADVANTAGE_ESTIMATORS
 from agentrl.rl.losses import (
+    KL_ESTIMATORS,
+    OBJECTIVE_BY_LEVEL,
+    OBJECTIVES,
+    PROXIMAL_POLICIES,
+    REDUCTIONS,
+    ClipRange,
     LossConfig,
+    behaviour_correction,
     clipped_surrogate,
     kl_penalty,
     masked_stats,
+    no_correction,
+    objective_for_level,
     policy_loss,
     reduce_loss,
+    register_reduction,
     resolve_prox_logps,
     staleness_weights,
 )
@@ -56,7 +67,7 @@ def test_ppo_loss_clip_fractions_and_token_mean() -> None:
     assert m["policy/clip_frac_high"] == pytest.approx(1 / 6)  # r=1.5 with A>0
     assert m["policy/clip_frac_low"] == pytest.approx(1 / 6)  # r=0.5 with A<0
     assert m["policy/clip_frac_total"] == pytest.approx(2 / 6)
-    assert m["policy/ratio_clip_frac"] == pytest.approx(4 / 6)  # the seed's: outside the band
+    assert m["policy/ratio_clip_frac"] == pytest.approx(4 / 6)  # any side: outside the band
     # approx_kl_old = mean(logp - old) = (2 ln 1.5 + 2 ln 0.5) / 6
     assert m["policy/approx_kl_old"] == pytest.approx((2 * LN(1.5) + 2 * LN(0.5)) / 6, abs=1e-6)
     assert m["policy/old_current_abs_delta"] == pytest.approx(
@@ -333,3 +344,123 @@ def test_entropy_and_length_metrics_use_the_final_mask() -> None:
     assert res.metrics["policy/entropy"] == pytest.approx(1.5)
     assert res.metrics["length/avg_completion_tokens"] == 2.0
     assert res.metrics["policy/valid_completion_rows"] == 1.0
+
+
+# ----------------------------- the parts on their own -----------------------------
+
+CLIP = ClipRange(low=0.2, high=0.2, log_ratio=10.0)
+
+
+def test_objectives_are_registered_by_name_and_chosen_by_level() -> None:
+    assert OBJECTIVE_BY_LEVEL == {"token": "ppo_clip", "sequence": "gspo"}
+    assert objective_for_level("sequence") is OBJECTIVES["gspo"]
+    with pytest.raises(ValueError, match="unknown importance_sampling_level"):
+        objective_for_level("row")
+
+
+def test_ppo_clip_objective_on_its_own() -> None:
+    # anchor 0: ratios 1.5 and 0.5 ; A = +1: min(1.5, 1.2) = 1.2, min(0.5, 0.8) = 0.5
+    out = OBJECTIVES["ppo_clip"](t([LN(1.5), LN(0.5)]), torch.zeros(1, 2), torch.tensor([1.0]),
+                                 torch.ones(1, 2), CLIP)  # fmt: skip
+    torch.testing.assert_close(out.per_token_loss, t([-1.2, -0.5]))
+    torch.testing.assert_close(out.ratio, t([1.5, 0.5]))
+
+
+def test_gspo_objective_shares_one_ratio_per_row() -> None:
+    # row mean log-ratio over trained tokens (0.1 + 0.3) / 2 = 0.2: both tokens use e^0.2,
+    # the untrained third token too (it is masked later); A = -1: min(-r, -0.8) = -r
+    out = OBJECTIVES["gspo"](t([0.1, 0.3, 9.0]), torch.zeros(1, 3), torch.tensor([-1.0]),
+                             t([1.0, 1.0, 0.0]), CLIP)  # fmt: skip
+    r = math.exp(0.2)
+    torch.testing.assert_close(out.ratio, t([r, r, r]))
+    torch.testing.assert_close(out.per_token_loss, t([r, r, r]))
+
+
+def test_behaviour_correction_on_its_own() -> None:
+    # token a: behaviour -2 at version 1 of 3, current -1 -> prox -1.5, weight e^0.5 -> cap 1.5
+    # token b: fresh (version 3): prox = behaviour -1.2, weight 1
+    fix = behaviour_correction(t([-2.0, -1.2]), t([-1.0, -1.0]), torch.ones(1, 2),
+                               token_versions=torch.tensor([[1, 3]]), current_version=3,
+                               method="loglinear", weight_cap=1.5, m2_threshold=0.2,
+                               log_ratio_clip=10.0)  # fmt: skip
+    torch.testing.assert_close(fix.anchor_logps, t([-1.5, -1.2]))
+    torch.testing.assert_close(fix.weights, t([1.5, 1.0]))
+    # M2: (old - prox)^2 = 0.25 > 0.2 masks token a
+    assert fix.mask.tolist() == [[0.0, 1.0]]
+    assert fix.stats["policy/behav_imp_weight_cap_frac"].item() == 0.5
+    assert fix.stats["policy/m2_mask_frac"].item() == 0.5
+    assert not fix.weights.requires_grad
+
+
+def test_no_correction_anchors_at_the_behaviour_policy() -> None:
+    mask = t([1.0, 0.0])
+    fix = no_correction(t([float("nan"), -1.0]), mask)
+    assert fix.anchor_logps.tolist() == [[0.0, -1.0]]  # a missing log-prob reads as 0
+    assert fix.weights.tolist() == [[1.0, 1.0]] and fix.mask is mask
+    assert all(v.item() == 0.0 for v in fix.stats.values())
+
+
+def test_reductions_return_device_tensors_and_a_new_one_can_be_registered() -> None:
+    _, num, den = reduce_loss(LOSS, MASK, "grpo")
+    assert torch.is_tensor(den) and den.dim() == 0 and den.item() == 3.0
+    assert num.item() == pytest.approx(2 + 4)
+
+    @register_reduction("row_sum_test")
+    def row_sum(loss, mask, weights, **_):
+        return (loss * mask).sum(), torch.ones(())
+
+    try:
+        loss, _, _ = reduce_loss(LOSS, MASK, "row_sum_test")
+        assert loss.item() == 10.0
+    finally:
+        del REDUCTIONS["row_sum_test"]
+
+
+def test_kl_estimators_are_registered() -> None:
+    assert tuple(KL_ESTIMATORS) == ("k1", "k2", "k3")
+    with pytest.raises(ValueError, match="unknown kl_estimator"):
+        kl_penalty(t([0.0]), t([0.0]), "k4")
+
+
+def test_masked_stats_agree_with_torch_quantile() -> None:
+    gen = torch.Generator().manual_seed(3)
+    values = torch.randn(4, 9, generator=gen)
+    mask = (torch.rand(4, 9, generator=gen) > 0.4).float()
+    picked = values[mask.bool()]
+    want = torch.quantile(picked, torch.tensor([0.05, 0.5, 0.95]))
+    s = masked_stats(values, mask, "x")
+    got = torch.stack([s["x_p05"], s["x_p50"], s["x_p95"]])
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(s["x_mean"], picked.mean())
+
+
+def test_policy_loss_metrics_are_detached_scalar_tensors() -> None:
+    logps = t([-1.0, -0.5]).requires_grad_()
+    res = policy_loss(logps, t([-1.1, -0.4]), torch.tensor([1.0]), torch.ones(1, 2), LossConfig(),
+                      beta=0.1, ref_logps=t([-1.0, -1.0]), entropy=t([1.0, 2.0]))  # fmt: skip
+    assert res.metrics and all(
+        torch.is_tensor(v) and v.dim() == 0 and not v.requires_grad for v in res.metrics.values()
+    )
+    assert res.denominator.dim() == 0
+
+
+# ----------------------------- config choices -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "registry"),
+    [
+        ("loss_reduction", REDUCTIONS),
+        ("importance_sampling_level", OBJECTIVE_BY_LEVEL),
+        ("kl_estimator", KL_ESTIMATORS),
+        ("prox_logp_method", PROXIMAL_POLICIES),
+        ("advantage_mode", ADVANTAGE_ESTIMATORS),
+    ],
+)
+def test_config_accepts_exactly_the_registered_names(option: str, registry: dict) -> None:
+    from agentrl.config import resolve
+
+    for name in registry:
+        assert getattr(resolve(preset="seed", overrides={option: name}), option) == name
+    with pytest.raises(ValueError, match=option):
+        resolve(preset="seed", overrides={option: "not_registered"})

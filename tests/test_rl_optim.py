@@ -229,6 +229,20 @@ def test_microbatch_metrics_merge_by_row_or_token_share() -> None:
     assert merged["len_max"] == 5.0
 
 
+def test_microbatch_metrics_merge_tensors_without_leaving_the_device() -> None:
+    merged = merge_microbatch_metrics(
+        [
+            ({"policy/clip_frac_low": torch.tensor(0.5), "len_max": torch.tensor(3.0)}, 0.25,
+             torch.tensor(0.75)),
+            ({"policy/clip_frac_low": torch.tensor(0.1), "len_max": torch.tensor(5.0)}, 0.75,
+             torch.tensor(0.25)),
+        ]
+    )  # fmt: skip
+    assert all(torch.is_tensor(v) for v in merged.values())
+    assert merged["policy/clip_frac_low"].item() == pytest.approx(0.5 * 0.75 + 0.1 * 0.25)
+    assert merged["len_max"].item() == 5.0
+
+
 def test_state_round_trip_keeps_a_half_accumulated_gradient() -> None:
     cfg = OptimConfig(learning_rate=1e-2, accumulation_steps=2, grad_clip=0.0)
     model = _model()

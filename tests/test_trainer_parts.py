@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import sys
 import time
+from collections import Counter
 
 import pytest
 import torch
@@ -25,7 +27,13 @@ from agentrl.training.setup import (
 )
 from agentrl.training.signals import StopRequest
 from agentrl.training.sources import InlineSource
-from agentrl.training.step import StepSettings, config_sections, row_chunks, train_on_groups
+from agentrl.training.step import (
+    StepSettings,
+    config_sections,
+    host_floats,
+    row_chunks,
+    train_on_groups,
+)
 
 SPEC = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
                 intermediate_size=64, corpus_tasks=150)  # fmt: skip
@@ -51,7 +59,8 @@ def _models(model, tokenizer) -> Models:
                   autocast_factory(torch.device("cpu"), "float32"), "test")  # fmt: skip
 
 
-def test_micro_batches_give_the_full_batch_update(tiny):
+def _prepared_step(tiny, micro: int):
+    """A rolled-out batch on a tiny model, and a call that trains one step on it."""
     model, tokenizer = tiny
     tools = builtin_registry()
     config = resolve(preset="seed", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
@@ -63,18 +72,27 @@ def test_micro_batches_give_the_full_batch_update(tiny):
     source = InlineSource(engine, prompts, tools, episode, num_generations=3, batch_size=2,
                           seed=0, version=PolicyVersion())  # fmt: skip
     groups = source.next_batch(1)
-    results = []
-    for micro in (0, 2):
-        models = _models(model, tokenizer)
-        settings = StepSettings(loss, advantage, bc, config.reward, num_generations=3,
-                                max_total_len=512, strict_group_packing=True,
-                                stale_discount=0.65, micro_batch_size=micro)  # fmt: skip
-        # Two-step accumulation: the gradient stays in .grad, where it can be compared
-        # exactly (after an Adam step, float noise in near-zero coordinates is amplified).
-        opt = Optimization(models.policy, OptimConfig(accumulation_steps=2), 4)
+    models = _models(model, tokenizer)
+    settings = StepSettings(loss, advantage, bc, config.reward, num_generations=3,
+                            max_total_len=512, strict_group_packing=True,
+                            stale_discount=0.65, micro_batch_size=micro)  # fmt: skip
+    # Two-step accumulation: the gradient stays in .grad, where it can be compared
+    # exactly (after an Adam step, float noise in near-zero coordinates is amplified).
+    opt = Optimization(models.policy, OptimConfig(accumulation_steps=2), 4)
+
+    def step():
         out = train_on_groups(groups, step=1, current_version=0, reward_baseline=0.0,
                               settings=settings, models=models, optimization=opt,
                               beta=BetaController(BetaConfig()))  # fmt: skip
+        return out, models
+
+    return step
+
+
+def test_micro_batches_give_the_full_batch_update(tiny):
+    results = []
+    for micro in (0, 2):
+        out, models = _prepared_step(tiny, micro)()
         assert out.report is not None and out.report.skipped is None
         grads = {n: p.grad.clone() for n, p in models.policy.named_parameters()}
         results.append((out.metrics, grads))
@@ -86,7 +104,55 @@ def test_micro_batches_give_the_full_batch_update(tiny):
         torch.testing.assert_close(g_micro[key], g_whole[key], rtol=1e-4, atol=1e-6 * scale)
 
 
-def test_scores_use_the_seed_reward_details():
+_HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")
+
+
+def _count_host_reads(monkeypatch, run):
+    """Run ``run()`` counting tensor-to-host reads made by agentrl code, by file."""
+    counts: Counter[str] = Counter()
+    for name in _HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if "agentrl" in caller and "site-packages" not in caller:
+                counts[caller.split("agentrl")[-1]] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    try:
+        out = run()
+    finally:
+        monkeypatch.undo()
+    return out, counts
+
+
+def test_a_step_reads_its_metrics_on_the_host_once(tiny, monkeypatch):
+    """Loss metrics stay tensors until one conversion per step (``host_floats``).
+
+    Before, every micro-batch read about 28 values on the host (a device stall each on
+    an accelerator). What remains per micro-batch: the optimizer's finite-loss check and
+    the slice width, read from a host copy of the row lengths.
+    """
+    single, one = _count_host_reads(monkeypatch, _prepared_step(tiny, 0))
+    split, three = _count_host_reads(monkeypatch, _prepared_step(tiny, 2))
+    assert single[0].metrics["pack/rows"] == 6.0  # 6 rows: 1 micro-batch, then 3
+    for files in (one, three):
+        assert not [f for f in files if "/rl/losses/" in f or f.endswith("forward.py")], files
+    per_extra_micro_batch = (sum(three.values()) - sum(one.values())) / 2
+    assert per_extra_micro_batch <= 2, (one, three)
+    assert sum(one.values()) <= 20, one
+    assert split[0].metrics["loss/total"] == pytest.approx(single[0].metrics["loss/total"],
+                                                           rel=1e-5, abs=1e-7)  # fmt: skip
+
+
+def test_host_floats_converts_tensors_and_keeps_floats():
+    out = host_floats({"a": torch.tensor(0.5), "b": 2.0, "c": torch.tensor([3], dtype=torch.long)})
+    assert out == {"a": 0.5, "b": 2.0, "c": 3.0}
+    assert all(type(v) is float for v in out.values())
+
+
+def test_scores_carry_the_reward_detail_columns():
     traj = Trajectory(
         prompt="", messages=[{"role": "user", "content": "What is 2+3?"}], tools=None,
         gt=["5"], completion='<tool_call>{"name": "calculate_math", "arguments": '
@@ -118,7 +184,7 @@ def test_time_limit_requests_a_stop():
     assert not StopRequest(log=lambda _: None).requested
 
 
-def test_model_spec_follows_the_seed_naming_unless_given():
+def test_model_spec_follows_the_checkpoint_naming_unless_given():
     assert model_spec(resolve(preset="seed")) == "../out/full_sft_768.pth"
     moe = resolve(preset="seed", overrides={"use_moe": 1, "from_weight": "rl"})
     assert model_spec(moe) == "../out/rl_768_moe.pth"

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.rewards.config import RewardConfig
+from agentrl.rl.advantages import ADVANTAGE_ESTIMATORS, ZERO_STD_MODES
+from agentrl.rl.kl_control import CONTROL_METRICS
+from agentrl.rl.losses import KL_ESTIMATORS, OBJECTIVE_BY_LEVEL, PROXIMAL_POLICIES, REDUCTIONS
 from agentrl.training.presets import DEFAULT_PRESET, PRESETS
 
 if sys.version_info >= (3, 11):
@@ -199,7 +202,7 @@ class TrainConfig:
     epsilon_high: float = _opt("loss", 0.0, "(ours) upper clip width, clip-higher (0: epsilon)")
     use_decoupled_ppo: int = _opt("loss", 1, "decoupled PPO with a proximal policy", _FLAG)
     prox_logp_method: str = _opt(
-        "loss", "loglinear", "proximal log-probs", ("loglinear", "behavior")
+        "loss", "loglinear", "proximal log-probs", tuple(PROXIMAL_POLICIES)
     )
     behav_imp_weight_cap: float = _opt("loss", 1.5, "cap of the behaviour importance weight")
     m2_threshold: float = _opt("loss", 0.0, "mask tokens with (behav - prox)^2 above (0: off)")
@@ -207,25 +210,25 @@ class TrainConfig:
         "loss",
         "sequence",
         "token/sequence (seed); grpo, bnpo, dr_grpo, dapo (ours)",
-        ("token", "sequence", "grpo", "bnpo", "dr_grpo", "dapo"),
+        tuple(REDUCTIONS),
     )
     importance_sampling_level: str = _opt(
-        "loss", "token", "(ours) token ratio or GSPO sequence ratio", ("token", "sequence")
+        "loss", "token", "(ours) token ratio or GSPO sequence ratio", tuple(OBJECTIVE_BY_LEVEL)
     )
-    kl_estimator: str = _opt("loss", "k3", "(ours) KL estimator", ("k1", "k2", "k3"))
+    kl_estimator: str = _opt("loss", "k3", "(ours) KL estimator", tuple(KL_ESTIMATORS))
     max_completion_length: int = _opt("loss", 0, "(ours) dr_grpo length (0: max_gen_len)")
     advantage_mode: str = _opt(
         "loss",
         "mixed",
         "group, baseline, mixed (seed); grpo (ours)",
-        ("group", "baseline", "mixed", "grpo"),
+        tuple(ADVANTAGE_ESTIMATORS),
     )
     adv_min_std: float = _opt("loss", 0.10, "group std below this counts as zero")
     zero_std_advantage_mode: str = _opt(
         "loss",
         "baseline",
         "advantage of a zero-std group in mixed mode",
-        ("zero", "baseline", "positive_baseline"),
+        ZERO_STD_MODES,
     )
     adv_clip: float = _opt("loss", 3.0, "clip advantages to +-adv_clip (0: off)")
     negative_adv_scale: float = _opt(
@@ -239,7 +242,7 @@ class TrainConfig:
         "kl",
         "old_current_abs_delta",
         "drift metric beta follows",
-        ("old_current_abs_delta", "approx_kl_old", "kl_ref"),
+        tuple(CONTROL_METRICS),
     )
     beta_update_interval: int = _opt("kl", 4, "optimizer steps between beta updates")
     beta_ema_decay: float = _opt("kl", 0.90, "EMA decay of the drift metric")

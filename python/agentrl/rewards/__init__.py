@@ -1,16 +1,13 @@
-"""Rewards: the seed's tool-use reward scored in batches in Rust, and a reward-function API.
+"""Rewards: the tool-use reward scored in batches in Rust, and a reward-function API.
 
-- :class:`RewardConfig`: every weight, penalty, cap and schedule (the seed's names).
-- :func:`score_batch`: score many trajectories in one call, with the seed's detail columns.
-- :func:`combine` and the built-in reward functions, in the second seed's style.
-- :func:`group_advantages`: group-normalised advantages.
+- :class:`RewardConfig`: every weight, penalty, cap and schedule.
+- :func:`score_batch`: score many trajectories in one call, with per-term detail columns.
+- :func:`combine` and the built-in reward functions: callables over prompts, completions
+  and answers, weighted into one total.
+
+Turning rewards into advantages is RL math: see :mod:`agentrl.rl.advantages`.
 """
 
-from agentrl.rewards.advantages import (
-    GroupAdvantages,
-    calculate_rewards_and_advantages,
-    group_advantages,
-)
 from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.functions import (
     BUILTIN_REWARDS,
@@ -40,13 +37,10 @@ __all__ = [
     "TERM_KEYS",
     "CombinedReward",
     "CombinedRewards",
-    "GroupAdvantages",
     "RewardConfig",
     "RewardFunction",
     "ScoreResult",
-    "calculate_rewards_and_advantages",
     "combine",
-    "group_advantages",
     "math_tool_reward",
     "parallelism_disabled",
     "r1_accuracy_reward",

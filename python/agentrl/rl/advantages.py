@@ -1,54 +1,69 @@
 """Advantage estimators: one scalar per trajectory, broadcast over its tokens by the loss.
 
 Groups are given as ``group_ids`` (row -> group index) rather than a fixed group size,
-so the same code serves strict packing (every group has G rows, where this reduces to
-the seeds' ``view(-1, G)``) and non-strict packing (partial groups).
+so the same code serves strict packing (every group has G rows) and non-strict packing
+(partial groups).
 
 Estimators are registered by name (``advantage_mode``):
 
-- ``group``: (r - group mean) / max(group std, adv_min_std, 1e-4) — the first seed;
+- ``group``: (r - group mean) / max(group std, adv_min_std, 1e-4);
 - ``baseline``: (r - reward EMA) / reward_scale, for groups where everybody scored the
   same and a group-relative signal is zero;
 - ``mixed``: ``group`` where the group's std reaches ``adv_min_std``, otherwise the
   zero-std mode (``zero``, ``baseline`` or ``positive_baseline``: only rewards above the
   baseline push, nothing pulls a whole group down);
-- ``grpo``: (r - group mean) / (group std + 1e-4) — the second seed's normalisation.
+- ``grpo``: (r - group mean) / (group std + 1e-4), GRPO's normalisation.
 
-After clipping, ``negative_adv_scale`` (ours, default 1) can weigh failures less than
-successes: pushing down a failed episode lowers every token of it, most of which were
-right, while pushing up a success reinforces exactly what worked.
+All of them rest on :func:`group_advantages`. After clipping, ``negative_adv_scale``
+(default 1) can weigh failures less than successes: pushing down a failed episode lowers
+every token of it, most of which were right, while pushing up a success reinforces
+exactly what worked.
 
-Standard deviations are population ones (``unbiased=False``) as in both seeds.
+Standard deviations are population ones (``unbiased=False``).
+
+:func:`calculate_rewards_and_advantages` is the same math for callers holding reward
+functions and text rather than tensors: it scores, then normalises within groups.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
+
+from agentrl.rewards.functions import RewardFunction, combine
+from agentrl.utils.registry import lookup, registrar
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "GROUP_STD_EPSILON",
     "ZERO_STD_MODES",
     "AdvantageConfig",
+    "GroupAdvantages",
     "baseline_advantages",
+    "calculate_rewards_and_advantages",
     "compute_advantages",
     "equal_group_ids",
     "group_advantages",
+    "group_ids_from_labels",
     "group_moments",
-    "normalized_group_advantages",
     "register_advantage",
     "update_reward_baseline",
 ]
 
 ZERO_STD_MODES = ("zero", "baseline", "positive_baseline")
+# Added to each group's standard deviation by the ``grpo`` mode.
+GROUP_STD_EPSILON = 1e-4
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass
 class AdvantageConfig:
-    """Advantage options under the first seed's flag names and defaults."""
+    """Advantage options under their command-line flag names, with the trainer's defaults."""
 
     advantage_mode: str = "mixed"
     adv_min_std: float = 0.10
@@ -56,7 +71,7 @@ class AdvantageConfig:
     adv_clip: float = 3.0
     reward_scale: float = 3.0
     reward_ema_decay: float = 0.98
-    # (ours) Negative advantages are multiplied by this (1: the seeds' symmetric estimate).
+    # Negative advantages are multiplied by this (1: symmetric).
     negative_adv_scale: float = 1.0
 
 
@@ -64,14 +79,8 @@ Estimator = Callable[[torch.Tensor, torch.Tensor, AdvantageConfig, float], torch
 ADVANTAGE_ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register_advantage(name: str) -> Callable[[Estimator], Estimator]:
-    """Register an estimator ``fn(rewards, group_ids, config, baseline) -> advantages``."""
-
-    def add(fn: Estimator) -> Estimator:
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return add
+# ``@register_advantage(name)`` on ``fn(rewards, group_ids, config, baseline) -> advantages``.
+register_advantage = registrar(ADVANTAGE_ESTIMATORS)
 
 
 def equal_group_ids(num_rows: int, num_generations: int, device: torch.device | str = "cpu"):
@@ -98,38 +107,38 @@ def group_moments(
 
 
 def group_advantages(
-    rewards: torch.Tensor, group_ids: torch.Tensor, min_std: float
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    *,
+    min_std: float = 0.0,
+    epsilon: float = 0.0,
 ) -> torch.Tensor:
-    """The first seed's group-relative advantage; the std floor stops tiny spreads exploding."""
-    mean, std = group_moments(rewards, group_ids)
-    floor = max(float(min_std), 1e-4)
-    return (rewards - mean[group_ids]) / std[group_ids].clamp(min=floor)
+    """(r - group mean) / (max(group std, min_std) + epsilon), for every row.
 
-
-def normalized_group_advantages(
-    rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-4
-) -> torch.Tensor:
-    """The second seed's normalisation, (r - mean) / (std + eps), from :mod:`agentrl.rewards`.
-
-    One implementation of it serves the reward API and the trainer; it rejects
-    non-finite rewards rather than spreading NaN through a group.
+    The floor (``min_std``) stops a tiny spread from blowing a group up; ``epsilon`` is
+    the additive form that gives a flat group zero advantages instead of 0 / 0.
     """
-    from agentrl.rewards.advantages import group_advantages as seed2_group_advantages
-
-    result = seed2_group_advantages(
-        rewards.detach().double().cpu().numpy(), group_ids.cpu().numpy(), eps
-    )
-    return torch.as_tensor(result.advantages, dtype=rewards.dtype, device=rewards.device)
+    mean, std = group_moments(rewards, group_ids)
+    scale = std[group_ids]
+    if min_std > 0:
+        scale = scale.clamp(min=float(min_std))
+    if epsilon:
+        scale = scale + float(epsilon)
+    return (rewards - mean[group_ids]) / scale
 
 
 def baseline_advantages(rewards: torch.Tensor, baseline: float, scale: float) -> torch.Tensor:
-    """(r - baseline) / scale, with the scale floored at 1e-3 as in the seed."""
+    """(r - baseline) / scale, with the scale floored at 1e-3."""
     return (rewards - float(baseline)) / max(float(scale), 1e-3)
+
+
+def _floored_group(rewards: torch.Tensor, ids: torch.Tensor, cfg: AdvantageConfig):
+    return group_advantages(rewards, ids, min_std=max(float(cfg.adv_min_std), 1e-4))
 
 
 @register_advantage("group")
 def _group(rewards: torch.Tensor, ids: torch.Tensor, cfg: AdvantageConfig, baseline: float):
-    return group_advantages(rewards, ids, cfg.adv_min_std)
+    return _floored_group(rewards, ids, cfg)
 
 
 @register_advantage("baseline")
@@ -151,12 +160,12 @@ def _mixed(rewards: torch.Tensor, ids: torch.Tensor, cfg: AdvantageConfig, basel
         fallback = torch.zeros_like(fallback)
     elif cfg.zero_std_advantage_mode == "positive_baseline":
         fallback = fallback.clamp(min=0.0)
-    return torch.where(flat, fallback, group_advantages(rewards, ids, cfg.adv_min_std))
+    return torch.where(flat, fallback, _floored_group(rewards, ids, cfg))
 
 
 @register_advantage("grpo")
 def _grpo(rewards: torch.Tensor, ids: torch.Tensor, cfg: AdvantageConfig, baseline: float):
-    return normalized_group_advantages(rewards, ids)
+    return group_advantages(rewards, ids, epsilon=GROUP_STD_EPSILON)
 
 
 def compute_advantages(
@@ -165,35 +174,43 @@ def compute_advantages(
     config: AdvantageConfig,
     baseline: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Advantages under ``config.advantage_mode``, clipped to ±adv_clip, and the seed's metrics."""
-    try:
-        estimator = ADVANTAGE_ESTIMATORS[config.advantage_mode]
-    except KeyError:
-        known = ", ".join(sorted(ADVANTAGE_ESTIMATORS))
-        raise ValueError(f"unknown advantage_mode {config.advantage_mode!r} ({known})") from None
+    """Advantages under ``config.advantage_mode``, clipped to ±adv_clip, and their metrics."""
+    estimator = lookup(ADVANTAGE_ESTIMATORS, config.advantage_mode, "advantage_mode")
     rewards = rewards.float()
     advantages = estimator(rewards, group_ids, config, float(baseline))
     if config.adv_clip > 0:
         advantages = advantages.clamp(-config.adv_clip, config.adv_clip)
     if config.negative_adv_scale != 1.0:
         advantages = torch.where(advantages < 0, advantages * config.negative_adv_scale, advantages)
+    return advantages, advantage_metrics(rewards, group_ids, advantages, config.adv_min_std)
+
+
+def advantage_metrics(
+    rewards: torch.Tensor, group_ids: torch.Tensor, advantages: torch.Tensor, min_std: float
+) -> dict[str, torch.Tensor]:
+    """How much signal a batch carries, as 0-dim tensors (read on the host with the rest).
+
+    The spread of rewards within groups and the share of flat groups say whether the
+    group-relative estimate had anything to work with; the shares of rows pushed up,
+    pushed down or left alone say what the update will do.
+    """
     _, std = group_moments(rewards, group_ids)
-    metrics = {
-        "reward/group_std": float(std.mean().item()),
-        "reward/zero_std_group_ratio": float((std < config.adv_min_std).float().mean().item()),
-        "reward/nonzero_adv_ratio": float((advantages.abs() > 1e-6).float().mean().item()),
-        "adv/negative_ratio": float((advantages < -1e-6).float().mean().item()),
-        "adv/positive_ratio": float((advantages > 1e-6).float().mean().item()),
-        "adv/mean": float(advantages.mean().item()),
-        "adv/std": float(advantages.std(unbiased=False).item()),
+    tiny = 1e-6
+    return {
+        "reward/group_std": std.mean(),
+        "reward/zero_std_group_ratio": (std < min_std).float().mean(),
+        "reward/nonzero_adv_ratio": (advantages.abs() > tiny).float().mean(),
+        "adv/negative_ratio": (advantages < -tiny).float().mean(),
+        "adv/positive_ratio": (advantages > tiny).float().mean(),
+        "adv/mean": advantages.mean(),
+        "adv/std": advantages.std(unbiased=False),
     }
-    return advantages, metrics
 
 
 def update_reward_baseline(
     baseline: float, reward_mean: float, decay: float, opt_step: int
 ) -> float:
-    """The reward EMA after optimizer step ``opt_step`` (1-based), as the seed updates it.
+    """The reward EMA after optimizer step ``opt_step`` (1-based).
 
     The first update starts the EMA at the observed mean when no baseline is set yet, so
     the baseline does not spend its first hundred steps climbing from zero.
@@ -204,3 +221,57 @@ def update_reward_baseline(
     if opt_step == 1 and abs(float(baseline)) < 1e-12:
         return reward_mean
     return float(decay) * float(baseline) + (1.0 - float(decay)) * reward_mean
+
+
+@dataclass(frozen=True)
+class GroupAdvantages:
+    """Advantages per completion and the reward statistics a trainer logs."""
+
+    advantages: np.ndarray
+    metrics: dict[str, float]
+
+
+def group_ids_from_labels(groups: Sequence[Any] | np.ndarray | int, n: int) -> torch.Tensor:
+    """Group ids 0..K-1 for ``n`` rows from one label per row (any hashable values, e.g.
+    the prompt index) or from an int group size (consecutive groups)."""
+    if isinstance(groups, int | np.integer):
+        return equal_group_ids(n, int(groups))
+    labels = np.asarray(groups)
+    if labels.shape != (n,):
+        raise ValueError(f"got {labels.size} group ids for {n} rewards")
+    _, inverse = np.unique(labels, return_inverse=True)
+    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long)
+
+
+def calculate_rewards_and_advantages(
+    functions: Sequence[RewardFunction],
+    prompts: Sequence[Any],
+    completions: Sequence[str],
+    answers: Sequence[Any],
+    groups: Sequence[Any] | np.ndarray | int,
+    weights: Sequence[float] | None = None,
+    **extra: Any,
+) -> GroupAdvantages:
+    """Score completions with weighted reward functions, then normalise within groups.
+
+    The advantage is ``(r - group mean) / (group std + 1e-4)`` (:func:`group_advantages`,
+    in float64). Metrics: each function's mean, std and coverage, plus
+    ``total_rewards_mean``/``_std`` over all completions and ``grouped_rewards_mean``/
+    ``_std`` averaged over groups. Non-finite rewards and statistics that float32 cannot
+    hold are errors.
+    """
+    combined = combine(functions, weights)(prompts, completions, answers, **extra)
+    values = torch.as_tensor(np.asarray(combined.totals, dtype=np.float64))
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError("rewards must be finite")
+    ids = group_ids_from_labels(groups, values.numel())
+    mean, std = group_moments(values, ids)
+    advantages = group_advantages(values, ids, epsilon=GROUP_STD_EPSILON)
+    stats = torch.stack([values.mean(), values.std(unbiased=False), mean.mean(), std.mean()])
+    names = ("total_rewards_mean", "total_rewards_std", "grouped_rewards_mean",
+             "grouped_rewards_std")  # fmt: skip
+    metrics = {**combined.metrics, **dict(zip(names, stats.tolist(), strict=True))}
+    for key, value in metrics.items():
+        if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
+            raise ValueError(f"reward statistic {key} = {value} is not representable in float32")
+    return GroupAdvantages(advantages=advantages.numpy(), metrics=metrics)

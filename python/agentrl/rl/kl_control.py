@@ -1,4 +1,4 @@
-"""Adaptive KL coefficient and the hard KL stop, as the first seed runs them.
+"""Adaptive KL coefficient and the hard KL stop.
 
 The controller watches one drift metric (by default the mean |log pi - log pi_behaviour|
 of the trained tokens), smooths it with an EMA, and every ``beta_update_interval``
@@ -37,7 +37,7 @@ _MAX_MULT = 1.12
 
 @dataclass
 class BetaConfig:
-    """KL control options under the first seed's flag names and defaults."""
+    """KL control options under their command-line flag names, with the trainer's defaults."""
 
     beta: float = 0.03
     beta_auto_tune: bool = True
@@ -95,7 +95,7 @@ class BetaController:
     def __init__(self, config: BetaConfig) -> None:
         self.config = config
         self.beta = float(config.beta)
-        # The seed starts the EMA at the target, so early noise moves beta slowly.
+        # The EMA starts at the target, so early noise moves beta slowly.
         self.ema = _finite(config.kl_target, 0.08)
 
     @property

@@ -1,8 +1,8 @@
 """Per-token log-probs (and entropy, MoE auxiliary loss) from one model forward pass.
 
-Logits are sanitised the way the first seed does it (NaN -> 0, +-inf -> +-30, clamp to
-+-80) before normalising: one bad activation must produce a large-but-finite loss that
-the optimiser's non-finite check can reason about, not NaN everywhere.
+Logits are sanitised (NaN -> 0, +-inf -> +-30, clamp to +-80) before normalising: one
+bad activation must produce a large-but-finite loss that the optimiser's non-finite
+check can reason about, not NaN everywhere.
 """
 
 from __future__ import annotations

@@ -111,26 +111,33 @@ def microbatch_weights(denominators: Sequence[float], total: float) -> list[floa
     return [float(d) / total for d in denominators]
 
 
-def merge_microbatch_metrics(
-    parts: Sequence[tuple[dict[str, float], float, float]],
-) -> dict[str, float]:
+def merge_microbatch_metrics(parts: Sequence[tuple[dict[str, Any], Any, Any]]) -> dict[str, Any]:
     """Combine (metrics, row share, token share) of each micro-batch into batch metrics.
 
     Clip fractions and KL saturation are fractions of tokens, so they are averaged by
     token share; ``*_max``/``*_min`` keys take the max/min; everything else by row share
-    (percentiles merged this way are an approximation).
+    (percentiles merged this way are an approximation). Values and shares may be floats
+    or 0-dim tensors; tensors stay on their device (no host read per micro-batch).
     """
-    merged: dict[str, float] = {}
+    merged: dict[str, Any] = {}
     for metrics, row_share, token_share in parts:
         for key, value in metrics.items():
             if key.endswith("_max") or key.endswith("_min"):
-                pick = max if key.endswith("_max") else min
-                merged[key] = pick(merged[key], value) if key in merged else value
+                merged[key] = _extreme(merged.get(key), value, key.endswith("_max"))
                 continue
             token_level = "clip_frac" in key or key.endswith("_saturation")
             share = token_share if token_level else row_share
-            merged[key] = merged.get(key, 0.0) + share * float(value)
+            merged[key] = merged.get(key, 0.0) + share * value
     return merged
+
+
+def _extreme(current: Any, value: Any, largest: bool) -> Any:
+    if current is None:
+        return value
+    if torch.is_tensor(current) or torch.is_tensor(value):
+        pick = torch.maximum if largest else torch.minimum
+        return pick(torch.as_tensor(current), torch.as_tensor(value))
+    return max(current, value) if largest else min(current, value)
 
 
 def _params(model_or_params: torch.nn.Module | Sequence[torch.nn.Parameter]):
@@ -140,7 +147,9 @@ def _params(model_or_params: torch.nn.Module | Sequence[torch.nn.Parameter]):
 
 
 def _grads_finite(params: Sequence[torch.nn.Parameter]) -> bool:
-    return all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params)
+    """True when every gradient is finite; one host read for all parameters."""
+    checks = [torch.isfinite(p.grad).all() for p in params if p.grad is not None]
+    return not checks or bool(torch.stack([c.to(checks[0].device) for c in checks]).all())
 
 
 def clip_and_step(
@@ -193,7 +202,7 @@ class Optimization:
         self.pending = 0  # clean training steps accumulated since the last optimizer step
         self._stash: list[torch.Tensor | None] | None = None
         self._bad: str | None = None
-        self._loss = 0.0
+        self._loss: torch.Tensor | float = 0.0  # a tensor while a step runs: read once, in finish
 
     @property
     def lr(self) -> float:
@@ -217,7 +226,7 @@ class Optimization:
             return False
         scaled = loss * (float(weight) / max(1, self.config.accumulation_steps))
         scaled.backward()
-        self._loss += float(loss.detach()) * float(weight)
+        self._loss = self._loss + loss.detach().double() * float(weight)
         return True
 
     def finish(self, skip: str | None = None) -> StepReport:
@@ -231,6 +240,7 @@ class Optimization:
         if reason is None and not _grads_finite(self.params):
             reason = "non-finite gradient"
         stash, self._stash = self._stash, None
+        self._loss = float(self._loss)
         for p, old in zip(self.params, stash, strict=True):
             if reason is not None:
                 p.grad = old

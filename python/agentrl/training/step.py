@@ -1,4 +1,4 @@
-"""One training step on a batch of rollout groups: the first seed's loss, assembled.
+"""One training step on a batch of rollout groups: the policy loss, assembled.
 
 pack -> rewards -> advantages -> staleness weights -> (per micro-batch: policy and
 reference log-probs, clipped/decoupled loss with KL penalty, backward) -> behaviour-cloning
@@ -6,7 +6,8 @@ loss -> hard KL stop check -> optimizer step (or skip) -> reward baseline and be
 
 Every piece is a function of `agentrl.rl`; this module only wires them and names the
 metrics. Micro-batches add up to the full-batch loss exactly: each contributes its
-reduction numerator over the denominator of the whole batch.
+reduction numerator over the denominator of the whole batch. Metrics stay on the device
+until :func:`host_floats` reads them all at once, before the optimizer step.
 """
 
 from __future__ import annotations
@@ -84,6 +85,21 @@ def row_chunks(seq_lens: torch.Tensor, size: int) -> list[torch.Tensor]:
     return [order[start : start + size] for start in range(0, n, size)]
 
 
+def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:
+    """Every metric as a Python float, with one device-to-host transfer for all tensors.
+
+    Metrics are kept as 0-dim tensors through the step; reading each one on its own
+    would stall the accelerator once per metric per micro-batch. This is the one place
+    a training step reads its tensor metrics.
+    """
+    keys = [k for k, v in metrics.items() if torch.is_tensor(v)]
+    out = {k: float(v) for k, v in metrics.items() if not torch.is_tensor(v)}
+    if keys:
+        stacked = torch.stack([metrics[k].detach().reshape(()).double() for k in keys])
+        out.update(zip(keys, stacked.tolist(), strict=True))
+    return out
+
+
 def _reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
     r = scores.rewards
     out = {
@@ -106,17 +122,23 @@ def _policy_pass(
     optimization: Optimization,
     beta: float,
     current_version: int,
-) -> dict[str, float]:
-    """Forward + loss + backward over the micro-batches; merged metrics."""
+) -> dict[str, torch.Tensor]:
+    """Forward + loss + backward over the micro-batches; merged metrics, still on the device.
+
+    Metrics are merged in float64, so the merged values do not depend on where the sums
+    are taken.
+    """
     cfg = settings.loss
     mask = batch.loss_mask
-    total_tokens = float(mask.sum().item())
+    total_tokens = mask.sum()
     extra = {"max_completion_length": cfg.max_completion_length, "global_tokens": total_tokens}
     total = reduction_denominator(mask, cfg.loss_reduction, row_weights, **extra)
-    parts: list[tuple[dict[str, float], float, float]] = []
-    policy_sum = aux_sum = 0.0
-    for rows in row_chunks(batch.seq_lens, settings.micro_batch_size):
-        width = int(batch.seq_lens[rows].max().item())
+    lens = batch.seq_lens.cpu()  # micro-batch widths are needed on the host to slice
+    parts: list[tuple[dict[str, torch.Tensor], float, torch.Tensor]] = []
+    policy_sum = aux_sum = torch.zeros((), dtype=torch.float64, device=mask.device)
+    for rows_host in row_chunks(lens, settings.micro_batch_size):
+        width = int(lens[rows_host].max())
+        rows = rows_host.to(mask.device)
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
         rows_mask = mask[rows, : width - 1]
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
@@ -141,10 +163,10 @@ def _policy_pass(
         contribution = result.numerator / total
         if out.aux_loss is not None:
             contribution = contribution + share * out.aux_loss
-            aux_sum += share * float(out.aux_loss.detach())
-        policy_sum += float(contribution.detach())
-        token_share = float(rows_mask.sum().item()) / max(total_tokens, 1.0)
-        parts.append((result.metrics, share, token_share))
+            aux_sum = aux_sum + share * out.aux_loss.detach().double()
+        policy_sum = policy_sum + contribution.detach().double()
+        token_share = rows_mask.sum().double() / total_tokens.double().clamp(min=1.0)
+        parts.append(({k: v.double() for k, v in result.metrics.items()}, share, token_share))
         if not optimization.backward(contribution):
             break
     metrics = merge_microbatch_metrics(parts)
@@ -205,9 +227,17 @@ def train_on_groups(
         batch.row_versions, current_version, settings.stale_discount
     )
     optimization.begin()
-    metrics = _policy_pass(
+    on_device = _policy_pass(
         batch, advantages, row_weights, settings, models, optimization, beta.beta, current_version
     )
+    on_device.update(adv_metrics)
+    on_device.update(stale_metrics)
+    versions = batch.row_versions.float()
+    on_device["async/row_version_min"] = versions.min()
+    on_device["async/row_version_max"] = versions.max()
+    on_device[_TRAINED_REWARD_MEAN] = rewards.mean()
+    metrics = host_floats(on_device)
+    trained_reward_mean = metrics.pop(_TRAINED_REWARD_MEAN)
     metrics.update(_bc_pass(batch, settings, models, optimization, step))
     metrics["policy/kl_control"] = beta.control_value(metrics)
     if settings.loss.kl_estimator == "k3":
@@ -216,20 +246,21 @@ def train_on_groups(
     if report.stepped:
         reward_baseline = update_reward_baseline(
             reward_baseline,
-            float(rewards.mean()),
+            trained_reward_mean,
             settings.advantage.reward_ema_decay,
             report.opt_step,
         )
         beta.update(metrics, report.opt_step)
-    metrics.update(adv_metrics)
-    metrics.update(stale_metrics)
     metrics.update(_reward_metrics(scores, reward_baseline))
     metrics.update(_step_metrics(batch, report, beta))
     return StepOutcome(metrics, report, scores, batch, reward_baseline)
 
 
+# The mean reward of the rows trained on, read with the metrics for the reward baseline.
+_TRAINED_REWARD_MEAN = "_trained_reward_mean"
+
+
 def _step_metrics(batch: PackedBatch, report: StepReport, beta: BetaController) -> dict[str, float]:
-    versions = batch.row_versions.float()
     return {
         "loss/total": report.loss,
         "train/grad_norm": report.grad_norm,
@@ -243,8 +274,6 @@ def _step_metrics(batch: PackedBatch, report: StepReport, beta: BetaController) 
         "pack/dropped_trajectories": float(batch.dropped_trajectories),
         "pack/truncated_rows": float(batch.truncated_rows),
         "pack/rows": float(batch.num_rows),
-        "async/row_version_min": float(versions.min()),
-        "async/row_version_max": float(versions.max()),
     }
 
 
@@ -259,4 +288,4 @@ def config_sections(flat: Mapping[str, Any]) -> tuple[LossConfig, AdvantageConfi
     return loss, config_from(AdvantageConfig, flat), config_from(BCConfig, flat)
 
 
-__all__ = ["StepOutcome", "StepSettings", "config_sections", "train_on_groups"]
+__all__ = ["StepOutcome", "StepSettings", "config_sections", "host_floats", "train_on_groups"]
