@@ -49,7 +49,7 @@ def same_float(a: float, b: float) -> bool:
 
 def report(mismatches: list[str]) -> str:
     shown = "\n".join(mismatches[:15])
-    return f"{len(mismatches)} of {len(ROWS)} rows differ from the seed:\n{shown}"
+    return f"{len(mismatches)} of {len(ROWS)} rows differ from the golden file:\n{shown}"
 
 
 def test_golden_file_covers_every_outcome() -> None:

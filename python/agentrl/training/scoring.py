@@ -1,7 +1,7 @@
 """Rewards of whole episodes, in one batched call to the Rust scorer.
 
 The reward's warm-up schedules (format penalty, reward caps) follow the training step,
-as in the seed, so the step is written into the config for every call.
+so the step is written into the config for every call.
 """
 
 from __future__ import annotations
