@@ -1,11 +1,12 @@
-"""Throughput of the Rust text core against the seed's pure-Python functions, in one run.
+"""Throughput of the Rust text core against the reference Python implementation, in one run.
 
-Each row times one function on one input set and, when the seed is present beside the
-checkout (`../shared/seeds/000_*.txt`, loaded by `seed_baseline.load_seed`), the seed's
-equivalent on the same inputs, and prints the speed-up (seed time / our time per unit of
-work: characters for text, calls for numbers). The seed is superlinear on some adversarial
-inputs, so those rows time it on a prefix (`seed_cap`); its per-character rate on the full
-1 MB input would be worse than the one printed, so those ratios understate the gap.
+Each row times one function on one input set and, when the reference implementation is
+present beside the checkout (`../shared/seeds/000_*.txt`, loaded by
+`reference_baseline.load_reference`), its equivalent on the same inputs, and prints the
+speed-up (reference time / agentrl time per unit of work: characters for text, calls for
+numbers). The reference is superlinear on some adversarial inputs, so those rows time it on
+a prefix (`ref_cap`); its per-character rate on the full 1 MB input would be worse than the
+one printed, so those ratios understate the gap.
 
 Add a row by appending a `Row` to the list a `*_rows` function returns (one function per
 area; `build_rows` collects them). Run with `make bench` or
@@ -30,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agentrl import parsing
-from seed_baseline import absent_message, load_seed
+from reference_baseline import absent_message, load_reference
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 MB = 1_000_000
@@ -38,19 +39,19 @@ MB = 1_000_000
 
 @dataclass
 class Row:
-    """One measurement: `ours` and the seed function `seed_name` on `inputs`."""
+    """One measurement: `ours` (agentrl) and the reference function `ref_name` on `inputs`."""
 
     area: str
     name: str
     ours: Callable[[Any], object]
     inputs: Sequence[Any]
-    seed_name: str | None = None
-    # The seed sees each input cut to this many characters (it is superlinear there).
-    seed_cap: int | None = None
-    # Adapts the seed function's call (e.g. to pass extra arguments).
-    seed_call: Callable[[Callable[..., object], Any], object] | None = None
-    # A plain-Python baseline to time instead of a seed function (for functions the seed
-    # has no equivalent of); it is used whether or not the seed file is present.
+    ref_name: str | None = None
+    # The reference sees each input cut to this many characters (it is superlinear there).
+    ref_cap: int | None = None
+    # Adapts the reference function's call (e.g. to pass extra arguments).
+    ref_call: Callable[[Callable[..., object], Any], object] | None = None
+    # A plain-Python baseline to time instead of a reference function (for functions the
+    # reference has no equivalent of); it is used whether or not the reference is present.
     baseline: Callable[[Any], object] | None = None
 
 
@@ -69,7 +70,7 @@ def seconds_per_pass(
     while runs == 0 or (spent < budget and runs < 1000):
         start = time.perf_counter()
         for item in items:
-            # The seed raises assorted exceptions on invalid input; only the time matters.
+            # The reference raises assorted exceptions on invalid input; only the time matters.
             # (A bare try is cheaper than contextlib.suppress in this hot loop.)
             try:  # noqa: SIM105
                 function(item)
@@ -96,7 +97,7 @@ def load_corpus() -> list[dict[str, Any]]:
 
 
 def adversarial_texts() -> dict[str, tuple[str, int | None]]:
-    """1 MB hostile inputs, with the prefix length the seed is timed on (None = all)."""
+    """1 MB hostile inputs, with the prefix length the reference is timed on (None = all)."""
     return {
         "operator chain + letter": ("1+" * (MB // 2) + "1x", None),
         # Every position of the run restarts \d+ and backtracks through the rest: quadratic.
@@ -131,7 +132,7 @@ def expression_rows(corpus: list[dict[str, Any]]) -> list[Row]:
     for name, (text, cap) in adversarial_texts().items():
         rows.append(
             Row("expr", f"extract / 1 MB {name}", parsing.extract_expressions, [text],
-                "extract_arithmetic_expressions", seed_cap=cap)
+                "extract_arithmetic_expressions", ref_cap=cap)
         )  # fmt: skip
     rows.append(
         Row("expr", "safe_eval / 1 MB operator chain", parsing.safe_eval,
@@ -148,7 +149,7 @@ def load_tool_call_texts() -> list[str]:
 def toolcall_rows() -> list[Row]:
     texts = load_tool_call_texts()
     small_call = '<tool_call>{"name":"calculate_math","arguments":{"expression":"1+1"}}</tool_call>'
-    # (text, prefix the seed is timed on): the seed's regex and paren scan restart at every
+    # (text, prefix the reference is timed on): its regex and paren scan restart at every
     # unclosed tag or call, so it is quadratic on those.
     adversarial = {
         "unclosed tags": ("<tool_call>" * (MB // 11), 20_000),
@@ -169,7 +170,7 @@ def toolcall_rows() -> list[Row]:
     for name, (text, cap) in adversarial.items():
         rows.append(
             Row("tool", f"parse_tool_calls / 1 MB {name}", parsing.parse_tool_calls, [text],
-                "parse_tool_calls", seed_cap=cap)
+                "parse_tool_calls", ref_cap=cap)
         )  # fmt: skip
     return rows
 
@@ -218,7 +219,7 @@ def message_rows() -> list[Row]:
         Row("msg", "parse_message / typical two-call turns", ours, two_call_messages(),
             baseline=regex_json_calls),
         Row("msg", "parse_message / 1 MB unclosed <tool_call>{", ours,
-            ["<tool_call>{" * (MB // 12)], seed_cap=20_000, baseline=regex_json_calls),
+            ["<tool_call>{" * (MB // 12)], ref_cap=20_000, baseline=regex_json_calls),
     ]  # fmt: skip
 
 
@@ -226,33 +227,33 @@ def build_rows(corpus: list[dict[str, Any]]) -> list[Row]:
     return expression_rows(corpus) + toolcall_rows() + message_rows()
 
 
-def run(rows: list[Row], seed: dict[str, Any] | None, budget: float) -> None:
-    print(f"{'area':6} {'benchmark':44} {'ours /s':>10} {'seed /s':>10} {'speed-up':>9}  note")
+def run(rows: list[Row], reference: dict[str, Any] | None, budget: float) -> None:
+    print(f"{'area':6} {'benchmark':44} {'agentrl /s':>10} {'ref /s':>10} {'speed-up':>9}  note")
     for row in rows:
         ours = seconds_per_pass(row.ours, row.inputs, budget)
         units = work(row.inputs)
         line = f"{row.area:6} {row.name:44} {rate(units, ours):>10}"
-        seed_function = seed.get(row.seed_name) if seed and row.seed_name else None
+        ref_function = reference.get(row.ref_name) if reference and row.ref_name else None
         if row.baseline is not None:
-            seed_function = row.baseline
-        if seed_function is None:
-            print(f"{line} {'-':>10} {'-':>9}  no seed baseline")
+            ref_function = row.baseline
+        if ref_function is None:
+            print(f"{line} {'-':>10} {'-':>9}  no reference baseline")
             continue
-        seed_inputs = row.inputs
+        ref_inputs = row.inputs
         note = ""
-        if row.seed_cap is not None:
-            seed_inputs = [x[: row.seed_cap] if isinstance(x, str) else x for x in row.inputs]
-            if work(seed_inputs) < units:
-                note = f"seed timed on a {row.seed_cap:,}-char prefix (superlinear beyond)"
+        if row.ref_cap is not None:
+            ref_inputs = [x[: row.ref_cap] if isinstance(x, str) else x for x in row.inputs]
+            if work(ref_inputs) < units:
+                note = f"reference timed on a {row.ref_cap:,}-char prefix (superlinear beyond)"
         if row.baseline is not None:
             note = "; ".join(
-                filter(None, ["baseline column: plain regex + json.loads, not the seed", note])
+                filter(None, ["baseline column: plain regex + json.loads, not the reference", note])
             )
-        function = seed_function if row.seed_call is None else partial(row.seed_call, seed_function)
-        theirs = seconds_per_pass(function, seed_inputs, budget)
-        seed_units = work(seed_inputs)
-        speedup = (theirs / seed_units) / (ours / units)
-        print(f"{line} {rate(seed_units, theirs):>10} {speedup:8.1f}x  {note}")
+        function = ref_function if row.ref_call is None else partial(row.ref_call, ref_function)
+        theirs = seconds_per_pass(function, ref_inputs, budget)
+        ref_units = work(ref_inputs)
+        speedup = (theirs / ref_units) / (ours / units)
+        print(f"{line} {rate(ref_units, theirs):>10} {speedup:8.1f}x  {note}")
         sys.stdout.flush()
 
 
@@ -260,15 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timing per row")
     args = parser.parse_args(argv)
-    # The seed's ast.parse warns about literals such as "1if"; the warnings are noise here.
+    # Parsing the reference file warns about literals such as "1if"; the warnings are noise here.
     warnings.simplefilter("ignore", SyntaxWarning)
-    seed = load_seed()
-    if seed is None:
+    reference = load_reference()
+    if reference is None:
         print(absent_message())
     else:
-        print("baseline: the seed's own functions, loaded from ../shared/seeds (same process)")
+        print("baseline: the reference functions, loaded from ../shared/seeds (same process)")
     print("rates are characters per second for text rows, calls per second for numbers\n")
-    run(build_rows(load_corpus()), seed, budget=0.2 if args.quick else 1.0)
+    run(build_rows(load_corpus()), reference, budget=0.2 if args.quick else 1.0)
     return 0
 
 

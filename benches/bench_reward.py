@@ -1,14 +1,15 @@
-"""Reward scoring throughput: ``score_batch`` (Rust) against the seed's per-trajectory loop.
+"""Reward scoring throughput: ``score_batch`` (Rust) against the reference per-trajectory loop.
 
 The corpus is the golden reward file (tests/data/reward_parity.jsonl) repeated to at least
-20,000 rows, scored with the seed's default settings and finished schedules. Repetition puts
+20,000 rows, scored with the compatible default settings and finished schedules. Repetition puts
 each task into several rows, as a GRPO batch does (num_generations completions per prompt);
 ``--distinct-tasks`` makes every row's task text unique instead (an invisible suffix that
 changes no arithmetic), which is the worst case for ``score_batch``'s per-task caching.
 
-In the same run, the seed's ``score_one_trajectory`` (loaded from ../shared/seeds/ by
-``seed_baseline.load_seed``) scores the same rows in a Python loop, as its trainer does, and
-the script prints trajectories per second for the seed, for ``score_batch`` on one thread
+In the same run, the reference implementation's ``score_one_trajectory`` (loaded from
+../shared/seeds/ by ``reference_baseline.load_reference``) scores the same rows in a Python
+loop, one trajectory per call, and the script prints trajectories per second for the
+reference, for ``score_batch`` on one thread
 and on all threads, and the ratios. It also checks that both give the same rewards.
 
 Run: ``.venv/bin/python benches/bench_reward.py [--rows N] [--repeat R] [--distinct-tasks]``.
@@ -30,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agentrl.rewards import resolved_threads, score_batch
-from seed_baseline import absent_message, load_seed
+from reference_baseline import absent_message, load_reference
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "data" / "reward_parity.jsonl"
 ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished")
@@ -47,31 +48,33 @@ def build_corpus(rows: int, distinct_tasks: bool) -> list[dict[str, Any]]:
         record = {key: golden[i // group][key] for key in ROW_KEYS}
         if distinct_tasks:
             record = copy.deepcopy(record)
-            # Zero-width spaces are neither digits, operators nor whitespace to the seed.
+            # Zero-width spaces are neither digits, operators nor whitespace to the reward.
             record["messages"][0]["content"] += "\u200b" * (i % group + 1)
         corpus.append(record)
     return corpus
 
 
-def seed_arguments(seed: dict[str, Any]) -> argparse.Namespace:
-    """The seed's own defaults from its ``build_args`` (its torch default needs a stand-in)."""
-    seed.setdefault(
+def reference_arguments(reference: dict[str, Any]) -> argparse.Namespace:
+    """The reference's own defaults from its ``build_args`` (its torch default needs a stand-in)."""
+    reference.setdefault(
         "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
     )
     saved = sys.argv
-    sys.argv = ["seed"]
+    sys.argv = ["reference"]
     try:
-        args = seed["build_args"]()
+        args = reference["build_args"]()
     finally:
         sys.argv = saved
     args.current_step = 10**6  # finished schedules, as score_batch's default
     return args
 
 
-def time_seed(seed: dict[str, Any], corpus: list[dict[str, Any]]) -> tuple[float, list[float]]:
-    """CPU seconds of the seed's per-trajectory loop over ``corpus``, and its rewards."""
-    score = seed["score_one_trajectory"]
-    args = seed_arguments(seed)
+def time_reference(
+    reference: dict[str, Any], corpus: list[dict[str, Any]]
+) -> tuple[float, list[float]]:
+    """CPU seconds of the reference per-trajectory loop over ``corpus``, and its rewards."""
+    score = reference["score_one_trajectory"]
+    args = reference_arguments(reference)
     start = time.process_time()
     rewards = [
         score(
@@ -108,20 +111,20 @@ def main() -> None:
     print(f"corpus: {len(corpus)} rows from {GOLDEN.name} in groups of consecutive rows", end="")
     print(", every task text distinct" if args.distinct_tasks else " sharing their task")
 
-    seed = load_seed()
-    if seed is None:
+    reference = load_reference()
+    if reference is None:
         print(absent_message())
     score_batch(corpus[:64], threads=1)  # build lookup tables and the thread pool
-    # The machine may be shared: seed and score_batch timings alternate (the seed on one
+    # The machine may be shared: reference and score_batch timings alternate (the reference on one
     # slice of the corpus each round) and score_batch is reported by its median round.
-    seed_seconds, seed_rewards = 0.0, []
+    ref_seconds, ref_rewards = 0.0, []
     one_cpu, one_wall, all_wall = [], [], []
     bounds = [len(corpus) * k // args.repeat for k in range(args.repeat + 1)]
     for k in range(args.repeat):
-        if seed is not None:
-            seconds, rewards = time_seed(seed, corpus[bounds[k] : bounds[k + 1]])
-            seed_seconds += seconds
-            seed_rewards += rewards
+        if reference is not None:
+            seconds, rewards = time_reference(reference, corpus[bounds[k] : bounds[k + 1]])
+            ref_seconds += seconds
+            ref_rewards += rewards
         seconds, ours = time_ours(corpus, 1, time.process_time)
         one_cpu.append(seconds)
         one_wall.append(time_ours(corpus, 1, time.perf_counter)[0])
@@ -129,12 +132,12 @@ def main() -> None:
 
     n = len(corpus)
     one, one_w, all_w = (statistics.median(t) for t in (one_cpu, one_wall, all_wall))
-    print(f"{'CPU time, one thread':30} {'traj/s':>12} {'us/traj':>9} {'vs seed':>9}")
+    print(f"{'CPU time, one thread':30} {'traj/s':>12} {'us/traj':>9} {'vs ref':>9}")
     rows = [("score_batch, 1 thread", one)]
-    if seed is not None:
-        rows.insert(0, ("seed loop (Python)", seed_seconds))
+    if reference is not None:
+        rows.insert(0, ("reference loop (Python)", ref_seconds))
     for name, seconds in rows:
-        ratio = f"{seed_seconds / seconds:8.1f}x" if seed is not None else "      -"
+        ratio = f"{ref_seconds / seconds:8.1f}x" if reference is not None else "      -"
         print(f"{name:30} {n / seconds:12,.0f} {seconds / n * 1e6:9.2f} {ratio}")
     print(f"{'wall clock':30} {'traj/s':>12} {'us/traj':>9}")
     for name, seconds in (
@@ -143,9 +146,9 @@ def main() -> None:
     ):
         print(f"{name:30} {n / seconds:12,.0f} {seconds / n * 1e6:9.2f}")
     print(f"thread scaling: {one_w / all_w:.2f}x on {cores} threads")
-    if seed is not None:
-        mismatches = sum(abs(a - b) > 1e-9 for a, b in zip(ours, seed_rewards, strict=True))
-        print(f"rewards equal to the seed's: {len(corpus) - mismatches}/{len(corpus)}")
+    if reference is not None:
+        mismatches = sum(abs(a - b) > 1e-9 for a, b in zip(ours, ref_rewards, strict=True))
+        print(f"rewards equal to the reference's: {len(corpus) - mismatches}/{len(corpus)}")
         if mismatches:
             raise SystemExit(1)
 

@@ -4,7 +4,7 @@ For each model, 8 calculator tasks x G=8 episodes, up to ``--max-turns`` turns e
 
   (a) batched   ``run_episodes`` on all 64 episodes at once (one generate call per turn,
                 shared prefill of each group's prompt, compaction of finished rows);
-  (b) one-by-one the same loop called for one episode at a time (the seed's approach);
+  (b) one-by-one the same loop called for one episode at a time, sequentially;
   (c) first turn only: ``TorchEngine.generate`` against ``transformers``' ``generate`` on
                 the same 8 prompts x 8 samples, same sampling settings and budget.
 

@@ -174,7 +174,7 @@ def test_tokenizer_with_its_own_template_is_used_with_thinking_switches() -> Non
     )
 
 
-def test_template_failures_retry_then_fall_back_like_the_seed() -> None:
+def test_template_failures_retry_without_extras_then_fall_back() -> None:
     no_tools = _tokenizer("{% if tools %}{{ raise_exception('no tools here') }}{% endif %}plain")
     assert apply_chat_template(no_tools, [{"role": "user", "content": "q"}], TOOLS) == "plain"
     broken = _tokenizer("{{ raise_exception('always broken') }}")

@@ -1,8 +1,8 @@
 """Linear time on hostile input: each 1 MB adversarial text is handled in well under 100 ms.
 
-The seed's regex backtracks and is quadratic on several of these (a long operator chain
-followed by a letter, runs of Unicode digits, many unclosed function calls); the Rust
-scanner tabulates the regex engine's answers instead, so every input costs one pass.
+The reference implementation's backtracking regex is quadratic on several of these (a long
+operator chain followed by a letter, runs of Unicode digits, many unclosed function calls);
+the Rust scanner tabulates the regex engine's answers instead, so every input costs one pass.
 Timings take the best of three runs to ignore scheduling noise on a shared machine.
 """
 
@@ -65,7 +65,7 @@ def test_one_megabyte_adversarial_input_is_fast(function_name: str, name: str) -
     assert elapsed < BUDGET_SECONDS, f"{function_name} on {name}: {elapsed * 1000:.1f} ms"
 
 
-def test_adversarial_inputs_still_get_the_seeds_answers() -> None:
+def test_adversarial_inputs_still_get_the_golden_answers() -> None:
     # One megabyte-long match is longer than 256 characters, so it is not an expression.
     assert extract_expressions(ADVERSARIAL["operator_chain"]) == []
     assert extract_expressions(ADVERSARIAL["many_small_expressions"]) == ["1+1"]

@@ -2,8 +2,8 @@
 
 * `safe_eval` agrees with Python's own float arithmetic on random expressions of the allowed
   grammar, including which inputs raise. The oracle is Python itself: the same expression
-  with every literal written as a float and every node wrapped in `float(...)` (the seed
-  converts each node's value with `float`), evaluated by `eval` on this generated, safe
+  with every literal written as a float and every node wrapped in `float(...)` (the
+  evaluator converts each node's value with `float`), evaluated by `eval` on this generated, safe
   input only, in a namespace that holds nothing but the allowed functions.
 * An expression embedded in random Chinese/English filler is found by `extract_expressions`.
 * No text, and no bytes decoded with surrogate escapes, makes any function raise anything but
@@ -233,7 +233,7 @@ DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 
 
 def expected_value(node: Node, canonical: str) -> float | None:
-    """Python's answer, or None where it raises (the seed's length and date guards first)."""
+    """Python's answer, or None where it raises (the length and date guards first)."""
     if len(canonical) > 256 or DATE.fullmatch(canonical):
         return None
     try:

@@ -1,8 +1,9 @@
-"""Golden parity: extraction, canonical form, safe evaluation and formatting match the seed.
+"""Golden parity: extraction, canonical form, safe evaluation and formatting match the golden file.
 
 The golden file (copied from ../shared/golden/expressions.jsonl) records, for each text, the
-seed's `extract_arithmetic_expressions`, `canonicalize_expression`, `safe_eval_math` value
-(or the exception it raised) and `format_number` string (or that it raised). Only "raised or
+reference implementation's `extract_arithmetic_expressions`, `canonicalize_expression`,
+`safe_eval_math` value (or the exception it raised) and `format_number` string (or that it
+raised). Only "raised or
 not" is part of the contract, not the exception class. Non-finite values are written as the
 strings "nan", "inf", "-inf".
 """
@@ -48,7 +49,7 @@ def same_float(a: float, b: float) -> bool:
 
 def report(mismatches: list[str]) -> str:
     shown = "\n".join(mismatches[:15])
-    return f"{len(mismatches)} of {len(ROWS)} rows differ from the seed:\n{shown}"
+    return f"{len(mismatches)} of {len(ROWS)} rows differ from the golden file:\n{shown}"
 
 
 def test_golden_file_covers_every_outcome() -> None:
@@ -59,16 +60,16 @@ def test_golden_file_covers_every_outcome() -> None:
     assert any("formatted" in row for row in ROWS)
 
 
-def test_extracted_expressions_match_the_seed() -> None:
+def test_extracted_expressions_match_the_golden_outputs() -> None:
     mismatches = []
     for row in ROWS:
         got = extract_expressions(row["text"])
         if got != row["extracted"]:
-            mismatches.append(f"{row['text']!r:.120}: got {got}, seed {row['extracted']}")
+            mismatches.append(f"{row['text']!r:.120}: got {got}, golden {row['extracted']}")
     assert not mismatches, report(mismatches)
 
 
-def test_canonical_forms_match_the_seed() -> None:
+def test_canonical_forms_match_the_golden_outputs() -> None:
     mismatches = [
         f"{row['text']!r:.120}"
         for row in ROWS
@@ -77,7 +78,7 @@ def test_canonical_forms_match_the_seed() -> None:
     assert not mismatches, report(mismatches)
 
 
-def test_evaluation_matches_the_seed_value_or_raises_where_it_raises() -> None:
+def test_evaluation_matches_the_golden_value_or_raises_where_it_raised() -> None:
     mismatches = []
     for row in ROWS:
         try:
@@ -87,13 +88,13 @@ def test_evaluation_matches_the_seed_value_or_raises_where_it_raises() -> None:
         if "eval" in row:
             want = as_float(row["eval"])
             if got is None or not same_float(got, want):
-                mismatches.append(f"{row['text']!r:.120}: got {got}, seed {want!r}")
+                mismatches.append(f"{row['text']!r:.120}: got {got}, golden {want!r}")
         elif got is not None:
-            mismatches.append(f"{row['text']!r:.120}: got {got}, seed raised {row['eval_error']}")
+            mismatches.append(f"{row['text']!r:.120}: got {got}, golden raised {row['eval_error']}")
     assert not mismatches, report(mismatches)
 
 
-def test_formatting_matches_the_seed_string_or_raises_where_it_raises() -> None:
+def test_formatting_matches_the_golden_string_or_raises_where_it_raised() -> None:
     mismatches = []
     for row in ROWS:
         if "eval" not in row:
@@ -105,7 +106,7 @@ def test_formatting_matches_the_seed_string_or_raises_where_it_raises() -> None:
             got = None
         want = row.get("formatted")
         if got != want:
-            mismatches.append(f"{value!r}: got {got!r}, seed {want!r}")
+            mismatches.append(f"{value!r}: got {got!r}, golden {want!r}")
     assert not mismatches, report(mismatches)
 
 

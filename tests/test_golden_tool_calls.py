@@ -1,6 +1,6 @@
-"""Golden parity: `parse_tool_calls` returns exactly the seed's dicts on the recorded corpus.
+"""Golden parity: `parse_tool_calls` returns exactly the golden dicts on the recorded corpus.
 
-The golden file (copied from ../shared/golden/tool_calls.jsonl) holds the seed's output;
+The golden file (copied from ../shared/golden/tool_calls.jsonl) holds the reference output;
 non-finite floats are written there as the strings "nan", "inf", "-inf". Values are compared
 with their Python types (``1``, ``1.0`` and ``True`` are different) and dict key order.
 """
@@ -55,7 +55,7 @@ def test_golden_file_is_present_and_substantial() -> None:
     assert any(not call["canonical"] for row in ROWS for call in row["calls"])
 
 
-def test_every_golden_row_matches_the_seed() -> None:
+def test_every_golden_row_matches() -> None:
     mismatches = []
     for i, row in enumerate(ROWS):
         got = parse_tool_calls(row["text"])
@@ -101,7 +101,7 @@ def test_python_json_semantics_survive_the_binding(text: str, expected: list) ->
     assert typed(parse_tool_calls(text)) == typed(expected)
 
 
-def test_parse_error_entries_keep_the_seed_key_order() -> None:
+def test_parse_error_entries_keep_the_golden_key_order() -> None:
     (call,) = parse_tool_calls("<tool_call> [1, 2] </tool_call>")
     assert list(call) == ["name", "arguments", "parse_error", "canonical"]
     assert call == {"name": "", "arguments": {}, "parse_error": "[1, 2]", "canonical": False}
@@ -119,7 +119,7 @@ def test_integer_literals_longer_than_cpython_allows_make_a_parse_error() -> Non
     assert "parse_error" in parse_tool_calls(too_long)[0]
 
 
-def test_nesting_limit_is_the_seed_rollout_paths_recursion_limit() -> None:
+def test_nesting_limit_is_pythons_json_recursion_limit_in_a_rollout() -> None:
     def block(depth: int) -> str:
         # The outer call object is one level; the arguments add depth - 1 more.
         inner = "[" * (depth - 2) + "]" * (depth - 2)

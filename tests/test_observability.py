@@ -74,7 +74,7 @@ def test_step_line_shows_missing_numbers_as_dashes():
     assert line.startswith("step 3/10 v-") and "tok/s" in line
 
 
-def test_details_average_and_map_to_the_seed_eval_names():
+def test_details_average_and_map_to_the_eval_metric_names():
     means = mean_details([{"exact_match": 1.0, "x": float("nan")}, {"exact_match": 0.0, "x": 2}])
     assert means == {"exact_match": 0.5, "x": 2.0}
     out = eval_metrics_from_details(1.25, {"exact_match": 0.5, "correct_tool_choice": 0.75})

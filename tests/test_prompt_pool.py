@@ -245,7 +245,7 @@ def test_allowed_tools_filters_defaults_and_skips_foreign_tools(tmp_path) -> Non
 
 
 def test_unsupported_tools_counter(tmp_path) -> None:
-    # The seed skips when a resolved tool is outside allowed_tools; merge_tool_specs already
+    # A prompt is skipped when a resolved tool is outside allowed_tools; merge_tool_specs already
     # removes those, so this only triggers for the alias re-added by augmentation.
     path = _write(tmp_path, [{"prompt": "q", "gt": "1", "tools": [CALC]}])
     pool = PromptPool(
@@ -322,7 +322,7 @@ def test_prompt_only_cuts_after_the_last_user_turn(tmp_path) -> None:
     assert len(_one(tmp_path, record)[0].messages) == 4
 
 
-def test_lenient_mode_keeps_the_seeds_tolerance(tmp_path) -> None:
+def test_lenient_mode_tolerates_odd_roles_and_junk_messages(tmp_path) -> None:
     record = {
         "messages": [
             {"role": "narrator", "content": "x"},
@@ -383,7 +383,7 @@ def _pool(tmp_path, n: int) -> PromptPool:
     return PromptPool(_write(tmp_path, [{"prompt": f"p{i}", "gt": str(i)} for i in range(n)]))
 
 
-def test_split_matches_the_seed_algorithm(tmp_path) -> None:
+def test_split_is_a_seeded_shuffle_with_the_first_k_held_out(tmp_path) -> None:
     pool = _pool(tmp_path, 50)
     train, held = split_prompt_pool(pool, eval_ratio=0.2, eval_max_samples=7, seed=42)
     order = list(range(50))

@@ -1,4 +1,4 @@
-"""RewardConfig: the seed's names and defaults, loading from dict/TOML/--set, and errors."""
+"""RewardConfig: the compatible names and defaults, loading from dict/TOML/--set, and errors."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_python_fields_and_defaults_mirror_the_rust_struct() -> None:
     assert python == rust
 
 
-def test_defaults_are_the_seed_command_line_defaults() -> None:
+def test_defaults_are_the_compatible_command_line_defaults() -> None:
     config = RewardConfig()
     assert config.reward_answer_cov_weight == 9.0
     assert config.reward_tool_expr_order_weight == 0.60

@@ -1,4 +1,4 @@
-"""The Rust scorer reproduces the seed's reward on the golden file, value for value."""
+"""The Rust scorer reproduces the reference reward on the golden file, value for value."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_line_config_equals_batch_config(golden: list[dict]) -> None:
         _assert_close(float(result.rewards[0]), _number(line["reward"]), "batch config")
 
 
-def test_to_records_gives_the_seed_detail_dicts(golden: list[dict]) -> None:
+def test_to_records_gives_the_golden_detail_dicts(golden: list[dict]) -> None:
     rows = score_batch(golden[:20]).to_records()
     for row, line in zip(rows, golden[:20], strict=True):
         assert list(row) == list(line["details"])

@@ -1,4 +1,4 @@
-"""Inputs of any size or shape score in linear time without crashing, with the seed's values."""
+"""Inputs of any size or shape score in linear time without crashing, with the reference values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property tests for `parse_tool_calls`: round-trips, agreement with the seed, no hangs."""
+"""Property tests for `parse_tool_calls`: round-trips, agreement with the reference, no hangs."""
 
 from __future__ import annotations
 
@@ -16,10 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
-from seed_baseline import load_seed
+from reference_baseline import load_reference
 
-SEED = load_seed()
-seed_only = pytest.mark.skipif(SEED is None, reason="seed file ../shared/seeds absent")
+REFERENCE = load_reference()
+reference_only = pytest.mark.skipif(
+    REFERENCE is None,
+    reason="needs the reference implementation outside the repo: ../shared/seeds/000_*.txt",
+)
 
 EXAMPLES = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -89,7 +92,7 @@ def test_json_dumps_float_repr_matches_python(value: float) -> None:
     assert _core.json_dumps([value]) == json.dumps([value], separators=(",", ":"))
 
 
-# Fragments that exercise every branch of the seed's parser when glued together.
+# Fragments that exercise every branch of the parser when glued together.
 FRAGMENTS = [
     "<tool_call>",
     "</tool_call>",
@@ -136,19 +139,19 @@ FRAGMENTS = [
 ]
 
 
-@seed_only
+@reference_only
 @EXAMPLES
 @given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=25))
-def test_agrees_with_the_seed_on_fragment_soup(parts: list[str]) -> None:
+def test_agrees_with_the_reference_on_fragment_soup(parts: list[str]) -> None:
     text = "".join(parts)
-    assert typed(parse_tool_calls(text)) == typed(SEED["parse_tool_calls"](text))
+    assert typed(parse_tool_calls(text)) == typed(REFERENCE["parse_tool_calls"](text))
 
 
-@seed_only
+@reference_only
 @EXAMPLES
 @given(text=st.text(alphabet=st.sampled_from("()'\"\\ ex=1+calcutor_mh<>/{}:,[]"), max_size=60))
-def test_agrees_with_the_seed_on_small_alphabet_text(text: str) -> None:
-    assert typed(parse_tool_calls(text)) == typed(SEED["parse_tool_calls"](text))
+def test_agrees_with_the_reference_on_small_alphabet_text(text: str) -> None:
+    assert typed(parse_tool_calls(text)) == typed(REFERENCE["parse_tool_calls"](text))
 
 
 @EXAMPLES

@@ -1,6 +1,6 @@
-"""Built-in tools: the seed's behaviour, event shapes and tool lists, checked against golden
-events recorded from the seed trainer (tests/data/tool_events_golden.jsonl, a deduplicated
-sample of the tool events in shared/golden/reward_parity.jsonl)."""
+"""Built-in tools: behaviour, event shapes and tool lists, checked against the golden
+events (tests/data/tool_events_golden.jsonl, a deduplicated sample of the tool events in
+shared/golden/reward_parity.jsonl)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _names(specs: list[dict]) -> list[str]:
     return [s["function"]["name"] for s in specs]
 
 
-def test_default_tool_list_and_supported_names_follow_the_seed() -> None:
+def test_default_tool_list_and_supported_names() -> None:
     registry = builtin_registry()
     assert _names(registry.specs()) == ["calculate_math", "unit_converter", "get_current_time"]
     assert registry.supported_names() == {
@@ -34,7 +34,7 @@ def test_calculator_alias_is_listed_only_when_allowed() -> None:
     with_alias = builtin_registry(allow_calculator_alias=True)
     assert _names(with_alias.specs())[-1] == "calculator"
     assert "calculator" in with_alias.supported_names()
-    # Allowed but calculate_math inactive: accepted, not advertised (the seed's rule).
+    # Allowed but calculate_math inactive: accepted, not advertised.
     no_math = builtin_registry(active_tools=["unit_converter"], allow_calculator_alias=True)
     assert _names(no_math.specs()) == ["unit_converter"]
     assert no_math.supported_names() == {"unit_converter", "calculator", "python_math"}
@@ -72,7 +72,7 @@ def test_math_tool_reads_query_and_rejects_missing_or_bad_expressions() -> None:
     for expr in ("1/0", "2**1024", "import os", "1e308*10", "sqrt(-1)"):
         event = registry.execute({"name": "calculate_math", "arguments": {"expression": expr}})
         assert event["ok"] is False and event["result"]["error"], expr
-    # A plain-string argument becomes the expression, as in the seed.
+    # A plain-string argument becomes the expression.
     assert (
         registry.execute({"name": "calculate_math", "arguments": "2+2"})["result"]["result"] == "4"
     )
@@ -105,7 +105,7 @@ def test_unit_converter_table_and_temperature_rules(value, src, dst, expected) -
     }
 
 
-def test_unit_converter_errors_use_the_seed_messages() -> None:
+def test_unit_converter_error_messages() -> None:
     registry = builtin_registry()
 
     def error(args: dict) -> str:
@@ -140,7 +140,7 @@ def test_current_time_fixed_table_default_and_live_clock() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", live["result"]["datetime"])
 
 
-def test_events_match_the_seed_golden_events() -> None:
+def test_events_match_the_golden_events() -> None:
     registry = builtin_registry()
     valid = registry.supported_names()
     lines = GOLDEN.read_text(encoding="utf-8").splitlines()

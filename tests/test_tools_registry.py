@@ -181,7 +181,7 @@ def _registry_with_user_tools() -> ToolRegistry:
     return registry
 
 
-def test_user_tool_success_event_has_the_seed_shape() -> None:
+def test_user_tool_success_event_has_the_golden_event_shape() -> None:
     registry = _registry_with_user_tools()
     event = registry.execute({"name": "add", "arguments": {"a": 2, "b": 5}, "canonical": True})
     assert event == {
@@ -213,7 +213,7 @@ def test_bad_calls_give_failed_events(call: dict, error: str) -> None:
     assert event["canonical"] is False
 
 
-def test_arguments_are_decoded_and_coerced_like_the_seed() -> None:
+def test_arguments_are_decoded_leniently_and_coerced() -> None:
     registry = _registry_with_user_tools()
     event = registry.execute({"name": "add", "arguments": '{"a": "4", "b": 2.0}'})
     assert event["ok"] and event["result"] == 6
@@ -231,7 +231,7 @@ def test_tool_not_in_valid_names_is_refused_without_running() -> None:
     event = execute_tool_call(registry, {"other"}, {"name": "side_effect", "arguments": {}})
     assert event["result"] == {"error": "tool not allowed: side_effect"}
     assert ran == []
-    # An empty allow-list allows everything, as in the seed.
+    # An empty allow-list allows everything.
     assert execute_tool_call(registry, set(), {"name": "side_effect", "arguments": {}})["ok"]
 
 

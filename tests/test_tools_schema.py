@@ -1,4 +1,4 @@
-"""Tool-schema normalisation and merging, with the seed's rules."""
+"""Tool-schema normalisation and merging, with the compatible rules."""
 
 from __future__ import annotations
 

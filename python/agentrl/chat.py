@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 Message = dict[str, Any]
 
 # Tokens of the chat layout, in MiniMind's id order (ids 0-2 are the special tokens;
-# the tool and thinking markers are ordinary added tokens; the answer tags are ours).
+# the tool and thinking markers are ordinary added tokens; the answer tags are agentrl's additions).
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MARKUP_TOKENS = (
     "<tool_call>",
@@ -193,7 +193,7 @@ def normalize_message(message: Any, unknown_role: str = "error") -> Message:
 
     Accepts ``role``/``content`` and ``from``/``value`` keys and common role aliases
     (``human``, ``gpt``, ``function``, ...). ``unknown_role="user"`` maps any other role to
-    ``user`` (the seed's lenient behaviour); the default raises :class:`MessageError`.
+    ``user`` (the lenient reading of old datasets); the default raises :class:`MessageError`.
     """
     if not isinstance(message, Mapping):
         raise MessageError("bad_message", f"a message is a {type(message).__name__}, not an object")
@@ -310,7 +310,7 @@ def apply_chat_template(
 
     The thinking switch is passed both as ``open_thinking`` (MiniMind) and
     ``enable_thinking`` (Qwen3). A template that rejects those arguments is retried
-    without them, then without tools (the seed's order); one that fails every way falls
+    without them, then without tools (in that order); one that fails every way falls
     back to the built-in layout. Fallbacks are logged once per tokenizer class.
     """
     msgs = normalize_messages(messages)

@@ -1,6 +1,6 @@
 """Text parsing and safe arithmetic, backed by the Rust core (`agentrl._core`).
 
-Most functions here are the reward's contract: they reproduce the seed trainer's behaviour
+Most functions here are the reward's contract: their results match the golden outputs
 exactly (see tests/test_golden_*.py) while running in linear time on any input.
 `parse_message` is the exception: the lenient multi-format parser the rollout loop uses to
 decide which calls to execute.
@@ -18,8 +18,8 @@ from agentrl import _core
 def canonicalize_expression(text: str) -> str:
     """Full-width characters to ASCII, ``^`` to ``**``, whitespace removed.
 
-    This is the key the seed de-duplicates expressions by. Lone surrogates are kept as the
-    seed keeps them.
+    This is the key expressions are de-duplicated by. Lone surrogates are kept as they
+    are.
     """
     return _core.canonicalize_expression(text)
 
@@ -27,7 +27,7 @@ def canonicalize_expression(text: str) -> str:
 def safe_eval(expr: str) -> float:
     """Evaluate an arithmetic expression with Python float semantics, never with ``eval``.
 
-    Accepts exactly what the seed's AST walker accepts (numbers in Python literal syntax,
+    Accepts exactly the reward's arithmetic grammar (numbers in Python literal syntax,
     ``True``/``False``, ``pi``, ``e``, ``sqrt sin cos tan log exp abs round``, ``+ - * / //
     % **``, unary signs, parentheses; at most 256 characters once canonical; no bare dates)
     and computes what CPython computes. Raises ``ValueError`` (``SafeEvalError``) saying
@@ -39,7 +39,8 @@ def safe_eval(expr: str) -> float:
 def format_number(value: float) -> str:
     """Integral values as exact integer digits, others with at most 10 decimals.
 
-    Raises ``OverflowError`` for infinities and ``ValueError`` for NaN, as the seed does.
+    Raises ``OverflowError`` for infinities and ``ValueError`` for NaN, as Python's
+    ``int()`` does.
     """
     return _core.format_number(value)
 
@@ -47,16 +48,16 @@ def format_number(value: float) -> str:
 def extract_expressions(text: str, max_exprs: int = 8) -> list[str]:
     """Arithmetic expressions found in mixed Chinese/English text, each validated.
 
-    In text order, without duplicates by canonical form, at most ``max_exprs`` of them (the
-    seed keeps one even when ``max_exprs <= 0``). Linear time on any input.
+    In text order, without duplicates by canonical form, at most ``max_exprs`` of them (at
+    least one, even when ``max_exprs <= 0``). Linear time on any input.
     """
     return _core.extract_expressions(text, max_exprs)
 
 
 def parse_tool_calls(text: str) -> list[dict[str, Any]]:
-    """Seed-compatible tool-call parsing: tagged JSON blocks, else function-style calls.
+    """The reward's tool-call parser: tagged JSON blocks, else function-style calls.
 
-    Each entry is the seed's dict: ``name``, ``arguments``, ``canonical`` (and
+    Each entry is a dict: ``name``, ``arguments``, ``canonical`` (and
     ``parse_error`` for a tagged block that is not a usable JSON object).
     """
     return _core.parse_tool_calls(text)

@@ -1,4 +1,4 @@
-"""Prompt data: the prompt pool (every JSONL shape the seed reads) and synthetic tasks."""
+"""Prompt data: the prompt pool (every JSONL record shape it reads) and synthetic tasks."""
 
 from agentrl.data.instructions import ANSWER_INSTRUCTION
 from agentrl.data.prompt_pool import (

@@ -1,4 +1,4 @@
-"""The prompt pool: RL prompts loaded from JSONL in every record shape the seed accepts.
+"""The prompt pool: RL prompts loaded from JSONL in every record shape datasets use.
 
 Accepted shapes, one JSON object per line:
 
@@ -85,7 +85,7 @@ class PromptSample:
 
     ``calls`` is the reference solution when the record has one (``agentrl gen-data``
     records list the tool calls that solve the task). Also readable as
-    ``sample["messages"]`` etc., like the seed's dict samples.
+    ``sample["messages"]`` etc., like a plain dict sample.
     """
 
     messages: list[dict[str, Any]]
@@ -185,7 +185,7 @@ def iter_jsonl_lines(
 class PromptPool:
     """Prompts loaded from one or more JSONL files; a ``Dataset`` (len + indexing).
 
-    Options (the seed's, plus robustness controls):
+    Options (the compatible data options, plus robustness controls):
 
     * ``max_samples``: stop after this many kept prompts (0: all);
     * ``filter_mode``: ``all``, or ``math_only`` (keep tasks with an arithmetic expression);
@@ -196,7 +196,7 @@ class PromptPool:
       offer ``calculate_math`` (unless it already mentions the tool and ``<answer>``);
     * ``augment_calculator_alias``: keep/add the ``calculator`` alias spec;
     * ``default_tools`` / ``force_all_tools``: tools for prompts that list none / for all;
-    * ``strict``: raise on the first malformed line; ``lenient``: the seed's tolerance
+    * ``strict``: raise on the first malformed line; ``lenient``: the compatible tolerance
       (unknown roles become ``user``, non-object messages and unusable tool fields are
       ignored) instead of skipping such lines;
     * ``prompt_only``: cut each conversation after its last user turn (for demonstration
@@ -399,7 +399,7 @@ class PromptPool:
 
         Prompts with identical tools share one resolved list (datasets repeat the same
         tools on every line), which keeps a large pool small; treat ``sample.tools`` as
-        read-only. The seed's tool counters are still counted per prompt.
+        read-only. The tool counters are still counted per prompt.
         """
         key = json.dumps(tools, ensure_ascii=False, default=str)
         cached = self._tools_cache.get(key)

@@ -1,4 +1,4 @@
-"""Eval split, fixed eval indices and per-rank shards of a prompt pool (the seed's rules).
+"""Eval split, fixed eval indices and per-rank shards of a prompt pool (the compatible rules).
 
 The split and the eval indices use their own seeded ``random.Random``, so the same data
 and seeds give the same held-out prompts on every run and every machine.

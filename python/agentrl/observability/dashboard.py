@@ -1,8 +1,8 @@
-"""Metric names of the seed's dashboards, computed from the reward's detail columns.
+"""Dashboard metric names, computed from the reward's detail columns.
 
 The reward scorer returns one column per detail (``exact_match``, ``tool_success_rate``,
 ...). Training logs their batch means under ``reward_detail/<key>`` and a curated set
-under ``train/...``; evaluation logs the seed's ``eval/...`` keys and the same curated set
+under ``train/...``; evaluation logs the ``eval/...`` keys and the same curated set
 under ``eval_dashboard/...``, so a chart of "tool success" reads the same in both.
 """
 
@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# (dashboard suffix, detail key) pairs of the seed's dashboard.
+# (dashboard suffix, detail key) pairs of the dashboard.
 _DASHBOARD = (
     ("accuracy_exact_match", "exact_match"),
     ("accuracy_answer_cov", "answer_cov"),
@@ -29,7 +29,7 @@ _DASHBOARD = (
     ("tool_canonical_rate", "canonical_tool_rate"),
 )
 
-# (eval metric suffix, detail key): what one evaluation reports, as the seed names it.
+# (eval metric suffix, detail key): what one evaluation reports, under compatible names.
 EVAL_DETAIL_KEYS = (
     ("exact_match", "exact_match"),
     ("answer_cov", "answer_cov"),
@@ -79,7 +79,7 @@ def dashboard_metrics(details: Mapping[str, float], prefix: str) -> dict[str, fl
 
 
 def eval_metrics_from_details(reward_mean: float, details: Mapping[str, float]) -> dict[str, float]:
-    """The seed's ``eval/...`` metrics plus the ``eval_dashboard/...`` set."""
+    """The ``eval/...`` metrics plus the ``eval_dashboard/...`` set."""
     out = {"eval/reward": float(reward_mean)}
     out.update({f"eval/{name}": float(details.get(key, 0.0)) for name, key in EVAL_DETAIL_KEYS})
     out.update(dashboard_metrics(details, "eval_dashboard"))

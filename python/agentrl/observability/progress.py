@@ -42,7 +42,7 @@ def short_summary(metrics: Mapping[str, Any]) -> str:
 
 
 def format_step_line(step: int, total: int, metrics: Mapping[str, Any]) -> str:
-    """One log line per training step: what the seed prints, grouped the same way."""
+    """One log line per training step: reward, accuracy, tool use, KL, BC, queue, speed."""
     m = metrics
     return (
         f"step {step}/{total} v{_num(m, 'policy/version', '.0f')} "
@@ -63,7 +63,7 @@ def format_step_line(step: int, total: int, metrics: Mapping[str, Any]) -> str:
 
 
 def format_eval_line(label: str, step: int, metrics: Mapping[str, Any]) -> str:
-    """One line per evaluation with the seed's headline eval metrics."""
+    """One line per evaluation with the headline eval metrics."""
     m = metrics
     return (
         f"[{label}] step {step} R {_num(m, 'eval/reward', '.4f')} "

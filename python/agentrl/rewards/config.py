@@ -1,8 +1,9 @@
-"""Reward settings: every weight, penalty, cap and schedule of the seed's reward.
+"""Reward settings: every weight, penalty, cap and schedule of the tool-use reward.
 
-Names and defaults are the seed trainer's command-line arguments, so a seed command line (or
-the golden file's per-line ``config``) carries over unchanged. The Rust scorer has the same
-fields (``agentrl._core.reward_config_fields()``); a test keeps the two in step.
+Names and defaults are the compatible command-line options (docs/compat.md), so such a
+command line (or the golden file's per-line ``config``) carries over unchanged. The Rust
+scorer has the same fields (``agentrl._core.reward_config_fields()``); a test keeps the two
+in step.
 """
 
 from __future__ import annotations

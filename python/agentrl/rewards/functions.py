@@ -1,11 +1,11 @@
-"""Reward functions in the style of the second seed's GRPO trainer, and how to combine them.
+"""Reward functions with the GRPO calling convention, and how to combine them.
 
 A reward function is called as ``fn(prompts, completions, answers, **extra)`` with one entry
 per completion in each list, and returns one float per completion, ``None`` for a
 completion it does not apply to (or ``None`` for the whole batch). :func:`combine` weights
 and sums several of them, treating ``None`` (and NaN) as missing.
 
-Built-ins: :func:`math_tool_reward`, the seed trainer's tool-use reward (batched in Rust),
+Built-ins: :func:`math_tool_reward`, the tool-use reward (batched in Rust),
 and the R1-style rewards common in GRPO recipes (accuracy, integer answer, strict and soft
 format, XML tag count). Any Python function with the same signature can sit beside them.
 """
@@ -148,7 +148,7 @@ def _as_column(name: str, raw: RewardValues, n: int) -> np.ndarray:
     return values
 
 
-# ---------------------------------------------------------------- the seed's tool-use reward
+# ---------------------------------------------------------------- the tool-use reward
 
 
 def math_tool_reward(
@@ -162,7 +162,7 @@ def math_tool_reward(
     threads: int | None = None,
     **extra: Any,
 ) -> list[float]:
-    """The seed trainer's tool-use reward, scored in one batched Rust call.
+    """The built-in tool-use reward, scored in one batched Rust call.
 
     A prompt is the task text, a rendered chat prompt, or a list of chat messages; an answer
     is the ground truth (a list of expected answers, or one). Without ``tool_events`` the

@@ -1,4 +1,4 @@
-"""Batched reward scoring: the seed's ``score_one_trajectory`` for many rows in one Rust call.
+"""Batched reward scoring: the tool-use reward of many trajectories in one Rust call.
 
 Rows are dicts in the schema of the golden reward file: ``messages`` (or ``prompt``/``task``
 text), ``gt``, ``completion``, and optionally ``tool_events``, ``unfinished``, ``tools`` and
@@ -28,7 +28,7 @@ TERM_KEYS: tuple[str, ...] = tuple(_core.reward_term_keys())
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """Rewards and the seed's detail columns for a batch, as float64 arrays."""
+    """Rewards and the reward's detail columns for a batch, as float64 arrays."""
 
     rewards: np.ndarray
     details: dict[str, np.ndarray]
@@ -39,7 +39,7 @@ class ScoreResult:
         return len(self.rewards)
 
     def to_records(self) -> list[dict[str, float]]:
-        """One dict per row with every detail key, like the seed's detail dicts."""
+        """One dict per row with every detail key (the golden file's ``details`` shape)."""
         columns = [self.details[key].tolist() for key in DETAIL_KEYS]
         return [dict(zip(DETAIL_KEYS, row, strict=True)) for row in zip(*columns, strict=True)]
 
@@ -78,7 +78,7 @@ def score_batch(
 ) -> ScoreResult:
     """Score every record with one Rust call (GIL released, rows spread over threads).
 
-    ``config`` defaults to the seed's settings with finished schedules; a record's own
+    ``config`` defaults to the compatible settings with finished schedules; a record's own
     ``config`` mapping overrides it for that row. Raises ``ValueError`` naming the record
     index for a malformed record or setting.
     """

@@ -100,10 +100,10 @@ class AsyncRollout:
     """Background producer of `RolloutGroup`s for the trainer (see module doc).
 
     Each worker call plays ``groups_per_rollout`` prompts x ``num_generations`` episodes
-    in one batched `run_episodes`. Prompts are drawn as the seed does: half the time the
-    next prompt in order, otherwise a random one. ``max_queue_groups`` 0 means
+    in one batched `run_episodes`. Each prompt is, with even odds, the next one in order
+    or a random one. ``max_queue_groups`` 0 means
     ``(max_version_gap + 1) * batch_size``. With ``hold_engine_lock`` a whole batch of
-    episodes runs under the engine lock (one weight version per batch, as the seed).
+    episodes runs under the engine lock (one weight version per batch).
     """
 
     def __init__(
@@ -386,7 +386,7 @@ class AsyncRollout:
     # ---- statistics ----
 
     def snapshot_stats(self) -> dict[str, float]:
-        """Counters plus rates, averages and p50/p90/p99 latencies (the seed's keys)."""
+        """Counters plus rates, averages and p50/p90/p99 latencies (the ``async/...`` keys)."""
         with self._stats_lock:
             out = dict(self.stats)
             rollout = list(self._rollout_hist)

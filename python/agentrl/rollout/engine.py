@@ -49,7 +49,7 @@ FINISH_LENGTH = "length"
 class Generation:
     """What one prompt row produced.
 
-    ``token_ids`` excludes the end token that stopped it (the seed drops EOS from the
+    ``token_ids`` excludes the end token that stopped it (EOS is not part of the
     response); ``end_token_id``/``end_logp`` keep it for callers that want to train on it.
     ``version`` is the engine's weight version when the tokens were sampled.
     """

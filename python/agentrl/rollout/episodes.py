@@ -1,11 +1,11 @@
 """The multi-turn agent loop over a whole batch of episodes (`run_episodes`).
 
-The seed plays one episode at a time: render, generate, parse, run tools, repeat. Here a
+An episode is: render, generate, parse, run tools, repeat. Rather than one at a time, a
 batch of prompts x G samples advances turn by turn together: one `generate` call per turn
 covers every episode still running (the engine prefills a group's shared first-turn
 prompt once), then the tool calls of all episodes run at once (user tools on a thread
 pool, so one slow tool does not stall the others), then every episode's observation is
-appended. The per-trajectory bookkeeping is the seed's:
+appended. The per-trajectory bookkeeping:
 
 * generated tokens: mask 1, behaviour log-prob, the policy version that sampled them
   (the end token is dropped unless ``keep_eos``);
@@ -54,12 +54,13 @@ class RolloutEngine(Protocol):
 
 @dataclass
 class EpisodeConfig:
-    """Limits of an episode; the defaults are the first seed's.
+    """Limits of an episode, with the compatible defaults.
 
     ``max_response_tokens`` (0: none) caps generated + observation tokens per trajectory:
     each turn's budget shrinks to what is left, and an episode with nothing left ends
     unfinished. ``call_parser``: ``lenient`` (`agentrl.parsing.parse_message`, with the
-    seed's function-style calls as a fallback) or ``seed`` (exactly the seed's parser).
+    reward parser's function-style calls as a fallback) or ``reward`` (exactly the calls
+    `agentrl.parsing.parse_tool_calls` finds, the ones the reward counts).
     ``sampling`` gives the token choice and stop strings; its ``max_new_tokens`` is
     ignored here (each turn's budget is ``max_new_tokens`` above). For evaluation use
     ``sampling=SamplingParams(greedy=True)``.
@@ -73,14 +74,14 @@ class EpisodeConfig:
     tool_result_chars: int = 1024
     keep_eos: bool = False
     tool_workers: int = 8
-    call_parser: Literal["lenient", "seed"] = "lenient"
+    call_parser: Literal["lenient", "reward"] = "lenient"
     sampling: SamplingParams = field(default_factory=SamplingParams.seed_defaults)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
-        if self.call_parser not in ("lenient", "seed"):
-            raise ValueError(f"call_parser must be 'lenient' or 'seed', got {self.call_parser!r}")
+        if self.call_parser not in ("lenient", "reward"):
+            raise ValueError(f"call_parser must be 'lenient' or 'reward', got {self.call_parser!r}")
 
 
 def _call_key(call: Mapping[str, Any]) -> str:
@@ -95,15 +96,15 @@ def parse_calls(
     """The calls of one assistant turn, as dicts the tool registry executes.
 
     Each has ``name``, ``arguments`` and ``canonical`` (True for a well-formed tagged JSON
-    call, as the seed's reward counts it). A block the parser refuses becomes a nameless
-    call with ``parse_error``, so it is executed as a failed "bad tool call", as the seed
-    does for a tagged block that is not JSON.
+    call, as the reward counts it). A block the parser refuses becomes a nameless
+    call with ``parse_error``, so it is executed as a failed "bad tool call", like a tagged
+    block that is not JSON.
     """
-    seed_calls = parse_tool_calls(text)
-    if mode == "seed":
-        return seed_calls
+    reward_calls = parse_tool_calls(text)
+    if mode == "reward":
+        return reward_calls
     parsed = parse_message(text, tools=tools)
-    canonical = {_call_key(c) for c in seed_calls if c.get("canonical")}
+    canonical = {_call_key(c) for c in reward_calls if c.get("canonical")}
     calls = [
         {"name": c["name"], "arguments": c["arguments"], "canonical": _call_key(c) in canonical}
         for c in parsed.calls
@@ -119,7 +120,7 @@ def parse_calls(
     ]
     if calls:
         return calls
-    return [c for c in seed_calls if not c.get("canonical")]
+    return [c for c in reward_calls if not c.get("canonical")]
 
 
 class _Episode:

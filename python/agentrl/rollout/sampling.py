@@ -78,7 +78,7 @@ class SamplingParams:
 
     @classmethod
     def seed_defaults(cls) -> SamplingParams:
-        """The first seed's rollout defaults (temperature 0.7, top-p 0.88, top-k 40, 1.03)."""
+        """The compatible rollout defaults (temperature 0.7, top-p 0.88, top-k 40, 1.03)."""
         return cls(temperature=0.7, top_p=0.88, top_k=40, repetition_penalty=1.03)
 
 
@@ -113,7 +113,7 @@ def apply_repetition_penalty(
     """Divide positive / multiply negative logits of already-seen tokens by ``penalty``.
 
     ``seen`` is a bool mask of shape ``logits.shape``: the tokens present in each row's
-    context (prompt and generated so far), as in the CTRL paper and the seed.
+    context (prompt and generated so far), as in the CTRL paper.
     """
     if seen is None or penalty == 1.0:
         return logits
@@ -264,7 +264,7 @@ def sample_tokens(
 def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
     """Raw-policy log-probs of ``token_ids`` under ``logits`` (last dim = vocab), sanitised.
 
-    Ids outside the vocabulary are clamped into it, as the seed does.
+    Ids outside the vocabulary are clamped into it rather than raising.
     """
     clean, _ = sanitize_logits(logits)
     ids = token_ids.clamp(min=0, max=clean.size(-1) - 1)

@@ -1,9 +1,9 @@
-"""The built-in tools of the arithmetic tool-use task, with the seed trainer's behaviour.
+"""The built-in tools of the arithmetic tool-use task, with the compatible behaviour.
 
 ``calculate_math`` (and its aliases ``calculator`` and ``python_math``) evaluate with the
 Rust evaluator, so the value a rollout sees is the value the reward recomputes;
-``unit_converter`` and ``get_current_time`` use the seed's fixed tables, so that tasks
-have one right answer. Results keep the seed's exact dict shapes: the reward reads them.
+``unit_converter`` and ``get_current_time`` use fixed tables, so that tasks have one right
+answer. Results keep the exact dict shapes of the golden events: the reward reads them.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _older_name_spec(name: str) -> dict[str, Any]:
 CALCULATOR_ALIAS_SPEC: dict[str, Any] = _older_name_spec("calculator")
 PYTHON_MATH_SPEC: dict[str, Any] = _older_name_spec("python_math")
 
-# The clock a `fixed`-mode get_current_time reports (the seed's table; Shanghai is the
+# The clock a `fixed`-mode get_current_time reports (Shanghai is the
 # answer for any other timezone).
 FIXED_TIMES: dict[str, str] = {
     "Asia/Shanghai": "2025-03-07 14:30:00",
@@ -100,7 +100,7 @@ FIXED_TIMES: dict[str, str] = {
 }
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 
-# Multiplicative conversions, keyed "from_to" (the seed's table).
+# Multiplicative conversions, keyed "from_to".
 UNIT_FACTORS: dict[str, float] = {
     "km_miles": 0.621371,
     "miles_km": 1.60934,
@@ -169,7 +169,7 @@ def builtin_registry(
     timeout: float = 10.0,
     max_result_chars: int = 8192,
 ) -> ToolRegistry:
-    """A registry holding the built-in tools, configured like the seed's tool environment.
+    """A registry holding the built-in tools, configured by the compatible data options.
 
     ``active_tools`` (default: the three main tools, in that order; unknown names are
     ignored) are advertised;

@@ -3,7 +3,7 @@
 ``@tool`` turns a typed Python function into a :class:`Tool` (function + OpenAI-style
 spec). A :class:`ToolRegistry` holds tools and executes parsed tool calls. Executing a call
 never raises: it always returns an event ``{ok, name, args, result, canonical}`` in the
-seed trainer's shape, because the rollout appends the event's result to the conversation
+shape of the golden events, because the rollout appends the event's result to the conversation
 and the reward scores the events; a tool that crashes, hangs or floods the context must
 cost the episode a failed call, not the training run.
 
@@ -26,12 +26,12 @@ from agentrl.tools.signature import bind_arguments, function_schema
 
 Visibility = Literal["listed", "hidden", "inactive"]
 
-# Longest error text kept in an event (the seed keeps 200 characters of the message).
+# Longest error text kept in an event (characters of the exception message).
 ERROR_CHARS = 200
 
 
 class ToolEvent(TypedDict):
-    """One executed tool call, exactly as the seed trainer records it."""
+    """One executed tool call, in the shape the reward reads."""
 
     ok: bool
     name: str
@@ -54,7 +54,7 @@ class Tool:
 
     ``timeout`` (seconds) and ``max_result_chars`` of None take the registry's defaults;
     a timeout of 0 means no limit. ``raw_args`` tools receive the argument object as one
-    dict (the built-ins read ``expression`` or ``query`` from it, as the seed does);
+    dict (the built-ins read ``expression`` or ``query`` from it);
     others are called with checked keyword arguments. ``inline`` tools run in the caller's
     thread without a timeout. ``Tool`` objects stay callable like the function they wrap.
     """
@@ -113,7 +113,7 @@ def _error_event(name: str, args: dict[str, Any], message: str, canonical: bool)
 
 
 def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
-    """The argument object of a parsed call, decoded the way the seed decodes it.
+    """The argument object of a parsed call, decoded leniently.
 
     ``arguments`` (or ``args``) given as a JSON string is decoded; a string that is not
     JSON is taken as ``{"expression": text}``; anything that is not an object becomes ``{}``.
@@ -160,8 +160,8 @@ class ToolRegistry:
     """Named tools, the specs shown to the model, and safe execution of calls.
 
     ``listed`` tools are advertised by :meth:`specs` and accepted by
-    :meth:`supported_names`; ``hidden`` ones are accepted but not advertised (the seed's
-    ``python_math``); ``inactive`` ones run only when a prompt's own tool list names them.
+    :meth:`supported_names`; ``hidden`` ones are accepted but not advertised (the
+    ``python_math`` alias); ``inactive`` ones run only when a prompt's own tool list names them.
     """
 
     def __init__(self, *, timeout: float = 10.0, max_result_chars: int = 8192) -> None:
@@ -387,14 +387,14 @@ class ToolRegistry:
 def execute_tool_call(
     registry: ToolRegistry, valid_names: Collection[str] | None, call: Mapping[str, Any]
 ) -> ToolEvent:
-    """The seed's ``execute_tool_call``: one parsed call to one event, never raising."""
+    """One parsed call to one event, never raising."""
     return registry.execute(call, valid_names)
 
 
 def tool_message(result: Any, max_chars: int = 1024) -> str:
     """The content of the ``tool`` message that carries a result back to the model.
 
-    Compact JSON, non-ASCII kept, cut to ``max_chars`` characters, as the seed's rollout
+    Compact JSON, non-ASCII kept, cut to ``max_chars`` characters, as the rollout
     writes it, so that demonstrations and rollouts show the model the same text.
     """
     text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)

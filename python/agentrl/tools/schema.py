@@ -4,7 +4,7 @@ Datasets describe tools in several dialects (OpenAI ``{"type": "function", "func
 {...}}``, bare ``{"name", "description", "parameters"}``, a JSON string of either, a single
 object instead of a list). Everything downstream (chat rendering, the rollout's list of
 allowed tool names, the reward) works on one shape: a list of OpenAI-style specs. These
-helpers reproduce the seed trainer's normalisation and merge rules exactly, because which
+helpers keep the compatible normalisation and merge rules exactly, because which
 tools a prompt advertises changes what the policy is rewarded for.
 """
 
@@ -115,7 +115,7 @@ def tool_spec_name(spec: Any) -> str | None:
 
 
 def supported_tool_names(tool_specs: Iterable[Any] | None) -> list[str]:
-    """Names of the specs, in order (duplicates kept, as the seed does)."""
+    """Names of the specs, in order (duplicates kept)."""
     if not tool_specs:
         return []
     return [name for name in (tool_spec_name(spec) for spec in tool_specs) if name]

@@ -1,14 +1,14 @@
-"""Held-out evaluation: fixed prompts, greedy decoding, the seed's eval metrics.
+"""Held-out evaluation: fixed prompts, greedy decoding, the ``eval/...`` metrics.
 
 The same prompts are scored at every evaluation (chosen once by ``eval_seed``), each with
 one episode at ``eval_temperature`` (0: greedy), through the full tool loop, with the
 rollout engine's current weights. With ``generations`` > 1 (and a temperature) each prompt
 is played that many times: the metrics average over every episode, which is the sampled
 policy's accuracy (what RL optimises), and ``eval/pass_at_k`` counts the prompts that at
-least one of the k episodes got exactly right. The reward's details give the seed's ``eval/...``
+least one of the k episodes got exactly right. The reward's details give the ``eval/...``
 numbers: exact match, answer coverage, tool success, tool choice, and the rest.
 
-Unlike the seed, the eval reward uses the reward's *final* schedules (penalties and caps
+The eval reward uses the reward's *final* schedules (penalties and caps
 as they end up), not the ones of the current step: otherwise ``eval/reward`` would drift
 with the warm-up schedule and two evaluations of the same policy would disagree. The
 detail metrics (exact match, coverage, tool use) do not depend on the schedules.

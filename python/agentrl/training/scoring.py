@@ -1,7 +1,7 @@
 """Rewards of whole episodes, in one batched call to the Rust scorer.
 
 The reward's warm-up schedules (format penalty, reward caps) follow the training step,
-as in the seed, so the step is written into the config for every call.
+so the step is written into the config for every call.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from agentrl.rollout.types import Trajectory
 @dataclass
 class Scores:
     rewards: torch.Tensor  # [N] float32, one per trajectory
-    details: list[dict[str, float]]  # the seed's detail dict per trajectory
+    details: list[dict[str, float]]  # the reward's detail dict per trajectory
     means: dict[str, float]  # batch mean of every detail
 
 
 def trajectory_record(traj: Trajectory) -> dict[str, Any]:
-    """The scorer's row for one episode (what the seed passes to its reward)."""
+    """The scorer's row for one episode (the golden reward file's record shape)."""
     return {
         "messages": traj.messages,
         "tools": traj.tools,
