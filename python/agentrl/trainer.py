@@ -14,7 +14,6 @@ trainer, or, on a rollout rank of the trainer/rollout split, the rollout worker.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,26 +24,14 @@ from agentrl.config import TrainConfig
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.placement import DistributedError, Placement, SingleProcess, placement_for
 from agentrl.placement.adapters import adapter_for
-from agentrl.rl.kl_control import BetaConfig
-from agentrl.rl.optim import OptimConfig
 from agentrl.rl.pack import EmptyBatchError
 from agentrl.training import resume as resume_io
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
-from agentrl.training.setup import (
-    Models,
-    build_tools,
-    episode_config,
-    load_models,
-)
+from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
+from agentrl.training.setup import Models, build_tools, episode_config, load_models
 from agentrl.training.signals import StopRequest
-from agentrl.training.step import (
-    StepOutcome,
-    StepSettings,
-    config_sections,
-    pack_batch,
-    train_on_groups,
-)
+from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
 
 
 @dataclass
@@ -61,17 +48,6 @@ class TrainResult:
     checkpoint: Path | None = None
     warm_start_seconds: float = 0.0  # the share of wall_seconds spent in `agentrl sft`
     is_main: bool = True  # the process that reports the run (rank 0 under torchrun)
-
-
-def planned_total_steps(config: TrainConfig, train_prompts: int, data_shards: int = 1) -> int:
-    """The run's length: ``total_steps`` (divided among ``data_shards`` data-parallel ranks
-    when ``scale_total_steps_by_world_size``), else ``epochs`` passes over the
-    ``train_prompts`` this process trains on."""
-    if config.total_steps > 0:
-        if data_shards > 1 and config.scale_total_steps_by_world_size:
-            return math.ceil(config.total_steps / data_shards)
-        return config.total_steps
-    return math.ceil(train_prompts / config.batch_size) * config.epochs
 
 
 Callback = Callable[["Trainer", int, StepOutcome], None]
@@ -158,35 +134,10 @@ class Trainer:
         self.models: Models = self.adapter.apply(models, cfg)
         place.share_weights(self.models)
         self.total_steps = planned_total_steps(cfg, len(self.train_pool), place.data_shards)
-        flat = cfg.flat()
-        loss, advantage, bc = config_sections(flat)
-        self.settings = StepSettings(
-            loss=loss,
-            advantage=advantage,
-            bc=bc,
-            reward=cfg.reward,
-            num_generations=cfg.num_generations,
-            max_total_len=cfg.max_total_len,
-            strict_group_packing=bool(cfg.strict_group_packing),
-            stale_discount=cfg.async_stale_discount,
-            micro_batch_size=cfg.micro_batch_size,
-            default_tools=self.tools.specs(),
-        )
-        optim = OptimConfig(
-            learning_rate=cfg.learning_rate,
-            weight_decay=cfg.weight_decay,
-            adam_beta1=cfg.adam_beta1,
-            adam_beta2=cfg.adam_beta2,
-            adam_epsilon=cfg.adam_epsilon,
-            grad_clip=cfg.grad_clip,
-            accumulation_steps=cfg.accumulation_steps,
-            micro_batch_size=cfg.micro_batch_size,
-            warmup_steps=cfg.warmup_steps,
-        )
-        self.optimization = place.optimization(self.models.policy, optim, self.total_steps)
-        beta_cfg = BetaConfig(**{k: flat[k] for k in BetaConfig.__dataclass_fields__})
-        beta_cfg.beta_auto_tune = bool(cfg.beta_auto_tune)
-        self.beta = place.beta_controller(beta_cfg)
+        self.settings = step_settings(cfg, self.tools)
+        self.optimization = place.optimization(self.models.policy, optim_config(cfg),
+                                               self.total_steps)  # fmt: skip
+        self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
         self.source = place.rollout_source(cfg, self.models, self.train_pool, self.tools,
                                            self.episode, log)  # fmt: skip
@@ -463,4 +414,4 @@ def run_training(
     return Trainer(config, callbacks, placement=placement).run()
 
 
-__all__ = ["TrainResult", "Trainer", "planned_total_steps", "run_training"]
+__all__ = ["TrainResult", "Trainer", "run_training"]

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import torch
 
+from agentrl.rl.kl_control import BetaController
+from agentrl.rl.optim import Optimization
 from agentrl.training.checkpoint import (
     ResumeState,
     latest_checkpoint,
@@ -27,8 +29,6 @@ from agentrl.training.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from agentrl.rl.kl_control import BetaController
-from agentrl.rl.optim import Optimization
 from agentrl.training.setup import Models
 from agentrl.training.sources import GroupSource
 

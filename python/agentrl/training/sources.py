@@ -30,7 +30,6 @@ from agentrl.rollout import AsyncRollout, EpisodeConfig, PolicyVersion, RolloutG
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
 
-
 Weights = torch.nn.Module | Mapping[str, torch.Tensor]
 
 
