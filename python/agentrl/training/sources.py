@@ -5,7 +5,7 @@ rollout engine when asked (bumping the policy version), and report queue statist
 
 - :class:`InlineSource` (``async_workers = 0``) plays the episodes of step ``k`` when the
   trainer asks for them. Which prompts and which random numbers step ``k`` uses depend
-  only on the seed and ``k``, so a run resumed from a checkpoint at step ``k`` produces
+  only on ``seed`` and ``k``, so a run resumed from a checkpoint at step ``k`` produces
   exactly the batches the uninterrupted run would have.
 - :class:`BackgroundSource` (``async_workers >= 1``) wraps
   :class:`agentrl.rollout.AsyncRollout`: workers generate while the trainer trains, with
