@@ -1,4 +1,5 @@
-"""The small tiny-preset spec the model and SFT tests share, and its tokenizer.
+"""The small tiny-preset spec the model and SFT tests share, its tokenizer, and a model
+whose cross-entropy is known by hand.
 
 Building the tokenizer trains a BPE on generated text; doing it once per session keeps
 the suite fast, and every test module sees the same vocabulary.
@@ -7,8 +8,10 @@ the suite fast, and every test module sees the same vocabulary.
 from __future__ import annotations
 
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any
 
+import torch
 from agentrl.models.tiny import TinySpec, build_tokenizer, demo_corpus
 
 SMALL_SPEC = TinySpec(
@@ -32,3 +35,14 @@ def fresh_small_tokenizer() -> Any:
 def small_tokenizer() -> Any:
     """The session's shared tokenizer for SMALL_SPEC (do not mutate it)."""
     return fresh_small_tokenizer()
+
+
+class UniformLogits(torch.nn.Module):
+    """Equal logits over 4 tokens: the cross-entropy of any label is ln 4."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(4))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
+        return SimpleNamespace(logits=self.bias.expand(*input_ids.shape, 4))

@@ -1,5 +1,6 @@
 """`torchrun --nproc_per_node=2` on CPU (gloo): data parallel, the trainer/rollout split,
-and ranks that die or hang.
+and ranks that die or hang. The same `Trainer` class runs everywhere; only its placement
+(`agentrl.placement`) differs.
 
 Each test launches this file under torchrun (the ``__main__`` block at the bottom runs one
 scenario per rank and writes what it saw to ``<out>/rank<N>.json``); the test then reads
@@ -76,6 +77,10 @@ def test_ddp_matches_one_process_and_keeps_replicas_identical(assets, tmp_path):
     code, output, _ = _launch("ddp", assets, tmp_path)
     assert code == 0, output[-4000:]
     r0, r1 = _result(tmp_path, 0), _result(tmp_path, 1)
+    # One trainer class: the single-process reference and the data-parallel run are both
+    # a plain `Trainer`, told apart only by their placement.
+    assert r0["trainers"] == {"single": "Trainer", "ddp": "Trainer"}
+    assert r1["trainers"] == {"ddp": "Trainer"}
     # Step 1: the rank-averaged loss and gradient equal one process on the global batch.
     assert r0["loss_dist"] == pytest.approx(r0["loss_single"], rel=1e-5, abs=1e-7)
     assert r0["grad_max_diff"] < 1e-6 * max(r0["grad_max_abs"], 1.0)
@@ -175,14 +180,15 @@ def _step(trainer: Any, groups: list[Any]) -> Any:
 
 
 def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
-    from agentrl.distributed.trainer import ScaleOptions, ScaleOutTrainer, build_trainer
     from agentrl.observability import read_metrics
-    from agentrl.trainer import Trainer
+    from agentrl.placement import DataParallel, SingleProcess
+    from agentrl.trainer import Trainer, run_training
 
     result: dict[str, Any] = {}
     # -- step 1 against one process on the same global batch (gradient kept: accumulation 2)
     cfg = _config(assets, out, "step", accumulation_steps=2)
-    dist_tr = ScaleOutTrainer(cfg, options=ScaleOptions(), ctx=ctx)
+    dist_tr = Trainer(cfg, placement=DataParallel(ctx))
+    result["trainers"] = {dist_tr.placement.name: type(dist_tr).__name__}
     dist_tr._build()
     groups = _groups(dist_tr, 4)
     mine = groups[ctx.rank :: ctx.world_size]
@@ -191,6 +197,8 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     grads = [p.grad.detach().clone() for p in dist_tr.optimization.params]
     if ctx.rank == 0:
         single = Trainer(_config(assets, out, "single", accumulation_steps=2))
+        assert isinstance(single.placement, SingleProcess)
+        result["trainers"][single.placement.name] = type(single).__name__
         single._build()
         ref = _step(single, groups)
         ref_grads = [p.grad for p in single.optimization.params]
@@ -199,8 +207,7 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
         result["grad_max_diff"] = max(float((a - b).abs().max())
                                       for a, b in zip(grads, ref_grads, strict=True))  # fmt: skip
     # -- a whole run, then a resume from its checkpoint
-    opts = ScaleOptions(dist_timeout_sec=30.0)
-    trainer = build_trainer(_config(assets, out, "run"), options=opts, ctx=ctx)
+    trainer = Trainer(_config(assets, out, "run"), placement=DataParallel(ctx))
     run = trainer.run()
     result["run_steps"] = run.steps_done
     result["checksums"] = ctx.all_gather_objects(_checksum(trainer.models.policy))
@@ -210,14 +217,22 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
         result["train_records"] = len(records)
         result["world_size_metric"] = records[-1].get("dist/world_size")
     resumed_cfg = _config(assets, out, "run", total_steps=6, from_resume=1)
-    resumed = build_trainer(resumed_cfg, options=opts, ctx=ctx)
-    result["resumed_steps"] = resumed.run().steps_done
-    result["resumed_checksums"] = ctx.all_gather_objects(_checksum(resumed.models.policy))
+    resumed = run_training(resumed_cfg, [_keep_trainer], placement=DataParallel(ctx))
+    result["resumed_steps"] = resumed.steps_done
+    result["resumed_checksums"] = ctx.all_gather_objects(_checksum(_kept[-1].models.policy))
     return result
 
 
+_kept: list[Any] = []
+
+
+def _keep_trainer(trainer: Any, step: int, outcome: Any) -> None:
+    _kept.append(trainer)
+
+
 def _split(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
-    from agentrl.distributed.trainer import ScaleOptions, build_trainer
+    from agentrl.placement import TrainerRolloutSplit, placement_for
+    from agentrl.trainer import Trainer
 
     cfg = _config(assets, out, "split", multi_gpu_mode="trainer_rollout", total_steps=3,
                   async_workers=1, fetch_timeout_sec=30.0)  # fmt: skip
@@ -226,11 +241,15 @@ def _split(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     def record(trainer: Any, step: int, outcome: Any) -> None:
         versions.append(trainer.source.version.get())
 
-    runner = build_trainer(cfg, [record], options=ScaleOptions(dist_timeout_sec=30.0), ctx=ctx)
-    result = runner.run()
-    if ctx.rank != 0:
+    placement = placement_for(cfg, ctx)
+    assert isinstance(placement, TrainerRolloutSplit)
+    if placement.is_rollout_rank:
+        worker = placement.rollout_worker(cfg)
+        summary = worker.run()
         # The weights rank 1 rolled out with at the end, for rank 0 to compare.
-        return {**runner.summary, "checksum": _checksum(runner.engine.model)}
+        return {**summary, "checksum": _checksum(worker.engine.model)}
+    runner = Trainer(cfg, [record], placement=placement)
+    result = runner.run()
     stats = runner.source.stats()
     return {"steps_done": result.steps_done, "gathered": stats["gathered"], "versions": versions,
             "final_version": runner.source.version.get(),
@@ -238,8 +257,8 @@ def _split(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
 
 
 def _failing(ctx: Any, assets: Path, out: Path, how: str) -> dict[str, Any]:
-    from agentrl.distributed import DistributedError
-    from agentrl.distributed.trainer import ScaleOptions, build_trainer
+    from agentrl.placement import DistributedError, placement_for
+    from agentrl.trainer import run_training
 
     marks: dict[str, float] = {}
 
@@ -254,9 +273,8 @@ def _failing(ctx: Any, assets: Path, out: Path, how: str) -> dict[str, Any]:
             time.sleep(120)
 
     cfg = _config(assets, out, how, total_steps=6)
-    options = ScaleOptions(dist_timeout_sec=HANG_TIMEOUT_S)
     try:
-        build_trainer(cfg, [misbehave], options=options, ctx=ctx).run()
+        run_training(cfg, [misbehave], placement=placement_for(cfg, ctx))
     except DistributedError as exc:
         waited = time.monotonic() - marks.get("step_1_done", time.monotonic())
         seen = {"error": str(exc), "waited_s": waited}
@@ -267,7 +285,7 @@ def _failing(ctx: Any, assets: Path, out: Path, how: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     import torch
-    from agentrl.distributed import init_distributed, shutdown
+    from agentrl.placement import init_distributed, shutdown
 
     scenario, assets, out = argv[0], Path(argv[1]), Path(argv[2])
     torch.set_num_threads(1)

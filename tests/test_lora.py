@@ -113,7 +113,7 @@ def test_merged_weights_match_peft_merge_without_touching_the_model(preset):
 
 
 def test_adapter_only_checkpoints_round_trip(preset, tmp_path):
-    from agentrl.rl.checkpoint import ResumeState, load_checkpoint, save_checkpoint
+    from agentrl.training.checkpoint import ResumeState, load_checkpoint, save_checkpoint
 
     policy, _ = _wrapped(preset)
     _perturb_adapter(policy)
@@ -168,8 +168,9 @@ def test_rollout_engine_takes_the_merged_weights(preset):
 
 def test_a_short_lora_run_changes_only_adapter_weights(preset, tmp_path):
     from agentrl.config import resolve
-    from agentrl.distributed.trainer import ScaleOptions, build_trainer
     from agentrl.models import load_policy
+    from agentrl.placement import LoraAdapter
+    from agentrl.trainer import Trainer
 
     config = resolve(preset="tiny", overrides=dict(
         model=str(preset / "model"), data_path=str(preset / "prompts.jsonl"),
@@ -178,9 +179,9 @@ def test_a_short_lora_run_changes_only_adapter_weights(preset, tmp_path):
         max_total_len=448, async_workers=0, eval_before_train=0, eval_interval=0,
         eval_ratio=0.0, progress=0, report=0, save_interval=0, learning_rate=5e-2,
         accumulation_steps=1, bc_max_examples=2, bc_max_len=256, use_wandb=False,
-        seed=3))  # fmt: skip
-    options = ScaleOptions(lora_rank=4, lora_alpha=8, lora_target_modules="q_proj,v_proj")
-    trainer = build_trainer(config, options=options)
+        lora_rank=4, lora_alpha=8, lora_target_modules="q_proj,v_proj", seed=3))  # fmt: skip
+    trainer = Trainer(config)
+    assert isinstance(trainer.adapter, LoraAdapter)  # the config's lora_* options, read as they are
     result = trainer.run()
     assert result.steps_done == 3
     policy = trainer.models.policy
@@ -205,7 +206,6 @@ def test_a_short_lora_run_changes_only_adapter_weights(preset, tmp_path):
     exported, _ = load_policy(str(result.policy_export), "float32", "cpu")
     assert torch.allclose(_logits(exported), _logits(policy), atol=1e-5)
     # Resume from the adapter-only checkpoint: the adapter comes back, the base stays.
-    resumed = build_trainer(dataclasses.replace(config, total_steps=4, from_resume=1),
-                            options=options)  # fmt: skip
+    resumed = Trainer(dataclasses.replace(config, total_steps=4, from_resume=1))
     assert resumed.run().steps_done == 4
     assert resumed.counters.step == 4

@@ -463,8 +463,8 @@ def test_missing_vllm_says_how_to_install_it(monkeypatch):
 def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, tmp_path):
     from agentrl.config import resolve
     from agentrl.data.synthetic import TaskGenerator, write_tasks
-    from agentrl.distributed.trainer import ScaleOptions, build_trainer
     from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+    from agentrl.trainer import Trainer
 
     torch.manual_seed(0)
     spec = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
@@ -480,9 +480,9 @@ def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, tmp_path):
         max_total_len=448, async_workers=0, eval_before_train=0, eval_interval=0,
         eval_ratio=0.0, progress=0, report=0, save_interval=0, learning_rate=1e-3,
         accumulation_steps=1, bc_coef=0.0, use_wandb=False, rollout_engine="sglang",
-        hard_kl_stop_mult=0.0,
+        hard_kl_stop_mult=0.0, sglang_wait_sec=5.0,
         sglang_base_url=server.url, sglang_shared_path=str(tmp_path / "shared")))  # fmt: skip
-    trainer = build_trainer(config, options=ScaleOptions(sglang_wait_sec=5.0))
+    trainer = Trainer(config)
     result = trainer.run()
     assert result.steps_done == 2
     assert isinstance(trainer.source.engine, SGLangEngine)

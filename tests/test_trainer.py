@@ -18,9 +18,9 @@ from agentrl.config import resolve
 from agentrl.data.synthetic import TaskGenerator, write_tasks
 from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
 from agentrl.observability import read_metrics
-from agentrl.rl.checkpoint import latest_checkpoint
 from agentrl.trainer import Trainer
 from agentrl.training import step as step_module
+from agentrl.training.checkpoint import latest_checkpoint
 from agentrl.training.sources import step_prompt_indices
 from safetensors.torch import load_file
 

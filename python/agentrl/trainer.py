@@ -3,11 +3,17 @@
 :meth:`Trainer.run` reads as the table of contents of a run; every step it names lives
 in its own module under `agentrl.training` (setup, sources, step, evaluation, resume,
 signals) or `agentrl.observability`, with the math in `agentrl.rl`.
+
+One trainer serves every layout. Where the parts of the run live is its placement
+(`agentrl.placement`: one process, data parallel, trainer/rollout split) and which
+weights train is its adapter (all of them, or a LoRA adapter); the trainer asks them at
+named points: build models, sync weights, reduce gradients, agree, gather metrics, save.
+:func:`run_training` is the entry point: it picks this process's placement and runs the
+trainer, or, on a rollout rank of the trainer/rollout split, the rollout worker.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,25 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainConfig
-from agentrl.observability import RunObserver
-from agentrl.rl.checkpoint import export_policy
-from agentrl.rl.kl_control import BetaConfig, BetaController
-from agentrl.rl.optim import OptimConfig, Optimization
-from agentrl.rollout import AsyncRollout, PolicyVersion
-from agentrl.rollout.engine import TorchEngine
+from agentrl.observability import QuietObserver, RunObserver
+from agentrl.placement import DistributedError, Placement, SingleProcess, placement_for
+from agentrl.placement.adapters import adapter_for
+from agentrl.rl.pack import EmptyBatchError
 from agentrl.training import resume as resume_io
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
-from agentrl.training.setup import (
-    Models,
-    build_tools,
-    episode_config,
-    load_models,
-    load_prompts,
-)
+from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
+from agentrl.training.setup import Models, build_tools, episode_config, load_models
 from agentrl.training.signals import StopRequest
-from agentrl.training.sources import BackgroundSource, GroupSource, InlineSource
-from agentrl.training.step import StepOutcome, StepSettings, config_sections, train_on_groups
+from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
 
 
 @dataclass
@@ -49,20 +47,30 @@ class TrainResult:
     policy_export: Path | None = None
     checkpoint: Path | None = None
     warm_start_seconds: float = 0.0  # the share of wall_seconds spent in `agentrl sft`
+    is_main: bool = True  # the process that reports the run (rank 0 under torchrun)
+
+
+Callback = Callable[["Trainer", int, StepOutcome], None]
 
 
 class Trainer:
-    """Runs one training job described by a :class:`TrainConfig`."""
+    """Runs one training job described by a :class:`TrainConfig`, in the part of the run
+    its placement gives this process (the whole run by default)."""
 
     def __init__(
         self,
         config: TrainConfig,
-        callbacks: Sequence[Callable[[Trainer, int, StepOutcome], None]] = (),
+        callbacks: Sequence[Callback] = (),
+        *,
+        placement: Placement | None = None,
     ) -> None:
         """``callbacks`` run after every step with (trainer, step, outcome): hooks for tools
         and tests (e.g. ``trainer.stop.request("why")`` ends the run after this step)."""
         self.config = config
         self.callbacks = list(callbacks)
+        self.placement: Placement = placement if placement is not None else SingleProcess()
+        self.placement.check(config)
+        self.adapter = adapter_for(config)
         self.run_dir = config.run_dir
         self.counters = resume_io.Counters()
         self.first_eval: dict[str, float] = {}
@@ -74,8 +82,7 @@ class Trainer:
 
     def run(self) -> TrainResult:
         began = time.perf_counter()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.toml").write_text(self.config.to_toml(), encoding="utf-8")
+        self._write_config()
         with StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             self._build()
@@ -85,7 +92,7 @@ class Trainer:
                 self._evaluate_before_training()
                 self._start_rollout()
                 for step in range(self.counters.step + 1, self.total_steps + 1):
-                    if stop.requested:
+                    if self.placement.agree_on_stop(stop):
                         break
                     groups = self._next_batch(step)
                     if groups is None:
@@ -109,49 +116,31 @@ class Trainer:
 
     # ------------------------------------------------------------------ building
 
+    def _write_config(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.placement.is_main:
+            (self.run_dir / "config.toml").write_text(self.config.to_toml(), encoding="utf-8")
+
     def _early_log(self, message: str) -> None:
         observer = getattr(self, "observer", None)
         (observer.log if observer is not None else print)(message)
 
     def _build(self) -> None:
-        cfg = self.config
-        log = self._early_log
-        self.models: Models = load_models(cfg, log)
-        self.tools = build_tools(cfg)
-        self.train_pool, self.eval_pool = load_prompts(cfg, self.tools, log)
-        n = len(self.train_pool)
-        self.total_steps = cfg.total_steps or math.ceil(n / cfg.batch_size) * cfg.epochs
-        flat = cfg.flat()
-        loss, advantage, bc = config_sections(flat)
-        self.settings = StepSettings(
-            loss=loss,
-            advantage=advantage,
-            bc=bc,
-            reward=cfg.reward,
-            num_generations=cfg.num_generations,
-            max_total_len=cfg.max_total_len,
-            strict_group_packing=bool(cfg.strict_group_packing),
-            stale_discount=cfg.async_stale_discount,
-            micro_batch_size=cfg.micro_batch_size,
-            default_tools=self.tools.specs(),
-        )
-        optim = OptimConfig(
-            learning_rate=cfg.learning_rate,
-            weight_decay=cfg.weight_decay,
-            adam_beta1=cfg.adam_beta1,
-            adam_beta2=cfg.adam_beta2,
-            adam_epsilon=cfg.adam_epsilon,
-            grad_clip=cfg.grad_clip,
-            accumulation_steps=cfg.accumulation_steps,
-            micro_batch_size=cfg.micro_batch_size,
-            warmup_steps=cfg.warmup_steps,
-        )
-        self.optimization = Optimization(self.models.policy, optim, self.total_steps)
-        beta_cfg = BetaConfig(**{k: flat[k] for k in BetaConfig.__dataclass_fields__})
-        beta_cfg.beta_auto_tune = bool(cfg.beta_auto_tune)
-        self.beta = BetaController(beta_cfg)
+        cfg, log, place = self.config, self._early_log, self.placement
+        with place.preparing():  # files shared by every process are made once, first
+            models = load_models(cfg, log)
+            self.tools = build_tools(cfg)
+            self.train_pool, self.eval_pool = place.load_prompts(cfg, self.tools, log)
+        self.models: Models = self.adapter.apply(models, cfg)
+        place.share_weights(self.models)
+        self.total_steps = planned_total_steps(cfg, len(self.train_pool), place.data_shards)
+        self.settings = step_settings(cfg, self.tools)
+        self.optimization = place.optimization(self.models.policy, optim_config(cfg),
+                                               self.total_steps)  # fmt: skip
+        self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
-        self.source = self._rollout_source()
+        self.source = place.rollout_source(cfg, self.models, self.train_pool, self.tools,
+                                           self.episode, log)  # fmt: skip
         self.evaluator = Evaluator(
             self.eval_pool,
             self.tools,
@@ -162,35 +151,6 @@ class Trainer:
             generations=cfg.eval_generations,
         )
 
-    def _rollout_source(self) -> GroupSource:
-        cfg = self.config
-        version = PolicyVersion(0)
-        engine = TorchEngine(
-            self.models.rollout,
-            self.models.tokenizer,
-            device=self.models.device,
-            autocast=self.models.autocast,
-            seed=cfg.seed,
-        )
-        if cfg.async_workers == 0:
-            return InlineSource(engine, self.train_pool, self.tools, self.episode,
-                                num_generations=cfg.num_generations, batch_size=cfg.batch_size,
-                                seed=cfg.seed, version=version)  # fmt: skip
-        rollout = AsyncRollout(
-            engine,
-            self.train_pool,
-            self.tools,
-            version=version,
-            config=self.episode,
-            num_generations=cfg.num_generations,
-            batch_size=cfg.batch_size,
-            max_version_gap=cfg.effective_max_version_gap,
-            max_queue_groups=cfg.effective_max_queue_groups,
-            num_workers=cfg.async_workers,
-            seed=cfg.seed,
-        )
-        return BackgroundSource(rollout, cfg.fetch_timeout_sec)
-
     def _resume_if_asked(self) -> None:
         self.resumed_from: Path | None = None
         if not self.config.from_resume:
@@ -198,16 +158,26 @@ class Trainer:
         path = resume_io.find_resume_point(self.run_dir)
         if path is None:
             self._early_log(f"from_resume=1 but no checkpoint in {self.run_dir}: starting fresh")
-            return
-        self.counters = resume_io.restore_run(
-            path, self.models, self.optimization, self.beta, self.source,
-            reference_too=bool(self.config.ref_from_rl_checkpoint),
-        )  # fmt: skip
-        self.resumed_from = path
-        self.last_saved_step = self.counters.step
+        else:
+            self.counters = resume_io.restore_run(
+                path, self.models, self.optimization, self.beta, self.source,
+                weights=self.adapter, reference_too=bool(self.config.ref_from_rl_checkpoint),
+            )  # fmt: skip
+            self.resumed_from = path
+            self.last_saved_step = self.counters.step
+        steps = self.placement.gather(self.counters.step, "agree on the resume step")
+        if len(set(steps)) > 1:
+            raise DistributedError(
+                f"ranks resumed from different steps {steps}: checkpoints must be on a "
+                "filesystem every rank reads"
+            )
 
     def _open_observer(self) -> None:
+        """Rank 0's observer reports the run; other processes get a quiet one."""
         cfg = self.config
+        if not self.placement.is_main:
+            self.observer: RunObserver | QuietObserver = QuietObserver()
+            return
         self.observer = RunObserver(
             self.run_dir,
             self.total_steps,
@@ -246,6 +216,8 @@ class Trainer:
     # ------------------------------------------------------------------ per step
 
     def _evaluate(self, step: int, label: str) -> None:
+        if not self.placement.is_main:
+            return
         metrics = self.evaluator.run(self.source.engine)
         if not metrics:
             return
@@ -285,14 +257,24 @@ class Trainer:
         began = time.perf_counter()
         groups = self._draw_groups(step)
         self.rollout_seconds = time.perf_counter() - began
-        if len(groups) < self.config.batch_size:
-            self.stop.request(f"not enough rollout groups at step {step} ({len(groups)})")
+        counts = self.placement.gather(len(groups), "agree on the batch")
+        if min(counts) < self.config.batch_size:
+            got = counts[0] if len(counts) == 1 else f"per rank: {counts}"
+            self.stop.request(f"not enough rollout groups at step {step} ({got})")
             self.observer.log(f"stopping: {self.stop.reason}")
             return None
         return groups
 
     def _train(self, step: int, groups: list[Any]) -> StepOutcome:
         began = time.perf_counter()
+        able = self.placement.ranks_able_to_train(lambda: self._packable(groups))
+        if not all(able):
+            self.counters.step = step
+            self.train_seconds = time.perf_counter() - began
+            self.observer.log(f"step {step}: skipped on every rank (ranks packable: {able})")
+            return StepOutcome({"train/skipped": 1.0}, None, None, None,
+                               self.counters.reward_baseline)  # fmt: skip
+        before = self.counters.reward_baseline
         outcome = train_on_groups(
             groups,
             step=step,
@@ -303,12 +285,21 @@ class Trainer:
             optimization=self.optimization,
             beta=self.beta,
         )
+        decay = self.settings.advantage.reward_ema_decay
+        self.placement.batch_reward_baseline(outcome, before, decay)
         self.counters.step = step
         self.counters.reward_baseline = outcome.reward_baseline
         self.train_seconds = time.perf_counter() - began
         if outcome.report is not None and outcome.report.skipped:
             self.observer.log(f"step {step}: update skipped ({outcome.report.skipped})")
         return outcome
+
+    def _packable(self, groups: list[Any]) -> bool:
+        try:
+            pack_batch(groups, self.settings, self.models)
+        except EmptyBatchError:
+            return False
+        return True
 
     def _sync_policy_if_due(self, outcome: StepOutcome) -> None:
         report = outcome.report
@@ -318,7 +309,7 @@ class Trainer:
             self.counters.rollout_current = False
             return
         before = self.source.version.get()
-        if self.source.sync(self.models.policy) == before:
+        if self.source.sync(self.adapter.rollout_weights(self.models.policy)) == before:
             self.observer.log("policy sync skipped: the trained weights are not finite")
             self.counters.rollout_current = False
         else:
@@ -339,7 +330,7 @@ class Trainer:
         metrics["perf/rollout_sec"] = self.rollout_seconds
         metrics["perf/train_sec"] = self.train_seconds
         metrics["perf/tokens_per_sec"] = tokens / max(seconds, 1e-9)
-        self.observer.train_step(step, metrics)
+        self.observer.train_step(step, self.placement.gather_metrics(metrics))
         if outcome.scores is not None and outcome.batch is not None:
             rewards = outcome.scores.rewards.tolist()
             self.observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
@@ -357,10 +348,13 @@ class Trainer:
     # ------------------------------------------------------------------ the end
 
     def _save_checkpoint(self) -> Path | None:
+        if not self.placement.is_main:
+            return None
         if self.counters.step == self.last_saved_step:
             return resume_io.find_resume_point(self.run_dir)
         path = resume_io.save_run(self.run_dir, self.counters, self.models, self.optimization,
-                                  self.beta, self.source, self.config.keep_last)  # fmt: skip
+                                  self.beta, self.source, self.config.keep_last,
+                                  weights=self.adapter)  # fmt: skip
         if path is None:
             self.observer.log("checkpoint skipped: the weights are not finite")
         else:
@@ -368,11 +362,10 @@ class Trainer:
         return path
 
     def _export_policy(self) -> Path | None:
-        from agentrl.models import policy_origin
-
-        name = "policy.pth" if policy_origin(self.models.policy) == "minimind" else "policy"
+        if not self.placement.is_main:
+            return None
         try:
-            return export_policy(self.models.policy, self.models.tokenizer, self.run_dir / name)
+            return self.adapter.export(self.models.policy, self.models.tokenizer, self.run_dir)
         except ValueError as exc:
             self.observer.log(f"policy export skipped: {exc}")
             return None
@@ -396,7 +389,29 @@ class Trainer:
             policy_export=export,
             checkpoint=checkpoint,
             warm_start_seconds=self.models.warm_start_seconds,
+            is_main=self.placement.is_main,
         )
 
 
-__all__ = ["TrainResult", "Trainer"]
+def run_training(
+    config: TrainConfig,
+    callbacks: Sequence[Callback] = (),
+    *,
+    placement: Placement | None = None,
+) -> TrainResult:
+    """Run ``config`` in this process: `agentrl train`'s library function.
+
+    The placement defaults to :func:`agentrl.placement.placement_for` (one process, or this
+    rank's part of a ``torchrun`` launch). A rollout rank of the trainer/rollout split runs
+    its rollout worker until rank 0 ends the run, and returns a result with no steps.
+    """
+    placement = placement if placement is not None else placement_for(config)
+    if placement.is_rollout_rank:
+        began = time.perf_counter()
+        placement.rollout_worker(config).run()
+        return TrainResult(run_dir=config.run_dir, steps_done=0, total_steps=0, stopped=None,
+                           wall_seconds=time.perf_counter() - began, is_main=False)  # fmt: skip
+    return Trainer(config, callbacks, placement=placement).run()
+
+
+__all__ = ["TrainResult", "Trainer", "run_training"]

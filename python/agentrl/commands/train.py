@@ -4,8 +4,8 @@ With no arguments it runs the built-in preset on the CPU: the warm-started tiny 
 (`agentrl sft` runs first when runs/tiny-sft is missing), generated tasks, and evaluation
 on the 200 held-out tasks `agentrl sft` reports on, before and after RL. Every flag of the
 first seed's trainer works under its own name; ``--config run.toml`` holds any of them.
-Under ``torchrun``, with a remote rollout engine or with LoRA, the loop is the scale-out
-trainer of `agentrl.distributed` (same loop, a few steps overridden).
+Under ``torchrun`` each process runs its part of the run (`agentrl.placement`); only
+rank 0 prints the summary.
 """
 
 from __future__ import annotations
@@ -60,16 +60,15 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(config.to_toml(), end="")
         return 0
-    from agentrl.distributed import is_main_process
-    from agentrl.distributed.trainer import build_trainer
     from agentrl.models.errors import ModelLoadError
+    from agentrl.trainer import run_training
 
     try:
-        result = build_trainer(config).run()
+        result = run_training(config)
     except (ModelLoadError, ValueError, FileNotFoundError) as exc:
         print(f"agentrl train: {exc}", file=sys.stderr)
         return 2
-    if not is_main_process():
+    if not result.is_main:
         return 0
     print(summary_line(result))
     print(f"run directory: {result.run_dir} (metrics.jsonl, config.toml, checkpoints/)")

@@ -121,4 +121,40 @@ class RunObserver:
         return path
 
 
-__all__ = ["METRICS_FILE", "REPORT_FILE", "RunObserver"]
+class QuietObserver:
+    """The observer of a process that shows and writes nothing: the ranks other than 0 of
+    a multi-process run, whose metrics reach rank 0's observer (averaged) instead.
+
+    It has every method of :class:`RunObserver`, so the trainer reports the same way in
+    every process; here each one does nothing, or returns what nothing written means.
+    """
+
+    def log(self, message: str) -> None:
+        return None
+
+    def train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        return None
+
+    def evaluation(self, step: int, metrics: Mapping[str, Any], label: str = "eval") -> None:
+        return None
+
+    def debug_sample(
+        self,
+        step: int,
+        groups: Sequence[RolloutGroup],
+        rewards: Sequence[float],
+        details: Sequence[Mapping[str, Any]],
+    ) -> None:
+        return None
+
+    def history(self) -> list[dict[str, Any]]:
+        return []
+
+    def abort(self) -> None:
+        return None
+
+    def close(self) -> Path | None:
+        return None
+
+
+__all__ = ["METRICS_FILE", "REPORT_FILE", "QuietObserver", "RunObserver"]

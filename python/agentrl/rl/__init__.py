@@ -1,7 +1,8 @@
-"""The RL math: packing, advantages, losses, KL control, BC auxiliary loss, optimisation,
-checkpoints. Pure functions over tensors and masks; the trainer loop composes them.
+"""The RL math: packing, advantages, losses, KL control, the BC loss, optimisation.
+Pure functions over tensors and masks, no file or model I/O (checkpoints and BC
+demonstrations live in `agentrl.training`); the trainer loop composes them.
 
-Each module's options live in a dataclass whose field names are the first seed's flag
+Each module's options live in a dataclass whose field names are the command-line flag
 names, so :func:`config_from` can fill one from an argparse namespace or a dict.
 """
 

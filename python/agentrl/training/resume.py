@@ -1,33 +1,52 @@
 """Checkpoints of a run and exact resume from them.
 
-A checkpoint (written atomically by `agentrl.rl.checkpoint`) holds the policy weights,
+A checkpoint (written atomically by `agentrl.training.checkpoint`) holds the policy weights,
 the optimizer/scheduler/accumulation state, every RNG state and the trainer's counters:
 step, optimizer step, policy version, reward baseline, beta and its EMA. When the
 rollout engine's weights lag behind the policy (``policy_sync_interval`` > 1) they are
 saved too, so the resumed run samples from exactly the weights the original would have.
+
+Which weights a checkpoint holds and which the rollout engine loads is the policy's
+:class:`PolicyWeights` (all of them; or, with a LoRA adapter, the adapter alone in the
+checkpoint and the merged weights in the engine).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from agentrl.rl.checkpoint import (
+from agentrl.rl.kl_control import BetaController
+from agentrl.rl.optim import Optimization
+from agentrl.training.checkpoint import (
     ResumeState,
     latest_checkpoint,
     load_checkpoint,
     restore_rng_state,
     save_checkpoint,
 )
-from agentrl.rl.kl_control import BetaController
-from agentrl.rl.optim import Optimization
 from agentrl.training.setup import Models
 from agentrl.training.sources import GroupSource
 
 CHECKPOINT_DIR = "checkpoints"
+
+
+class PolicyWeights(Protocol):
+    """What of the policy a checkpoint holds, and what the rollout engine loads."""
+
+    def checkpointed(self, policy: torch.nn.Module) -> torch.nn.Module:
+        """The module whose state dict a checkpoint saves and loads."""
+        ...
+
+    def rollout_weights(
+        self, policy: torch.nn.Module
+    ) -> torch.nn.Module | Mapping[str, torch.Tensor]:
+        """What a rollout engine loads to sample from ``policy``."""
+        ...
 
 
 @dataclass
@@ -51,6 +70,8 @@ def save_run(
     beta: BetaController,
     source: GroupSource,
     keep_last: int,
+    *,
+    weights: PolicyWeights,
 ) -> Path | None:
     """Write a checkpoint of the current state; None when the weights are not finite."""
     extra: dict[str, Any] = {}
@@ -69,7 +90,7 @@ def save_run(
     )
     return save_checkpoint(
         checkpoint_root(run_dir),
-        models.policy,
+        weights.checkpointed(models.policy),
         state,
         optimization.state_dict(),
         keep_last=keep_last,
@@ -87,10 +108,11 @@ def restore_run(
     beta: BetaController,
     source: GroupSource,
     *,
+    weights: PolicyWeights,
     reference_too: bool = False,
 ) -> Counters:
     """Load checkpoint ``path`` into every object; return the counters to continue from."""
-    ckpt = load_checkpoint(path, models.policy)
+    ckpt = load_checkpoint(path, weights.checkpointed(models.policy))
     if ckpt.optimization is not None:
         optimization.load_state_dict(ckpt.optimization)
     resume = ckpt.resume
@@ -100,7 +122,11 @@ def restore_run(
     rollout_weights = resume.extra.get("rollout_weights")
     engine = source.engine
     with engine.lock, torch.no_grad():
-        source_state = rollout_weights if rollout_weights is not None else models.policy
+        source_state = (
+            rollout_weights
+            if rollout_weights is not None
+            else weights.rollout_weights(models.policy)
+        )
         engine.update_weights(source_state, version=resume.policy_version)
         source.version.set(resume.policy_version)
     restore_rng_state(ckpt.rng)
@@ -114,6 +140,7 @@ def restore_run(
 __all__ = [
     "CHECKPOINT_DIR",
     "Counters",
+    "PolicyWeights",
     "checkpoint_root",
     "find_resume_point",
     "restore_run",

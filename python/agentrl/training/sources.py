@@ -5,26 +5,32 @@ rollout engine when asked (bumping the policy version), and report queue statist
 
 - :class:`InlineSource` (``async_workers = 0``) plays the episodes of step ``k`` when the
   trainer asks for them. Which prompts and which random numbers step ``k`` uses depend
-  only on the run's random seed and ``k``, so a run resumed from a checkpoint at step ``k`` produces
-  exactly the batches the uninterrupted run would have.
+  only on the run's random seed and ``k``, so a run resumed from a checkpoint at step ``k``
+  produces exactly the batches the uninterrupted run would have.
 - :class:`BackgroundSource` (``async_workers >= 1``) wraps
   :class:`agentrl.rollout.AsyncRollout`: workers generate while the trainer trains, with
-  bounded staleness (``max_version_gap``). Faster on a GPU; not bit-reproducible across resumes,
-  because thread timing decides which weights produced which group.
+  bounded staleness (``max_version_gap``). Faster on a GPU; not bit-reproducible across
+  resumes, because thread timing decides which weights produced which group.
+
+:func:`local_source` picks one of the two from the config. (Rank 0 of the trainer/rollout
+split gathers its groups from other processes instead: `agentrl.placement`.)
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
 
+from agentrl.config import TrainConfig
 from agentrl.rollout import AsyncRollout, EpisodeConfig, PolicyVersion, RolloutGroup, run_episodes
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
+
+Weights = torch.nn.Module | Mapping[str, torch.Tensor]
 
 
 class GroupSource(Protocol):
@@ -35,7 +41,7 @@ class GroupSource(Protocol):
 
     def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]: ...
 
-    def sync(self, model: torch.nn.Module) -> int: ...
+    def sync(self, model: Weights) -> int: ...
 
     def stats(self) -> dict[str, float]: ...
 
@@ -66,7 +72,7 @@ def step_prompt_indices(
     return out
 
 
-def _load_weights(engine: TorchEngine, version: PolicyVersion, model: torch.nn.Module) -> int:
+def _load_weights(engine: TorchEngine, version: PolicyVersion, model: Weights) -> int:
     with engine.lock:
         new = version.get() + 1
         if engine.update_weights(model, version=new):
@@ -120,7 +126,7 @@ class InlineSource:
         self._last = {"last_rollout_time": time.perf_counter() - began, "last_train_wait": 0.0}
         return groups
 
-    def sync(self, model: torch.nn.Module) -> int:
+    def sync(self, model: Weights) -> int:
         return _load_weights(self.engine, self.version, model)
 
     def stats(self) -> dict[str, float]:
@@ -146,7 +152,7 @@ class BackgroundSource:
     def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
         return self.rollout.get_batch(timeout=self.fetch_timeout_s or None)
 
-    def sync(self, model: torch.nn.Module) -> int:
+    def sync(self, model: Weights) -> int:
         return self.rollout.sync_weights(model)
 
     def stats(self) -> dict[str, float]:
@@ -156,10 +162,43 @@ class BackgroundSource:
         self.rollout.stop()
 
 
+def local_source(
+    engine: Any,
+    prompts: Sequence[Any],
+    tools: ToolRegistry,
+    episode: EpisodeConfig,
+    config: TrainConfig,
+    *,
+    seed: int,
+) -> GroupSource:
+    """Rollout in this process: inline when ``async_workers`` is 0, else background threads."""
+    version = PolicyVersion(0)
+    if config.async_workers == 0:
+        return InlineSource(engine, prompts, tools, episode,
+                            num_generations=config.num_generations,
+                            batch_size=config.batch_size, seed=seed, version=version)  # fmt: skip
+    rollout = AsyncRollout(
+        engine,
+        prompts,
+        tools,
+        version=version,
+        config=episode,
+        num_generations=config.num_generations,
+        batch_size=config.batch_size,
+        max_version_gap=config.effective_max_version_gap,
+        max_queue_groups=config.effective_max_queue_groups,
+        num_workers=config.async_workers,
+        seed=seed,
+    )
+    return BackgroundSource(rollout, config.fetch_timeout_sec)
+
+
 __all__ = [
     "BackgroundSource",
     "GroupSource",
     "InlineSource",
+    "Weights",
     "epoch_order",
+    "local_source",
     "step_prompt_indices",
 ]

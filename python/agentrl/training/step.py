@@ -22,12 +22,13 @@ from agentrl.chat import apply_chat_template
 from agentrl.observability import dashboard_metrics
 from agentrl.rewards import RewardConfig
 from agentrl.rl.advantages import AdvantageConfig, compute_advantages, update_reward_baseline
-from agentrl.rl.bc import BCConfig, compute_bc_aux_loss
+from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
 from agentrl.rollout.types import RolloutGroup
+from agentrl.training.demonstrations import compute_bc_aux_loss
 from agentrl.training.forward import masked_logps
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.setup import Models
@@ -58,7 +59,10 @@ class StepOutcome:
     reward_baseline: float
 
 
-def _pack(groups: Sequence[RolloutGroup], settings: StepSettings, models: Models) -> PackedBatch:
+def pack_batch(
+    groups: Sequence[RolloutGroup], settings: StepSettings, models: Models
+) -> PackedBatch:
+    """The step's groups packed into rows; raises `EmptyBatchError` when none fit."""
     tok = models.tokenizer
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return pack_groups(
@@ -214,7 +218,7 @@ def train_on_groups(
 ) -> StepOutcome:
     """Train on one batch; the optimizer steps when an accumulation window completes."""
     try:
-        batch = _pack(groups, settings, models)
+        batch = pack_batch(groups, settings, models)
     except EmptyBatchError as exc:
         metrics = {"pack/dropped_groups": float(exc.dropped_groups), "train/skipped": 1.0}
         return StepOutcome(metrics, None, None, None, reward_baseline)
@@ -288,4 +292,11 @@ def config_sections(flat: Mapping[str, Any]) -> tuple[LossConfig, AdvantageConfi
     return loss, config_from(AdvantageConfig, flat), config_from(BCConfig, flat)
 
 
-__all__ = ["StepOutcome", "StepSettings", "config_sections", "host_floats", "train_on_groups"]
+__all__ = [
+    "StepOutcome",
+    "StepSettings",
+    "config_sections",
+    "host_floats",
+    "pack_batch",
+    "train_on_groups",
+]

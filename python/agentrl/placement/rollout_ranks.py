@@ -1,5 +1,5 @@
-"""The trainer/rollout split (``--multi_gpu_mode trainer_rollout``): rank 0 trains, the
-other ranks only roll out.
+"""How rank 0 and the rollout ranks of the trainer/rollout split talk (see
+`agentrl.placement.split` for the placement itself).
 
 Rank 0 drives everything with commands it broadcasts; the rollout ranks loop on them
 (:class:`RolloutWorker`), so every collective is announced before it happens and ranks
@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from agentrl.distributed.runtime import DistContext, DistributedError
+from agentrl.placement.runtime import DistContext, DistributedError
 from agentrl.rollout.async_rollout import is_stale
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 from agentrl.rollout.types import PolicyVersion, RolloutGroup
@@ -138,7 +138,7 @@ class GatheredSource:
         send_weights(self.ctx, state, manifest)
         self.counters["syncs"] += 1
 
-    def sync(self, model: torch.nn.Module) -> int:
+    def sync(self, model: torch.nn.Module | Mapping[str, torch.Tensor]) -> int:
         """Broadcast ``model``'s weights as the next version; the version (unchanged when
         the weights are not finite)."""
         state = policy_state_dict(model)
@@ -315,12 +315,14 @@ class RolloutWorker:
             self.rollout.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        return {
+        summary = {
             "commands": float(self.commands),
             "syncs": float(self.syncs),
             "groups_sent": float(self.groups_sent),
             "policy_version": float(self.rollout.version.get()),
         }
+        self.log(f"rollout rank done: {summary}")
+        return summary
 
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-DEFAULT_TIMEOUT_S = 1800.0  # the first seed's 30 minutes
+DEFAULT_TIMEOUT_S = 1800.0  # 30 minutes
 
 
 class DistributedError(RuntimeError):
@@ -117,7 +117,7 @@ class DistContext:
         return bool(x.item() > 0)
 
     def mean(self, values: Sequence[float], what: str = "mean") -> list[float]:
-        """Element-wise mean over ranks (non-finite inputs count as 0, as the seed does)."""
+        """Element-wise mean over ranks (a non-finite input counts as 0)."""
         clean = [float(v) if math.isfinite(float(v)) else 0.0 for v in values]
         x = torch.tensor(clean, dtype=torch.float64, device=self.comm_device)
         with self.guard(what):

@@ -1,4 +1,4 @@
-"""RL checkpoints: atomic under a crash, keep-last-N, NaN weights refused, exact resume."""
+"""Run checkpoints: atomic under a crash, keep-last-N, NaN weights refused, exact resume."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from agentrl.rl import checkpoint as ckpt
-from agentrl.rl.checkpoint import (
+from agentrl.rl.losses import LossConfig, policy_loss
+from agentrl.rl.optim import OptimConfig, Optimization
+from agentrl.training import checkpoint as ckpt
+from agentrl.training.checkpoint import (
     ResumeState,
     latest_checkpoint,
     list_checkpoints,
@@ -17,8 +19,6 @@ from agentrl.rl.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from agentrl.rl.losses import LossConfig, policy_loss
-from agentrl.rl.optim import OptimConfig, Optimization
 
 
 def _model(seed: int = 0) -> torch.nn.Module:

@@ -1,0 +1,61 @@
+"""The rollout engine a training process samples with: in process (torch) or a server.
+
+``--rollout_engine torch`` samples from the run's own rollout copy of the policy;
+``sglang`` talks to a running SGLang server and ``vllm`` starts vLLM in this process
+(`agentrl.rollout.remote`). A server starts from its own copy of the model, so it is
+given the policy's weights (as version 0) before anything is sampled; later syncs go
+through the rollout source like any other engine's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentrl.config import TrainConfig
+from agentrl.rollout.engine import TorchEngine
+from agentrl.training.checkpoint import export_policy
+from agentrl.training.setup import Models
+
+
+def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
+    """The engine ``config.rollout_engine`` names, sampling with ``seed``."""
+    kind = config.rollout_engine
+    if kind == "torch":
+        return TorchEngine(models.rollout, models.tokenizer, device=models.device,
+                           autocast=models.autocast, seed=seed)  # fmt: skip
+    from agentrl.rollout.remote import create_rollout_engine
+
+    engine = create_rollout_engine(kind, **_server_options(config, models, kind, seed))
+    engine.update_weights(models.policy, version=0)
+    return engine
+
+
+def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -> dict[str, Any]:
+    options: dict[str, Any] = {"tokenizer": models.tokenizer, "seed": seed, "version": 0}
+    if kind == "sglang":
+        options.update(
+            sglang_base_url=config.sglang_base_url,
+            sglang_model_path=config.sglang_model_path,
+            sglang_shared_path=config.sglang_shared_path,
+            sglang_wait_s=config.sglang_wait_sec,
+        )
+    elif kind == "vllm":
+        options.update(
+            vllm_model_path=str(vllm_start_dir(config, models)),
+            vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            vllm_dtype=config.dtype,
+        )
+    return options
+
+
+def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
+    """An HF directory vLLM can start from: the policy's own, else an export of it."""
+    spec = Path(models.spec)
+    if (spec / "config.json").is_file():
+        return spec
+    return export_policy(models.rollout, models.tokenizer, config.run_dir / "rollout_start",
+                         fmt="hf")  # fmt: skip
+
+
+__all__ = ["rollout_engine", "vllm_start_dir"]

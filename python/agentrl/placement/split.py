@@ -1,0 +1,138 @@
+"""The trainer/rollout split (``--multi_gpu_mode trainer_rollout``): rank 0 trains, ranks
+1..N-1 only roll out.
+
+Rank 0 trains exactly as one process would, except that its groups come from the
+rollout ranks and its weight syncs go to them (:class:`~agentrl.placement.rollout_ranks.
+GatheredSource`). A rollout rank does not build a trainer at all: the entry point sees
+:attr:`TrainerRolloutSplit.is_rollout_rank` and runs :meth:`TrainerRolloutSplit.
+rollout_worker`, which loads the policy for sampling only and serves rank 0's commands
+(:class:`~agentrl.placement.rollout_ranks.RolloutWorker`) until rank 0 says stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from agentrl.config import TrainConfig
+from agentrl.data import PromptPool
+from agentrl.models import frozen_copy, load_policy, resolve_device
+from agentrl.placement.base import Log, SingleProcess
+from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
+from agentrl.placement.runtime import DistContext
+from agentrl.placement.shared import PREPARE_TIMEOUT_S, WAIT_FOR_RANK_0, prompts_config
+from agentrl.rollout import AsyncRollout, EpisodeConfig, PolicyVersion
+from agentrl.rollout.engine import TorchEngine
+from agentrl.tools import ToolRegistry
+from agentrl.training.setup import (
+    Models,
+    autocast_factory,
+    build_tools,
+    episode_config,
+    load_prompts,
+    model_spec,
+)
+from agentrl.training.sources import GroupSource
+
+
+def split_version_gap(config: TrainConfig) -> int:
+    """How many versions a group may lag in this layout when ``max_version_gap`` is -1:
+    rollout ranks lag more than an in-process worker does, so the bound is wider."""
+    if config.max_version_gap >= 0:
+        return int(config.max_version_gap)
+    return max(int(config.max_head_offpolicyness),
+               min(max(2, int(config.policy_sync_interval) * 2), 4))  # fmt: skip
+
+
+class TrainerRolloutSplit(SingleProcess):
+    """Rank 0 trains as one process does, on groups from ranks 1..N-1 (see module doc)."""
+
+    name = "trainer_rollout"
+
+    def __init__(self, ctx: DistContext) -> None:
+        if ctx.world_size < 2:
+            raise ValueError("trainer_rollout needs at least 2 ranks (1 trainer + rollout)")
+        self.ctx = ctx
+
+    @property
+    def is_main(self) -> bool:
+        return self.ctx.rank == 0
+
+    @property
+    def is_rollout_rank(self) -> bool:
+        return self.ctx.rank > 0
+
+    def check(self, config: TrainConfig) -> None:
+        if config.rollout_engine != "torch":
+            raise ValueError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
+
+    @contextlib.contextmanager
+    def preparing(self) -> Iterator[None]:
+        """Rank 0 makes the shared files; the rollout ranks wait in :meth:`rollout_worker`."""
+        yield
+        self.ctx.barrier(WAIT_FOR_RANK_0, PREPARE_TIMEOUT_S)
+
+    def rollout_source(
+        self,
+        config: TrainConfig,
+        models: Models,
+        prompts: PromptPool,
+        tools: ToolRegistry,
+        episode: EpisodeConfig,
+        log: Log,
+    ) -> GroupSource:
+        """Groups gathered from the rollout ranks; rank 0's own engine only evaluates."""
+        engine = TorchEngine(models.rollout, models.tokenizer, device=models.device,
+                             autocast=models.autocast, seed=config.seed)  # fmt: skip
+        return GatheredSource(
+            self.ctx,
+            engine,
+            batch_size=config.batch_size,
+            max_version_gap=split_version_gap(config),
+            fetch_timeout_s=config.fetch_timeout_sec,
+            version=PolicyVersion(0),
+            log=log,
+        )
+
+    def rollout_worker(self, config: TrainConfig) -> RolloutWorker:
+        """This rollout rank's worker, built once rank 0 has prepared the run; call
+        ``run()`` on it to serve rank 0 until the run ends."""
+        ctx = self.ctx
+        if not self.is_rollout_rank:
+            raise RuntimeError("rank 0 of trainer_rollout trains; it runs no rollout worker")
+
+        def log(message: str) -> None:
+            print(f"[rank {ctx.rank}] {message}", flush=True)
+
+        ctx.barrier(WAIT_FOR_RANK_0, PREPARE_TIMEOUT_S)
+        cfg = prompts_config(config, ctx.rank)
+        device = ctx.device if ctx.device.type == "cuda" else resolve_device(
+            None if cfg.device == "auto" else cfg.device)  # fmt: skip
+        model, tokenizer = load_policy(model_spec(cfg), "float32", device,
+                                       tokenizer=cfg.tokenizer or None)  # fmt: skip
+        model = frozen_copy(model)
+        if hasattr(model, "config"):
+            model.config.use_cache = True
+        tools = build_tools(cfg)
+        train_pool, _ = load_prompts(cfg, tools, log)
+        seed = cfg.seed + ctx.rank
+        engine = TorchEngine(model, tokenizer, device=device,
+                             autocast=autocast_factory(device, cfg.dtype), seed=seed)  # fmt: skip
+        gap = split_version_gap(cfg)
+        rollout = AsyncRollout(
+            engine,
+            train_pool,
+            tools,
+            version=PolicyVersion(0),
+            config=episode_config(cfg),
+            num_generations=cfg.num_generations,
+            batch_size=cfg.batch_size,
+            max_version_gap=gap,
+            max_queue_groups=cfg.max_queue_groups or (gap + 1) * cfg.batch_size,
+            num_workers=max(1, cfg.async_workers),
+            seed=seed,
+        )
+        return RolloutWorker(ctx, rollout, log=log)
+
+
+__all__ = ["TrainerRolloutSplit", "split_version_gap"]
