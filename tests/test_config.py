@@ -28,7 +28,7 @@ def _parse(argv: list[str]) -> TrainConfig:
 
 
 def test_every_seed_flag_is_an_option_with_the_seed_default():
-    flat = resolve(preset="seed").flat()
+    flat = resolve(preset="compat").flat()
     assert len(SEED_FLAGS) == 141
     for name, default in SEED_FLAGS.items():
         assert name in flat, name
@@ -42,7 +42,7 @@ def test_every_seed_flag_is_accepted_on_the_command_line():
         if name in ("use_reward_model", "device"):
             continue
         argv += [f"--{name}", str(default)]
-    config = _parse(["--preset", "seed", *argv])
+    config = _parse(["--preset", "compat", *argv])
     flat = config.flat()
     for name, default in SEED_FLAGS.items():
         if name not in ("use_reward_model", "device"):
@@ -61,7 +61,7 @@ def test_reward_options_land_in_the_reward_config():
 def test_flags_override_the_file_which_overrides_the_preset(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text(
-        'preset = "seed"\nbatch_size = 3\n[optim]\nlearning_rate = 1\n'
+        'preset = "compat"\nbatch_size = 3\n[optim]\nlearning_rate = 1\n'
         '[reward]\nreward_base = 0.5\n[loss]\nloss_reduction = "dapo"\n'
     )
     config = _parse(["--config", str(path), "--batch_size", "5", "--data", "x.jsonl"])
@@ -70,7 +70,7 @@ def test_flags_override_the_file_which_overrides_the_preset(tmp_path):
     assert config.reward.reward_base == 0.5
     assert config.loss_reduction == "dapo"
     assert config.data_path == "x.jsonl"
-    assert config.save_dir == "../out"  # the seed preset, from the file
+    assert config.save_dir == "../out"  # the compat preset, from the file
 
 
 def test_default_preset_is_the_built_in_cpu_run():
@@ -83,7 +83,7 @@ def test_resolved_config_round_trips_through_toml(tmp_path):
     config = _parse(["--epsilon_high", "0.28", "--use_wandb", "false", "--top_k", "7"])
     path = tmp_path / "resolved.toml"
     path.write_text(config.to_toml())
-    again = resolve(preset="seed", config_file=path)
+    again = resolve(preset="compat", config_file=path)
     assert again == config
 
 
@@ -108,7 +108,7 @@ def test_resolved_config_round_trips_through_toml(tmp_path):
 )
 def test_bad_values_are_errors_that_name_the_option(values, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        resolve(preset="seed", overrides=values)
+        resolve(preset="compat", overrides=values)
 
 
 def test_toml_errors_name_the_file_and_place(tmp_path):
@@ -134,7 +134,7 @@ def test_unknown_preset_is_an_error():
 
 
 def test_derived_staleness_bound_and_queue_follow_the_seed():
-    config = resolve(preset="seed")
+    config = resolve(preset="compat")
     assert config.effective_max_version_gap == 1  # max_head_offpolicyness
     assert config.effective_max_queue_groups == 2 * config.batch_size
     assert config.replace(max_version_gap=3).effective_max_queue_groups == 4 * config.batch_size

@@ -54,7 +54,7 @@ def _models(model, tokenizer) -> Models:
 def test_micro_batches_give_the_full_batch_update(tiny):
     model, tokenizer = tiny
     tools = builtin_registry()
-    config = resolve(preset="seed", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
+    config = resolve(preset="compat", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
     loss, advantage, bc = config_sections(config.flat())
     sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
     episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
@@ -97,7 +97,7 @@ def test_scores_use_the_seed_reward_details():
     wrong = copy.deepcopy(traj)
     wrong.completion = "<answer>6</answer>"
     wrong.tool_events = []
-    scores = score_trajectories([traj, wrong], resolve(preset="seed").reward, step=1000)
+    scores = score_trajectories([traj, wrong], resolve(preset="compat").reward, step=1000)
     assert scores.details[0]["exact_match"] == 1.0 and scores.details[1]["exact_match"] == 0.0
     assert scores.rewards[0] > scores.rewards[1]
     assert scores.means["exact_match"] == 0.5
@@ -119,17 +119,17 @@ def test_time_limit_requests_a_stop():
 
 
 def test_model_spec_follows_the_seed_naming_unless_given():
-    assert model_spec(resolve(preset="seed")) == "../out/full_sft_768.pth"
-    moe = resolve(preset="seed", overrides={"use_moe": 1, "from_weight": "rl"})
+    assert model_spec(resolve(preset="compat")) == "../out/full_sft_768.pth"
+    moe = resolve(preset="compat", overrides={"use_moe": 1, "from_weight": "rl"})
     assert model_spec(moe) == "../out/rl_768_moe.pth"
-    assert model_spec(resolve(preset="seed", overrides={"model": "tiny"})) == "tiny"
+    assert model_spec(resolve(preset="compat", overrides={"model": "tiny"})) == "tiny"
 
 
 def test_options_for_missing_hardware_are_accepted_with_a_note():
-    config = resolve(preset="seed", overrides={"device": "cuda:3", "rollout_engine": "vllm"})
+    config = resolve(preset="compat", overrides={"device": "cuda:3", "rollout_engine": "vllm"})
     notes = hardware_notes(config)
     assert any("no CUDA device" in n for n in notes) != torch.cuda.is_available()
-    assert hardware_notes(resolve(preset="seed", overrides={"device": "cpu"})) == []
+    assert hardware_notes(resolve(preset="compat", overrides={"device": "cpu"})) == []
 
 
 def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):

@@ -20,7 +20,7 @@ from agentrl.config import add_config_arguments, config_from_args
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Train a policy to use tools with RL. Values: preset (default tiny, the built-in "
-        "CPU run; 'seed' = the first seed's defaults), then --config TOML, then flags."
+        "CPU run; 'compat' = the compatible defaults), then --config TOML, then flags."
     )
     add_config_arguments(parser)
     parser.add_argument(
