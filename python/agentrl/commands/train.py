@@ -1,9 +1,10 @@
 """`agentrl train`: reinforcement learning of tool use.
 
 With no arguments it runs the built-in preset on the CPU: the warm-started tiny model
-(`agentrl sft` runs first when runs/tiny-sft is missing), generated tasks, and evaluation
-on the 200 held-out tasks `agentrl sft` reports on, before and after RL. Every flag of the
-first seed's trainer works under its own name; ``--config run.toml`` holds any of them.
+(trained first with the `agentrl sft` defaults when runs/tiny-sft is missing), generated
+tasks, and evaluation on the 200 held-out tasks `agentrl sft` reports on, before and after
+RL. Every option is a flag (docs/compat.md lists the compatible ones); ``--config run.toml``
+holds any of them.
 Under ``torchrun``, with a remote rollout engine or with LoRA, the loop is the scale-out
 trainer of `agentrl.distributed` (same loop, a few steps overridden).
 """

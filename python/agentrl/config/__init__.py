@@ -2,8 +2,9 @@
 
 Values come, lowest priority first, from a preset (``tiny``: the built-in CPU run, or
 ``compat``: the compatible defaults, see docs/compat.md), a TOML file (``--config run.toml``:
-top-level keys or section tables), and command-line flags (``--learning_rate 1e-5``). The reward options are :class:`agentrl.rewards.RewardConfig`'s
-own fields, so the scorer and the trainer can never disagree on a name or a default.
+top-level keys or section tables), and command-line flags (``--learning_rate 1e-5``). The
+reward options are :class:`agentrl.rewards.RewardConfig`'s own fields, so the scorer and the
+trainer can never disagree on a name or a default.
 
 A few options exist only so that command lines written for other trainers still parse
 (see :data:`COMPAT_ONLY`): they accept their compatible default and reject any other value
@@ -17,13 +18,13 @@ import difflib
 import math
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agentrl.rewards.config import RewardConfig
 from agentrl.config.presets import DEFAULT_PRESET, PRESETS
+from agentrl.rewards.config import RewardConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,6 +39,31 @@ def _opt(section: str, default: Any, doc: str, choices: tuple[Any, ...] = ()) ->
 
 
 _FLAG = (0, 1)
+
+_NO_REWARD_MODEL = (
+    "scoring with a learned reward model is not part of this build; the rule-based "
+    "tool-use reward scores every episode (tune it with the reward options)"
+)
+
+# Options kept so that command lines written for other trainers still parse. This build
+# cannot honour another value, so each accepts only its compatible default; the text says
+# why and what to use instead (see :func:`validate` and the option's --help).
+COMPAT_ONLY: dict[str, str] = {
+    "num_hidden_layers": "the depth is read from the checkpoint's weights; drop the flag",
+    "max_seq_len": (
+        "lengths are set by max_context_len (prompt tokens kept), max_gen_len (new tokens "
+        "per turn) and max_total_len (packed training sequence); use those"
+    ),
+    "torch_rollout_use_cache": (
+        "the torch rollout engine always generates with a KV cache (the same tokens, "
+        "less compute); drop the flag"
+    ),
+    "global_prefetch_groups": (
+        "each process fills its own rollout queue; size it with max_queue_groups"
+    ),
+    "use_reward_model": _NO_REWARD_MODEL,
+    "reward_model_path": _NO_REWARD_MODEL,
+}
 
 
 @dataclass(frozen=True)
@@ -92,9 +118,9 @@ class TrainConfig:
         "model", "full_sft", "loads save_dir/<from_weight>_<hidden_size>.pth when model is ''"
     )
     hidden_size: int = _opt("model", 768, "MiniMind width (names the .pth; else inferred)")
-    num_hidden_layers: int = _opt("model", 8, "MiniMind depth (inferred from the weights)")
+    num_hidden_layers: int = _opt("model", 8, "MiniMind depth")
     use_moe: int = _opt("model", 0, "MiniMind mixture-of-experts checkpoint naming", _FLAG)
-    max_seq_len: int = _opt("model", 1024, "MiniMind position budget (inferred from the weights)")
+    max_seq_len: int = _opt("model", 1024, "MiniMind sequence budget")
     lora_rank: int = _opt("model", 0, "LoRA adapter rank (0: train all weights)")
     lora_alpha: float = _opt("model", 32.0, "LoRA scaling alpha")
     lora_target_modules: str = _opt(
@@ -135,9 +161,7 @@ class TrainConfig:
     top_p: float = _opt("rollout", 0.88, "nucleus sampling mass")
     top_k: int = _opt("rollout", 40, "top-k filter (0: off)")
     repetition_penalty: float = _opt("rollout", 1.03, "penalty on tokens already generated")
-    torch_rollout_use_cache: int = _opt(
-        "rollout", 1, "KV cache in generation (the engine always caches)", _FLAG
-    )
+    torch_rollout_use_cache: int = _opt("rollout", 1, "KV cache in generation", _FLAG)
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
     max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")
@@ -166,7 +190,7 @@ class TrainConfig:
     )
     max_head_offpolicyness: int = _opt("rollout", 1, "default version gap")
     max_queue_groups: int = _opt("rollout", 0, "queue capacity (0: (gap + 1) x batch_size)")
-    global_prefetch_groups: int = _opt("rollout", 0, "multi-rank prefetch (one process: unused)")
+    global_prefetch_groups: int = _opt("rollout", 0, "groups prefetched across ranks")
     prefill_queue_groups: int = _opt("rollout", 0, "groups queued before training starts")
     prefill_timeout_sec: float = _opt("rollout", 180.0, "wait for the initial queue fill")
     fetch_timeout_sec: float = _opt("rollout", 180.0, "wait for a batch of groups")
@@ -185,9 +209,7 @@ class TrainConfig:
     weight_decay: float = _opt("optim", 0.01, "AdamW weight decay")
     adam_beta1: float = _opt("optim", 0.9, "AdamW first-moment decay")
     adam_beta2: float = _opt("optim", 0.95, "AdamW second-moment decay")
-    adam_epsilon: float = _opt(
-        "optim", 1e-8, "AdamW epsilon (larger: damps tiny-gradient weights)"
-    )
+    adam_epsilon: float = _opt("optim", 1e-8, "AdamW epsilon (larger: damps tiny-gradient weights)")
     accumulation_steps: int = _opt("optim", 2, "training steps per optimizer step")
     grad_clip: float = _opt("optim", 0.5, "gradient-norm clip (0: off)")
     warmup_steps: int = _opt("optim", 0, "optimizer steps of linear lr warm-up")
@@ -273,17 +295,14 @@ class TrainConfig:
     eval_generations: int = _opt(
         "eval",
         1,
-        "episodes per scored prompt; with eval_temperature > 0, accuracy over all and "
-        "pass@k",
+        "episodes per scored prompt; with eval_temperature > 0, accuracy over all and pass@k",
     )
     eval_before_train: int = _opt("eval", 1, "evaluate the starting policy", _FLAG)
     eval_max_gen_len: int = _opt("eval", 192, "new tokens per eval turn (0: max_gen_len)")
     eval_data_path: str = _opt("eval", "", "held-out prompt-pool JSONL ('': split)")
 
     # ---- reward (every other reward option is a RewardConfig field) ----
-    use_reward_model: int = _opt(
-        "reward", 0, "add a reward model's score (not in this build)", _FLAG
-    )
+    use_reward_model: int = _opt("reward", 0, "add a learned reward model's score", _FLAG)
     reward_model_path: str = _opt("reward", "../../internlm2-1_8b-reward", "reward model path")
     reward: RewardConfig = field(default_factory=RewardConfig, metadata={"section": "reward"})
 
@@ -440,11 +459,13 @@ def validate(config: TrainConfig) -> None:
         raise _fail("max_total_len", config.max_total_len, "at least 2")
     if config.beta_min > config.beta_max:
         raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
-    if config.use_reward_model:
-        raise ValueError(
-            "use_reward_model=1: scoring with a learned reward model is not part of this "
-            "build; the rule-based tool-use reward is used (set use_reward_model=0)"
-        )
+    for name, reason in COMPAT_ONLY.items():
+        value, default = getattr(config, name), _OWN[name].default
+        if value != default:
+            raise ValueError(
+                f"option {name}={value!r}: accepted only at its default {default!r}, for "
+                f"compatibility: {reason}"
+            )
 
 
 # ------------------------------------------------------------------ presets and files
@@ -517,19 +538,34 @@ def _cli_type(default: Any) -> Any:
 
 
 def _help(name: str, doc: str, default: Any) -> str:
+    if name in COMPAT_ONLY:
+        text = f"{doc}: compatibility only, {default!r} is the one value accepted; "
+        return (text + COMPAT_ONLY[name]).replace("%", "%%")
     tiny = PRESETS[DEFAULT_PRESET]
     preset = f"; {DEFAULT_PRESET} preset: {tiny[name]!r}" if name in tiny else ""
     return f"{doc} (default: {default!r}{preset})".replace("%", "%%")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per option; only flags given on the line are set."""
+def add_config_arguments(
+    parser: argparse.ArgumentParser, names: Collection[str] | None = None
+) -> None:
+    """One flag per option (all, or only ``names``); only flags given on the line are set.
+
+    ``--config`` and ``--preset`` are always there: a TOML file may hold any option, so
+    one file can describe a run for training and evaluation alike.
+    """
+    if names is not None:
+        check_names(names)
+    wanted = set(OPTION_NAMES if names is None else names)
     parser.add_argument("--config", default=None, help="TOML file with options")
     parser.add_argument(
         "--preset", default=None, choices=sorted(PRESETS), help="base values (default: tiny)"
     )
-    groups = {s: parser.add_argument_group(f"{s} options") for s in SECTIONS}
+    used = [s for s in SECTIONS if any(option_section(n) == s for n in wanted)]
+    groups = {s: parser.add_argument_group(f"{s} options") for s in used}
     for name, f in _OWN.items():
+        if name not in wanted:
+            continue
         flags = [f"--{name}"]
         if name == "data_path":
             flags.append("--data")
@@ -543,6 +579,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             help=_help(name, f.metadata["doc"], f.default),
         )
     for name, f in _REWARD.items():
+        if name not in wanted:
+            continue
         groups["reward"].add_argument(
             f"--{name}",
             dest=name,
@@ -559,6 +597,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 __all__ = [
+    "COMPAT_ONLY",
     "DEFAULT_PRESET",
     "OPTION_NAMES",
     "PRESETS",

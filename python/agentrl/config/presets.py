@@ -52,8 +52,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # A group whose episodes all scored the same teaches nothing; the compatible baseline
         # fallback would push such groups around at random (KL drift, lost tool success).
         "zero_std_advantage_mode": "zero",
-        # A wrong answer may still earn up to 3.0 for its tool use (the compatible default caps it at 0),
-        # so episodes that call the right tools on the right expressions stand out.
+        # A wrong answer may still earn up to 3.0 for its tool use (the compatible default
+        # caps it at 0), so episodes that call the right tools on the right expressions
+        # stand out.
         "zero_answer_cov_reward_cap_initial": 3.0,
         "zero_answer_cov_reward_cap": 3.0,
         # The reward's warm-up schedules, shortened to the length of the run.
