@@ -160,27 +160,6 @@ def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-6)
 
 
-def test_missing_warm_start_runs_sft_first(tmp_path, monkeypatch):
-    from agentrl.commands import sft
-    from agentrl.training.setup import ensure_warm_start
-
-    calls = []
-
-    def fake_sft(args):
-        calls.append(args.output)
-        (tmp_path / "runs" / "tiny-sft").mkdir(parents=True)
-        (tmp_path / "runs" / "tiny-sft" / "config.json").write_text("{}")
-        return 0
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sft, "run", fake_sft)
-    notes: list[str] = []
-    assert ensure_warm_start("runs/tiny-sft", notes.append)
-    assert not ensure_warm_start("runs/tiny-sft", notes.append)  # present now: nothing to do
-    assert not ensure_warm_start("some/other/model", notes.append)  # never trained implicitly
-    assert calls == ["runs/tiny-sft"] and len(notes) == 1 and "agentrl sft" in notes[0]
-
-
 def test_summary_line_reports_rl_time_apart_from_the_warm_start():
     from pathlib import Path
 
