@@ -3,7 +3,7 @@
 Small on purpose: episodes of one turn are batched (left padding, HF `generate` with its
 KV cache), tool calls are parsed and executed, tool results appended as tool messages, and
 the conversation is re-rendered for the next turn. The score is exact match of the final
-answer, with the seed's rule: the numbers inside the last `<answer>` tag equal the ground
+answer, with the reward's strict rule: the numbers inside the last `<answer>` tag equal the ground
 truth in order and in count (non-numeric ground truth: every item appears in the answer).
 """
 
@@ -81,7 +81,7 @@ def _close(a: float, b: float) -> bool:
 
 
 def exact_match(completion: str, gt: Sequence[Any]) -> bool:
-    """The seed's strict exact match of the final answer against the ground truth."""
+    """Strict exact match of the final answer against the ground truth."""
     region = answer_region(completion)
     wanted = [_plain_number(g) for g in gt]
     if gt and all(w is not None for w in wanted):
