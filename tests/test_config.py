@@ -1,14 +1,16 @@
-"""The trainer config: every seed flag under its name and default, files, flags, errors."""
+"""The trainer config: every compatible flag under its name and default, files, flags, errors."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from agentrl.config import (
+    COMPAT_ONLY,
     OPTION_NAMES,
     TrainConfig,
     add_config_arguments,
@@ -18,7 +20,7 @@ from agentrl.config import (
 )
 from agentrl.rewards import RewardConfig
 
-SEED_FLAGS = json.loads((Path(__file__).parent / "data" / "seed_train_flags.json").read_text())
+COMPAT_FLAGS = json.loads((Path(__file__).parent / "data" / "compat_train_flags.json").read_text())
 
 
 def _parse(argv: list[str]) -> TrainConfig:
@@ -27,24 +29,24 @@ def _parse(argv: list[str]) -> TrainConfig:
     return config_from_args(parser.parse_args(argv))
 
 
-def test_every_seed_flag_is_an_option_with_the_seed_default():
-    flat = resolve(preset="seed").flat()
-    assert len(SEED_FLAGS) == 141
-    for name, default in SEED_FLAGS.items():
+def test_every_compatible_flag_is_an_option_with_its_default():
+    flat = resolve(preset="compat").flat()
+    assert len(COMPAT_FLAGS) == 141
+    for name, default in COMPAT_FLAGS.items():
         assert name in flat, name
-        if name != "device":  # the seed picks CUDA when present; ours says "auto"
+        if name != "device":  # "auto": CUDA when present, which is what the flag meant
             assert flat[name] == default, name
 
 
-def test_every_seed_flag_is_accepted_on_the_command_line():
+def test_every_compatible_flag_is_accepted_on_the_command_line():
     argv = []
-    for name, default in SEED_FLAGS.items():
+    for name, default in COMPAT_FLAGS.items():
         if name in ("use_reward_model", "device"):
             continue
         argv += [f"--{name}", str(default)]
-    config = _parse(["--preset", "seed", *argv])
+    config = _parse(["--preset", "compat", *argv])
     flat = config.flat()
-    for name, default in SEED_FLAGS.items():
+    for name, default in COMPAT_FLAGS.items():
         if name not in ("use_reward_model", "device"):
             assert flat[name] == default, name
 
@@ -61,7 +63,7 @@ def test_reward_options_land_in_the_reward_config():
 def test_flags_override_the_file_which_overrides_the_preset(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text(
-        'preset = "seed"\nbatch_size = 3\n[optim]\nlearning_rate = 1\n'
+        'preset = "compat"\nbatch_size = 3\n[optim]\nlearning_rate = 1\n'
         '[reward]\nreward_base = 0.5\n[loss]\nloss_reduction = "dapo"\n'
     )
     config = _parse(["--config", str(path), "--batch_size", "5", "--data", "x.jsonl"])
@@ -70,7 +72,7 @@ def test_flags_override_the_file_which_overrides_the_preset(tmp_path):
     assert config.reward.reward_base == 0.5
     assert config.loss_reduction == "dapo"
     assert config.data_path == "x.jsonl"
-    assert config.save_dir == "../out"  # the seed preset, from the file
+    assert config.save_dir == "../out"  # the compat preset, from the file
 
 
 def test_default_preset_is_the_built_in_cpu_run():
@@ -83,7 +85,7 @@ def test_resolved_config_round_trips_through_toml(tmp_path):
     config = _parse(["--epsilon_high", "0.28", "--use_wandb", "false", "--top_k", "7"])
     path = tmp_path / "resolved.toml"
     path.write_text(config.to_toml())
-    again = resolve(preset="seed", config_file=path)
+    again = resolve(preset="compat", config_file=path)
     assert again == config
 
 
@@ -108,7 +110,7 @@ def test_resolved_config_round_trips_through_toml(tmp_path):
 )
 def test_bad_values_are_errors_that_name_the_option(values, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        resolve(preset="seed", overrides=values)
+        resolve(preset="compat", overrides=values)
 
 
 def test_toml_errors_name_the_file_and_place(tmp_path):
@@ -133,8 +135,53 @@ def test_unknown_preset_is_an_error():
         resolve(preset="huge")
 
 
-def test_derived_staleness_bound_and_queue_follow_the_seed():
-    config = resolve(preset="seed")
+def test_derived_staleness_bound_and_queue_follow_the_compatible_rule():
+    config = resolve(preset="compat")
     assert config.effective_max_version_gap == 1  # max_head_offpolicyness
     assert config.effective_max_queue_groups == 2 * config.batch_size
     assert config.replace(max_version_gap=3).effective_max_queue_groups == 4 * config.batch_size
+
+
+@pytest.mark.parametrize("name", sorted(COMPAT_ONLY))
+def test_compat_only_options_accept_their_default_and_reject_the_rest(name):
+    default = getattr(resolve(preset="compat"), name)
+    assert getattr(resolve(preset="compat", overrides={name: default}), name) == default
+    other = default + 1 if isinstance(default, int) else default + "-other"
+    if name == "torch_rollout_use_cache":
+        other = 0
+    with pytest.raises(ValueError) as caught:
+        resolve(preset="compat", overrides={name: other})
+    message = str(caught.value)
+    assert f"{name}={other!r}" in message and COMPAT_ONLY[name] in message
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == name]
+    assert "compatibility only" in action.help and COMPAT_ONLY[name] in action.help
+
+
+def test_every_option_has_a_reader_or_is_compat_only():
+    """An option nothing reads would be accepted and silently do nothing.
+
+    (Reward options are read by the Rust scorer through RewardConfig.)
+    """
+    sources = [
+        p.read_text(encoding="utf-8")
+        for p in (Path(__file__).parents[1] / "python" / "agentrl").rglob("*.py")
+        if p.parent.name != "config"
+    ]
+    text = "\n".join(sources)
+    unread = [
+        name
+        for name in (f.name for f in fields(TrainConfig) if f.name != "reward")
+        if name not in COMPAT_ONLY and not re.search(rf"(\.{name}\b|[\"']{name}[\"'])", text)
+    ]
+    assert unread == []
+
+
+def test_an_option_subset_adds_only_those_flags():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, ["model", "eval_samples", "reward_base"])
+    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    assert flags == {"--help", "--config", "--preset", "--model", "--eval_samples", "--reward_base"}
+    with pytest.raises(ValueError, match="did you mean 'eval_samples'"):
+        add_config_arguments(argparse.ArgumentParser(), ["eval_sample"])

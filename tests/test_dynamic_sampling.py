@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from agentrl.rewards import RewardConfig
-from agentrl.rollout.types import RolloutGroup, Trajectory
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.sources import step_prompt_indices
+from agentrl.trajectory import RolloutGroup, Trajectory
 
 
 def _group(name: str, answers: list[str], gt: str = "42") -> RolloutGroup:

@@ -20,7 +20,7 @@ from agentrl.observability import (
 )
 from agentrl.observability.report import moving_average, series
 from agentrl.observability.sinks import installed
-from agentrl.rollout.types import RolloutGroup, Trajectory
+from agentrl.trajectory import RolloutGroup, Trajectory
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

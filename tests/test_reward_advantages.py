@@ -7,12 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from agentrl.rl.advantages import (
-    GROUP_STD_EPSILON,
-    calculate_rewards_and_advantages,
-    group_advantages,
-    group_ids_from_labels,
-)
+from agentrl.rl.advantages import GROUP_STD_EPSILON, group_advantages, group_ids_from_labels
+from agentrl.training.group_rewards import calculate_rewards_and_advantages
 
 
 def normalise(rewards, groups):

@@ -461,6 +461,6 @@ def test_config_accepts_exactly_the_registered_names(option: str, registry: dict
     from agentrl.config import resolve
 
     for name in registry:
-        assert getattr(resolve(preset="seed", overrides={option: name}), option) == name
+        assert getattr(resolve(preset="compat", overrides={option: name}), option) == name
     with pytest.raises(ValueError, match=option):
-        resolve(preset="seed", overrides={option: "not_registered"})
+        resolve(preset="compat", overrides={option: "not_registered"})

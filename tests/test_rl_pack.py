@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from agentrl.rl.pack import EmptyBatchError, cut_after_first_eos, pack_groups
-from agentrl.rollout.types import RolloutGroup, Trajectory
+from agentrl.trajectory import RolloutGroup, Trajectory
 
 PAD, EOS = 0, 2
 

@@ -9,8 +9,8 @@ from collections import deque
 import pytest
 from agentrl.rollout.async_rollout import AsyncRollout, percentile, split_fresh_groups
 from agentrl.rollout.episodes import EpisodeConfig
-from agentrl.rollout.types import PolicyVersion, RolloutGroup
 from agentrl.tools import builtin_registry
+from agentrl.trajectory import PolicyVersion, RolloutGroup
 from test_rollout_episodes import ScriptedEngine
 
 SAMPLES = [

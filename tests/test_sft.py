@@ -364,3 +364,55 @@ def test_sft_command_rejects_unknown_tiny_fields(tmp_path, capsys):
 
     assert main(["sft", "--tiny", "depth=3", "--output", str(tmp_path)]) == 2
     assert "--tiny" in capsys.readouterr().err
+
+
+def test_command_defaults_are_the_pipeline_defaults():
+    """`agentrl sft` with no flags and the trainer's warm start train the same model."""
+    from agentrl.cli import command_parser
+    from agentrl.commands.sft import options_from_args
+    from agentrl.sft.pipeline import SFTRunOptions
+
+    parser, _ = command_parser("sft")
+    assert options_from_args(parser.parse_args([])) == SFTRunOptions()
+    dashed = options_from_args(parser.parse_args(["--num-demos", "7", "--max-len", "64"]))
+    assert (dashed.num_demos, dashed.max_len) == (7, 64)
+
+
+def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
+    tmp_path, monkeypatch
+):
+    from agentrl.sft import pipeline
+    from agentrl.training import setup
+
+    calls = []
+
+    def fake_run_sft(options, log):
+        calls.append(options)
+        out = Path(options.train.output_dir)
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        return pipeline.SFTRunResult(str(out), 0, 0.5, None, 0.0)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "run_sft", fake_run_sft)
+    monkeypatch.chdir(tmp_path)
+    logged: list[str] = []
+    assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is True
+    assert calls == [pipeline.SFTRunOptions(train=SFTConfig(output_dir="runs/tiny-sft"))]
+    assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is False  # now present
+    assert setup.ensure_warm_start(str(tmp_path / "other"), logged.append) is False
+    assert len(calls) == 1  # never trained implicitly for any other model
+    assert "agentrl sft" in logged[0]
+
+
+def test_sft_pipeline_reports_an_empty_training_set(tmp_path):
+    from agentrl.models.tiny import TinySpec
+    from agentrl.sft.pipeline import SFTRunOptions, run_sft
+
+    tiny = TinySpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+                    intermediate_size=64, corpus_tasks=50)  # fmt: skip
+    train = SFTConfig(output_dir=str(tmp_path), steps=1, progress=False)
+    options = SFTRunOptions(
+        tiny=tiny, num_demos=3, eval_tasks=1, max_len=4, device="cpu", train=train
+    )
+    with pytest.raises(ValueError, match="no usable training example"):
+        run_sft(options, log=lambda _: None)

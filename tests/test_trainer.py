@@ -162,5 +162,5 @@ def test_cli_train_and_eval_run_and_report(assets, tmp_path, capsys):
 def test_cli_rejects_bad_options_with_a_clear_message(capsys):
     assert cli_main(["train", "--batch_size", "0"]) == 2
     assert "batch_size=0: expected at least 1" in capsys.readouterr().err
-    assert cli_main(["train", "--print_config", "--preset", "seed"]) == 0
+    assert cli_main(["train", "--print_config", "--preset", "compat"]) == 0
     assert 'save_weight = "agentic_async_rl_tooluse_v5_fix"' in capsys.readouterr().out

@@ -63,7 +63,7 @@ def _prepared_step(tiny, micro: int):
     """A rolled-out batch on a tiny model, and a call that trains one step on it."""
     model, tokenizer = tiny
     tools = builtin_registry()
-    config = resolve(preset="seed", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
+    config = resolve(preset="compat", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
     loss, advantage, bc = config_sections(config.flat())
     sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
     episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
@@ -163,7 +163,7 @@ def test_scores_carry_the_reward_detail_columns():
     wrong = copy.deepcopy(traj)
     wrong.completion = "<answer>6</answer>"
     wrong.tool_events = []
-    scores = score_trajectories([traj, wrong], resolve(preset="seed").reward, step=1000)
+    scores = score_trajectories([traj, wrong], resolve(preset="compat").reward, step=1000)
     assert scores.details[0]["exact_match"] == 1.0 and scores.details[1]["exact_match"] == 0.0
     assert scores.rewards[0] > scores.rewards[1]
     assert scores.means["exact_match"] == 0.5
@@ -185,17 +185,17 @@ def test_time_limit_requests_a_stop():
 
 
 def test_model_spec_follows_the_checkpoint_naming_unless_given():
-    assert model_spec(resolve(preset="seed")) == "../out/full_sft_768.pth"
-    moe = resolve(preset="seed", overrides={"use_moe": 1, "from_weight": "rl"})
+    assert model_spec(resolve(preset="compat")) == "../out/full_sft_768.pth"
+    moe = resolve(preset="compat", overrides={"use_moe": 1, "from_weight": "rl"})
     assert model_spec(moe) == "../out/rl_768_moe.pth"
-    assert model_spec(resolve(preset="seed", overrides={"model": "tiny"})) == "tiny"
+    assert model_spec(resolve(preset="compat", overrides={"model": "tiny"})) == "tiny"
 
 
 def test_options_for_missing_hardware_are_accepted_with_a_note():
-    config = resolve(preset="seed", overrides={"device": "cuda:3", "rollout_engine": "vllm"})
+    config = resolve(preset="compat", overrides={"device": "cuda:3", "rollout_engine": "vllm"})
     notes = hardware_notes(config)
     assert any("no CUDA device" in n for n in notes) != torch.cuda.is_available()
-    assert hardware_notes(resolve(preset="seed", overrides={"device": "cpu"})) == []
+    assert hardware_notes(resolve(preset="compat", overrides={"device": "cpu"})) == []
 
 
 def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):
@@ -224,27 +224,6 @@ def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-6)
-
-
-def test_missing_warm_start_runs_sft_first(tmp_path, monkeypatch):
-    from agentrl.commands import sft
-    from agentrl.training.setup import ensure_warm_start
-
-    calls = []
-
-    def fake_sft(args):
-        calls.append(args.output)
-        (tmp_path / "runs" / "tiny-sft").mkdir(parents=True)
-        (tmp_path / "runs" / "tiny-sft" / "config.json").write_text("{}")
-        return 0
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sft, "run", fake_sft)
-    notes: list[str] = []
-    assert ensure_warm_start("runs/tiny-sft", notes.append)
-    assert not ensure_warm_start("runs/tiny-sft", notes.append)  # present now: nothing to do
-    assert not ensure_warm_start("some/other/model", notes.append)  # never trained implicitly
-    assert calls == ["runs/tiny-sft"] and len(notes) == 1 and "agentrl sft" in notes[0]
 
 
 def test_summary_line_reports_rl_time_apart_from_the_warm_start():

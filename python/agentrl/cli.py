@@ -1,4 +1,9 @@
-"""The `agentrl` command line: a thin dispatcher over `agentrl.commands`."""
+"""The `agentrl` command line: a thin dispatcher over `agentrl.commands`.
+
+Option names are spelled with underscores (``--max_len``), the spelling `--help` shows;
+every command also accepts the same name with dashes (``--max-len``): see
+:class:`CommandParser`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 # Subcommand modules, in the order `agentrl --help` lists them. Each is imported lazily so
 # that `agentrl score` does not pay for importing torch.
@@ -16,6 +22,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("agentrl.commands.train", "RL training of tool use (no arguments: built-in run)."),
     "eval": ("agentrl.commands.eval", "Held-out evaluation of a policy (greedy, tool loop)."),
 }
+
+
+def normalize_option_spelling(argv: Sequence[str]) -> list[str]:
+    """``--a-b[=v]`` becomes ``--a_b[=v]``; values, short flags and all after ``--`` stay."""
+    out: list[str] = []
+    for index, token in enumerate(argv):
+        if token == "--":
+            return out + list(argv[index:])
+        if token.startswith("--") and len(token) > 2:
+            name, sep, value = token[2:].partition("=")
+            token = "--" + name.replace("-", "_") + sep + value
+        out.append(token)
+    return out
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser that accepts ``--a-b`` for every option declared as ``--a_b``."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        argv = sys.argv[1:] if args is None else args
+        return super().parse_known_args(normalize_option_spelling(argv), namespace)
+
+
+def command_parser(name: str) -> tuple[CommandParser, ModuleType]:
+    """The parser of one subcommand, with its options, and the module that runs it."""
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = CommandParser(prog=f"agentrl {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    return parser, module
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,11 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         parser.parse_args(args)  # prints usage and exits for unknown commands and --help
         return 0
-    name, rest = args[0], args[1:]
-    module = importlib.import_module(COMMANDS[name][0])
-    sub = argparse.ArgumentParser(prog=f"agentrl {name}", description=COMMANDS[name][1])
-    module.add_arguments(sub)
-    return int(module.run(sub.parse_args(rest)) or 0)
+    parser, module = command_parser(args[0])
+    return int(module.run(parser.parse_args(args[1:])) or 0)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
 """Subcommands of the `agentrl` CLI, one module each.
 
-Each module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+Each module defines ``add_arguments(parser)`` and ``run(args) -> int``: it parses the
+command line, calls one library function and prints the result; the work itself lives in
+the library (`agentrl.sft.pipeline`, `agentrl.training.policy_eval`,
+`agentrl.rewards.stream`, `agentrl.data.synthetic`, the trainer).
 """

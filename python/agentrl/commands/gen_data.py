@@ -6,9 +6,6 @@ import argparse
 import sys
 import time
 
-NAME = "gen-data"
-HELP = "Generate synthetic tool-use tasks (prompt-pool JSONL) or SFT demonstrations."
-
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
 DEFAULT_DEMOS_PATH = "runs/data/demos.jsonl"
 
@@ -27,18 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="stream seed (default 0)")
     parser.add_argument(
-        "--start", type=int, default=0, help="index of the first task in the seed's stream"
+        "--start", type=int, default=0, help="index of the first task in the stream"
     )
     parser.add_argument(
         "--sft",
         action="store_true",
         help="write full demonstrations (conversations with tool calls, results and answer)",
     )
-    parser.add_argument("--min-exprs", type=int, default=1, help="expressions per math task")
-    parser.add_argument("--max-exprs", type=int, default=3, help="expressions per math task")
+    parser.add_argument("--min_exprs", type=int, default=1, help="expressions per math task")
+    parser.add_argument("--max_exprs", type=int, default=3, help="expressions per math task")
     parser.add_argument("--digits", type=int, default=3, help="largest operand digit count")
-    parser.add_argument("--min-ops", type=int, default=1, help="operators per expression")
-    parser.add_argument("--max-ops", type=int, default=2, help="operators per expression")
+    parser.add_argument("--min_ops", type=int, default=1, help="operators per expression")
+    parser.add_argument("--max_ops", type=int, default=2, help="operators per expression")
     parser.add_argument(
         "--operators", default="+,-,*,/,//,%,**", help="comma-separated binary operators"
     )
@@ -47,17 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="sqrt,abs,round,log",
         help="comma-separated functions (sqrt abs round log exp sin cos tan), '' for none",
     )
-    parser.add_argument("--paren-prob", type=float, default=0.25)
-    parser.add_argument("--func-prob", type=float, default=0.15)
-    parser.add_argument("--decimal-prob", type=float, default=0.05)
+    parser.add_argument("--paren_prob", type=float, default=0.25)
+    parser.add_argument("--func_prob", type=float, default=0.15)
+    parser.add_argument("--decimal_prob", type=float, default=0.05)
     parser.add_argument(
         "--mix",
         default="math=0.8,unit=0.08,time=0.05,none=0.07",
         help="task-kind weights: math, unit, time, none (distractors needing no tool)",
     )
-    parser.add_argument("--zh-ratio", type=float, default=0.5, help="share of Chinese tasks")
+    parser.add_argument("--zh_ratio", type=float, default=0.5, help="share of Chinese tasks")
     parser.add_argument(
-        "--fullwidth-ratio", type=float, default=0.1, help="share written in full-width"
+        "--fullwidth_ratio", type=float, default=0.1, help="share written in full-width"
     )
 
 

@@ -1,17 +1,17 @@
-"""``agentrl score``: score trajectories from a JSONL file with the seed's reward.
+"""``agentrl score``: score trajectories from a JSONL file with the tool-use reward.
 
 Each input line is a JSON object in the golden reward file's schema; the output repeats it
-with ``reward`` and ``details`` added. A line's own ``config`` object overrides the settings
-(``--config``/``--set``) for that line, so the golden file scores to its own rewards.
-Scored lines go to ``-o`` or, without it, to stdout; the summary (and ``--explain``) goes to
-stderr so that stdout stays valid JSONL. A line that is not a JSON object, or that the
-scorer rejects, is reported with its line number and skipped, and the exit code is then 1.
+with ``reward`` and ``details`` added (:func:`agentrl.rewards.stream.score_jsonl`). A line's
+own ``config`` object overrides the settings (``--config``/``--set``) for that line, so the
+golden file scores to its own rewards. Scored lines go to ``-o`` or, without it, to stdout;
+the summary (and ``--explain``) goes to stderr so that stdout stays valid JSONL. A line that
+is not a JSON object, or that the scorer rejects, is reported with its line number and
+skipped, and the exit code is then 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,10 +19,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from agentrl.rewards import TERM_KEYS, RewardConfig, ScoreResult, score_batch
+from agentrl.rewards import RewardConfig, ScoreResult
+from agentrl.rewards.stream import score_jsonl
 
-# Lines scored per Rust call: large enough to amortise the call, small enough to stream.
-CHUNK_ROWS = 8192
 HISTOGRAM_BINS = 12
 BAR_WIDTH = 40
 
@@ -63,62 +62,6 @@ def _open_output(path: str | None) -> Iterator[TextIO]:
             yield handle
 
 
-def _read_records(handle: TextIO, errors: list[tuple[int, str]]) -> Iterator[tuple[int, dict]]:
-    """``(line number, record)`` for each JSON-object line; bad lines go to ``errors``."""
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append((number, f"invalid JSON: {exc.msg} at column {exc.colno}"))
-            continue
-        if not isinstance(record, dict):
-            errors.append((number, f"expected a JSON object, got {type(record).__name__}"))
-            continue
-        yield number, record
-
-
-def _chunks(items: Iterator[tuple[int, dict]], size: int) -> Iterator[list[tuple[int, dict]]]:
-    chunk: list[tuple[int, dict]] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _score_chunk(
-    chunk: list[tuple[int, dict]],
-    config: RewardConfig,
-    threads: int | None,
-    errors: list[tuple[int, str]],
-) -> tuple[list[tuple[int, dict]], ScoreResult | None]:
-    """Scores a chunk in one call; if the scorer rejects a record, finds and drops it."""
-    records = [record for _, record in chunk]
-    try:
-        return chunk, score_batch(records, config, threads, explain=True)
-    except (ValueError, TypeError):
-        pass
-    kept = []
-    for number, record in chunk:
-        try:
-            score_batch([record], config, 1)
-        except (ValueError, TypeError) as exc:
-            errors.append((number, str(exc).removeprefix("record 0: ")))
-            continue
-        kept.append((number, record))
-    if not kept:
-        return kept, None
-    return kept, score_batch([r for _, r in kept], config, threads, explain=True)
-
-
-def _json_float(value: float) -> Any:
-    return value if np.isfinite(value) else str(value)
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -132,35 +75,22 @@ def run(args: argparse.Namespace) -> int:
         console.print("[red]error:[/red] --threads must be at least 1")
         return 2
 
-    errors: list[tuple[int, str]] = []
-    rewards: list[np.ndarray] = []
-    terms: dict[str, list[np.ndarray]] = {key: [] for key in TERM_KEYS}
+    def explain(numbers: list[int], result: ScoreResult) -> None:
+        for row, number in enumerate(numbers):
+            _print_explanation(console, number, result, row)
+
     try:
         with _open_input(args.input) as source, _open_output(args.output) as sink:
-            for chunk in _chunks(_read_records(source, errors), CHUNK_ROWS):
-                kept, result = _score_chunk(chunk, config, args.threads, errors)
-                if result is None:
-                    continue
-                rows = result.to_records()
-                for row, ((number, record), detail) in enumerate(zip(kept, rows, strict=True)):
-                    record["reward"] = _json_float(detail["reward"])
-                    record["details"] = {k: _json_float(v) for k, v in detail.items()}
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    if args.explain:
-                        _print_explanation(console, number, result, row)
-                rewards.append(result.rewards.copy())
-                for key, column in (result.contributions or {}).items():
-                    terms[key].append(column.copy())
+            scored = score_jsonl(
+                source, sink, config, args.threads, explain if args.explain else None
+            )
     except OSError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-
-    for number, message in sorted(errors):
+    for number, message in scored.errors:
         console.print(f"[yellow]line {number}:[/yellow] skipped: {message}")
-    all_rewards = np.concatenate(rewards) if rewards else np.zeros(0)
-    means = {key: float(np.concatenate(v).mean()) for key, v in terms.items() if v}
-    _print_summary(console, all_rewards, means, len(errors))
-    return 1 if errors else 0
+    _print_summary(console, scored.rewards, scored.term_means, len(scored.errors))
+    return 1 if scored.errors else 0
 
 
 def _print_explanation(console: Any, number: int, result: ScoreResult, row: int) -> None:

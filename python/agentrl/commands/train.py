@@ -1,11 +1,11 @@
 """`agentrl train`: reinforcement learning of tool use.
 
 With no arguments it runs the built-in preset on the CPU: the warm-started tiny model
-(`agentrl sft` runs first when runs/tiny-sft is missing), generated tasks, and evaluation
-on the 200 held-out tasks `agentrl sft` reports on, before and after RL. Every flag of the
-first seed's trainer works under its own name; ``--config run.toml`` holds any of them.
-Under ``torchrun`` each process runs its part of the run (`agentrl.placement`); only
-rank 0 prints the summary.
+(trained first with the `agentrl sft` defaults when runs/tiny-sft is missing), generated
+tasks, and evaluation on the 200 held-out tasks `agentrl sft` reports on, before and after
+RL. Every option is a flag (docs/compat.md lists the compatible ones); ``--config run.toml``
+holds any of them. Under ``torchrun`` each process runs its part of the run
+(`agentrl.placement`); only rank 0 prints the summary.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from agentrl.config import add_config_arguments, config_from_args
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Train a policy to use tools with RL. Values: preset (default tiny, the built-in "
-        "CPU run; 'seed' = the first seed's defaults), then --config TOML, then flags."
+        "CPU run; 'compat' = the compatible defaults), then --config TOML, then flags."
     )
     add_config_arguments(parser)
     parser.add_argument(

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrl.rollout.types import RolloutGroup
+from agentrl.trajectory import RolloutGroup
 
 _TEXT_LIMIT = 1200
 _RULE = "-" * 100

@@ -17,7 +17,7 @@ from agentrl.observability.metrics_log import MetricsLog, read_metrics
 from agentrl.observability.progress import ProgressDisplay, format_eval_line
 from agentrl.observability.report import write_report
 from agentrl.observability.sinks import ExternalSinks
-from agentrl.rollout.types import RolloutGroup
+from agentrl.trajectory import RolloutGroup
 
 METRICS_FILE = "metrics.jsonl"
 REPORT_FILE = "report.png"

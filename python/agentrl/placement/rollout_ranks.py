@@ -37,7 +37,7 @@ import torch
 from agentrl.placement.runtime import DistContext, DistributedError
 from agentrl.rollout.async_rollout import is_stale
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
-from agentrl.rollout.types import PolicyVersion, RolloutGroup
+from agentrl.trajectory import PolicyVersion, RolloutGroup
 
 # Longest single wait of one fetch round: rank 0 gets control back at least this often.
 FETCH_ROUND_S = 10.0

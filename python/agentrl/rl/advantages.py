@@ -21,8 +21,8 @@ exactly what worked.
 
 Standard deviations are population ones (``unbiased=False``).
 
-:func:`calculate_rewards_and_advantages` is the same math for callers holding reward
-functions and text rather than tensors: it scores, then normalises within groups.
+Scoring text with reward functions and then normalising within groups is
+`agentrl.training.group_rewards`: it composes the reward layer with this math.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.rewards.functions import RewardFunction, combine
 from agentrl.utils.registry import lookup, registrar
 
 __all__ = [
@@ -43,9 +42,7 @@ __all__ = [
     "GROUP_STD_EPSILON",
     "ZERO_STD_MODES",
     "AdvantageConfig",
-    "GroupAdvantages",
     "baseline_advantages",
-    "calculate_rewards_and_advantages",
     "compute_advantages",
     "equal_group_ids",
     "group_advantages",
@@ -58,7 +55,6 @@ __all__ = [
 ZERO_STD_MODES = ("zero", "baseline", "positive_baseline")
 # Added to each group's standard deviation by the ``grpo`` mode.
 GROUP_STD_EPSILON = 1e-4
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass
@@ -223,14 +219,6 @@ def update_reward_baseline(
     return float(decay) * float(baseline) + (1.0 - float(decay)) * reward_mean
 
 
-@dataclass(frozen=True)
-class GroupAdvantages:
-    """Advantages per completion and the reward statistics a trainer logs."""
-
-    advantages: np.ndarray
-    metrics: dict[str, float]
-
-
 def group_ids_from_labels(groups: Sequence[Any] | np.ndarray | int, n: int) -> torch.Tensor:
     """Group ids 0..K-1 for ``n`` rows from one label per row (any hashable values, e.g.
     the prompt index) or from an int group size (consecutive groups)."""
@@ -241,37 +229,3 @@ def group_ids_from_labels(groups: Sequence[Any] | np.ndarray | int, n: int) -> t
         raise ValueError(f"got {labels.size} group ids for {n} rewards")
     _, inverse = np.unique(labels, return_inverse=True)
     return torch.as_tensor(inverse.reshape(-1), dtype=torch.long)
-
-
-def calculate_rewards_and_advantages(
-    functions: Sequence[RewardFunction],
-    prompts: Sequence[Any],
-    completions: Sequence[str],
-    answers: Sequence[Any],
-    groups: Sequence[Any] | np.ndarray | int,
-    weights: Sequence[float] | None = None,
-    **extra: Any,
-) -> GroupAdvantages:
-    """Score completions with weighted reward functions, then normalise within groups.
-
-    The advantage is ``(r - group mean) / (group std + 1e-4)`` (:func:`group_advantages`,
-    in float64). Metrics: each function's mean, std and coverage, plus
-    ``total_rewards_mean``/``_std`` over all completions and ``grouped_rewards_mean``/
-    ``_std`` averaged over groups. Non-finite rewards and statistics that float32 cannot
-    hold are errors.
-    """
-    combined = combine(functions, weights)(prompts, completions, answers, **extra)
-    values = torch.as_tensor(np.asarray(combined.totals, dtype=np.float64))
-    if not bool(torch.isfinite(values).all()):
-        raise ValueError("rewards must be finite")
-    ids = group_ids_from_labels(groups, values.numel())
-    mean, std = group_moments(values, ids)
-    advantages = group_advantages(values, ids, epsilon=GROUP_STD_EPSILON)
-    stats = torch.stack([values.mean(), values.std(unbiased=False), mean.mean(), std.mean()])
-    names = ("total_rewards_mean", "total_rewards_std", "grouped_rewards_mean",
-             "grouped_rewards_std")  # fmt: skip
-    metrics = {**combined.metrics, **dict(zip(names, stats.tolist(), strict=True))}
-    for key, value in metrics.items():
-        if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
-            raise ValueError(f"reward statistic {key} = {value} is not representable in float32")
-    return GroupAdvantages(advantages=advantages.numpy(), metrics=metrics)

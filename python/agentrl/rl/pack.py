@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agentrl.rollout.types import RolloutGroup, Trajectory
+from agentrl.trajectory import RolloutGroup, Trajectory
 
 __all__ = ["EmptyBatchError", "PackedBatch", "cut_after_first_eos", "pack_groups"]
 

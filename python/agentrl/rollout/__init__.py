@@ -4,7 +4,7 @@ from agentrl.rollout.async_rollout import AsyncRollout, percentile, split_fresh_
 from agentrl.rollout.engine import Generation, TorchEngine, forward_logprobs
 from agentrl.rollout.episodes import EpisodeConfig, RolloutEngine, parse_calls, run_episodes
 from agentrl.rollout.sampling import SampleResult, SamplingParams, sample_tokens
-from agentrl.rollout.types import PolicyVersion, RolloutGroup, Trajectory
+from agentrl.trajectory import PolicyVersion, RolloutGroup, Trajectory
 
 __all__ = [
     "AsyncRollout",

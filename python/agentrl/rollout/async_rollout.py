@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentrl.rollout.episodes import CallParser, EpisodeConfig, RolloutEngine, run_episodes
-from agentrl.rollout.types import PolicyVersion, RolloutGroup
 from agentrl.tools import ToolRegistry
+from agentrl.trajectory import PolicyVersion, RolloutGroup
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from agentrl.chat import apply_chat_template, observation_delta
 from agentrl.parsing import parse_message, parse_tool_calls
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.sampling import SamplingParams
-from agentrl.rollout.types import RolloutGroup, Trajectory
 from agentrl.tools import ToolRegistry, supported_tool_names, tool_message
+from agentrl.trajectory import RolloutGroup, Trajectory
 
 CallParser = Callable[[str, list[dict[str, Any]] | None], list[dict[str, Any]]]
 

@@ -20,6 +20,9 @@ from agentrl.sft.train import EvalEnv
 # Stream seeds of the built-in data: training demonstrations and held-out tasks differ.
 TRAIN_SEED = 0
 HELDOUT_SEED = 1
+# Generated demonstrations when no demonstration file is given. The default held-out set
+# (the one the RL trainer evaluates on) avoids the prompts of exactly these.
+DEFAULT_DEMOS = 12000
 
 
 def tool_env(tokenizer: Any) -> EvalEnv:

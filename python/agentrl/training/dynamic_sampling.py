@@ -19,8 +19,8 @@ import torch
 
 from agentrl.rewards import RewardConfig
 from agentrl.rl.advantages import group_moments
-from agentrl.rollout.types import RolloutGroup
 from agentrl.training.scoring import score_trajectories
+from agentrl.trajectory import RolloutGroup
 
 
 @dataclass

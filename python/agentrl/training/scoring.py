@@ -14,7 +14,7 @@ import torch
 
 from agentrl.observability import mean_details
 from agentrl.rewards import RewardConfig, score_batch
-from agentrl.rollout.types import Trajectory
+from agentrl.trajectory import Trajectory
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """Everything a run needs before its first step: models, tools, prompts.
 
-- The policy comes from ``--model`` (any `load_policy` spec) or, as in the seed, from
+- The policy comes from ``--model`` (any `load_policy` spec) or, by checkpoint naming, from
   ``save_dir/<from_weight>_<hidden_size>[_moe].pth``. The built-in warm start
-  (``runs/tiny-sft``) is produced by running ``agentrl sft`` first when it is missing.
+  (``runs/tiny-sft``) is trained first, with the ``agentrl sft`` defaults, when missing.
 - The reference policy (KL anchor) and the rollout copy start as frozen copies of the
   policy as loaded, before any checkpoint is applied: the reference must stay the warm
   start for the whole run, resumed or not.
-- Prompts: a prompt-pool JSONL, split into train/held-out by the seed's rule; or, with
+- Prompts: a prompt-pool JSONL, split into train/held-out by a seeded random split; or, with
   ``data_path = ""``, generated tasks for training and, held out, the exact 200-task set
   that ``agentrl sft`` reports on, so exact match before and after RL is comparable.
 """
@@ -68,22 +68,20 @@ def model_spec(config: TrainConfig) -> str:
 
 
 def ensure_warm_start(spec: str, log: Log) -> bool:
-    """Run the default ``agentrl sft`` when the built-in warm start is asked for but absent.
+    """Train the built-in warm start (the `agentrl sft` defaults) when asked for but absent.
 
     Returns whether it ran.
     """
     if Path(spec) != Path(TINY_SFT_DIR) or (Path(spec) / "config.json").is_file():
         return False
-    import argparse
+    from agentrl.sft.pipeline import SFTRunOptions, run_sft
+    from agentrl.sft.train import SFTConfig
 
-    from agentrl.commands import sft
-
-    log(f"{spec} not found: running `agentrl sft` first to warm-start the tiny model")
-    parser = argparse.ArgumentParser(prog="agentrl sft")
-    sft.add_arguments(parser)
-    args = parser.parse_args(["--output", spec])
-    if sft.run(args) != 0 or not (Path(spec) / "config.json").is_file():
-        raise RuntimeError(f"`agentrl sft` did not produce {spec}")
+    log(f"{spec} not found: training the warm start first (the `agentrl sft` defaults)")
+    result = run_sft(SFTRunOptions(train=SFTConfig(output_dir=spec)), log)
+    if not (Path(spec) / "config.json").is_file():
+        raise RuntimeError(f"the warm start did not produce {spec}")
+    log(f"warm start: held-out exact match {result.exact_match:.3f}; model saved to {spec}")
     return True
 
 
@@ -163,14 +161,13 @@ def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
 
 def generated_heldout_samples(n: int) -> list[PromptSample]:
     """The held-out tasks `agentrl sft` scores by default, as prompt samples."""
-    from agentrl.commands.sft import DEFAULT_DEMOS
     from agentrl.data.synthetic import TaskGenerator
     from agentrl.sft import tasks as sft_tasks
 
     # generated_heldout only reads the user turns of the demonstrations it must avoid.
     demos = [
         SimpleNamespace(messages=[{"role": "user", "content": t.text}])
-        for t in TaskGenerator(seed=sft_tasks.TRAIN_SEED).tasks(DEFAULT_DEMOS)
+        for t in TaskGenerator(seed=sft_tasks.TRAIN_SEED).tasks(sft_tasks.DEFAULT_DEMOS)
     ]
     tasks = sft_tasks.generated_heldout(n, demos)  # type: ignore[arg-type]
     return [PromptSample(list(t.messages), t.tools, [str(g) for g in t.gt]) for t in tasks]

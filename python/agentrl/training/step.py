@@ -27,11 +27,11 @@ from agentrl.rl.kl_control import BetaController
 from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
-from agentrl.rollout.types import RolloutGroup
 from agentrl.training.demonstrations import compute_bc_aux_loss
 from agentrl.training.forward import masked_logps
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.setup import Models
+from agentrl.trajectory import RolloutGroup
 
 
 @dataclass

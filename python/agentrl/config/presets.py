@@ -1,8 +1,9 @@
 """Named base configurations for `agentrl train` (see :func:`agentrl.config.resolve`).
 
-``seed``: the first seed's defaults, untouched. ``tiny``: the built-in CPU run (the default):
-the warm-started tiny model on generated tool-use tasks, sized to finish in about ten
-minutes on two cores; every option it does not list keeps the seed's default.
+``compat``: every option at its compatible default (docs/compat.md), untouched. ``tiny``:
+the built-in CPU run (the default): the warm-started tiny model on generated tool-use
+tasks, sized to finish in about ten minutes on two cores; every option it does not list
+keeps its compatible default.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "seed": {},
+    "compat": {},
     "tiny": {
         "save_dir": "runs",
         "save_weight": "tiny-rl",
@@ -24,7 +25,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "use_wandb": False,
         # 300 steps of 4 prompts x 8 episodes, rolled out in the loop (reproducible).
         # From the default warm start (79.5%) this moved held-out exact match by 0 to +1.5
-        # points over three seeds. 8 prompts a step took twice the time for -0.5 to +2
+        # points over three random seeds. 8 prompts a step took twice the time for -0.5 to +2
         # (README): no better within the spread, so the faster setting stays.
         "total_steps": 300,
         "batch_size": 4,
@@ -48,11 +49,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval_samples": 200,
         "eval_max_gen_len": 96,
         "save_interval": 100,
-        # A group whose episodes all scored the same teaches nothing; the seed's baseline
+        # A group whose episodes all scored the same teaches nothing; the compatible baseline
         # fallback would push such groups around at random (KL drift, lost tool success).
         "zero_std_advantage_mode": "zero",
-        # A wrong answer may still earn up to 3.0 for its tool use (the seed caps it at 0),
-        # so episodes that call the right tools on the right expressions stand out.
+        # A wrong answer may still earn up to 3.0 for its tool use (the compatible default
+        # caps it at 0), so episodes that call the right tools on the right expressions
+        # stand out.
         "zero_answer_cov_reward_cap_initial": 3.0,
         "zero_answer_cov_reward_cap": 3.0,
         # The reward's warm-up schedules, shortened to the length of the run.

@@ -1,14 +1,14 @@
-"""The RL trainer's typed configuration: every option of the first seed, under its name.
+"""The RL trainer's typed configuration: one typed field per option.
 
 Values come, lowest priority first, from a preset (``tiny``: the built-in CPU run, or
-``seed``: the first seed's defaults exactly), a TOML file (``--config run.toml``: top-level
-keys or section tables), and command-line flags spelled as in the seed
-(``--learning_rate 1e-5``). The reward options are :class:`agentrl.rewards.RewardConfig`'s
-own fields, so the scorer and the trainer can never disagree on a name or a default.
+``compat``: the compatible defaults, see docs/compat.md), a TOML file (``--config run.toml``:
+top-level keys or section tables), and command-line flags (``--learning_rate 1e-5``). The
+reward options are :class:`agentrl.rewards.RewardConfig`'s own fields, so the scorer and the
+trainer can never disagree on a name or a default.
 
-Options that need hardware or services this build does not drive (DDP over several GPUs,
-an SGLang server, a reward model) are accepted under their names; their help says what
-happens to them.
+A few options exist only so that command lines written for other trainers still parse
+(see :data:`COMPAT_ONLY`): they accept their compatible default and reject any other value
+with the reason and what to use instead.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import difflib
 import math
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agentrl.config.presets import DEFAULT_PRESET, PRESETS
 from agentrl.rewards.config import RewardConfig
 from agentrl.rl.advantages import ADVANTAGE_ESTIMATORS, ZERO_STD_MODES
 from agentrl.rl.kl_control import CONTROL_METRICS
 from agentrl.rl.losses import KL_ESTIMATORS, OBJECTIVE_BY_LEVEL, PROXIMAL_POLICIES, REDUCTIONS
-from agentrl.training.presets import DEFAULT_PRESET, PRESETS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,10 +43,35 @@ def _opt(section: str, default: Any, doc: str, choices: tuple[Any, ...] = ()) ->
 
 _FLAG = (0, 1)
 
+_NO_REWARD_MODEL = (
+    "scoring with a learned reward model is not part of this build; the rule-based "
+    "tool-use reward scores every episode (tune it with the reward options)"
+)
+
+# Options kept so that command lines written for other trainers still parse. This build
+# cannot honour another value, so each accepts only its compatible default; the text says
+# why and what to use instead (see :func:`validate` and the option's --help).
+COMPAT_ONLY: dict[str, str] = {
+    "num_hidden_layers": "the depth is read from the checkpoint's weights; drop the flag",
+    "max_seq_len": (
+        "lengths are set by max_context_len (prompt tokens kept), max_gen_len (new tokens "
+        "per turn) and max_total_len (packed training sequence); use those"
+    ),
+    "torch_rollout_use_cache": (
+        "the torch rollout engine always generates with a KV cache (the same tokens, "
+        "less compute); drop the flag"
+    ),
+    "global_prefetch_groups": (
+        "each process fills its own rollout queue; size it with max_queue_groups"
+    ),
+    "use_reward_model": _NO_REWARD_MODEL,
+    "reward_model_path": _NO_REWARD_MODEL,
+}
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Every trainer option; names and defaults are the first seed's unless marked (ours)."""
+    """Every trainer option, with the compatible default; presets change some defaults."""
 
     # ---- run: output, schedule, logging ----
     save_dir: str = _opt(
@@ -76,35 +101,35 @@ class TrainConfig:
     use_wandb: bool = _opt("run", True, "log to wandb when it is installed (never required)")
     wandb_project: str = _opt("run", "MiniMind-Agentic-Async-RL", "wandb project name")
     debug_interval: int = _opt("run", 0, "steps between printed sample trajectories (0: off)")
-    keep_last: int = _opt("run", 3, "(ours) checkpoints kept (0: all)")
-    progress: int = _opt("run", 1, "(ours) show a progress bar on a terminal", _FLAG)
-    tensorboard_dir: str = _opt("run", "", "(ours) TensorBoard log dir when installed ('': off)")
-    report: int = _opt("run", 1, "(ours) write report.png with the curves at the end", _FLAG)
-    max_time: float = _opt("run", 0.0, "(ours) stop cleanly after this many seconds (0: none)")
+    keep_last: int = _opt("run", 3, "checkpoints kept (0: all)")
+    progress: int = _opt("run", 1, "show a progress bar on a terminal", _FLAG)
+    tensorboard_dir: str = _opt("run", "", "TensorBoard log dir when installed ('': off)")
+    report: int = _opt("run", 1, "write report.png with the curves at the end", _FLAG)
+    max_time: float = _opt("run", 0.0, "stop cleanly after this many seconds (0: none)")
     num_threads: int = _opt(
-        "run", 0, "(ours) torch CPU threads, at most the usable cores (0: torch's choice)"
+        "run", 0, "torch CPU threads, at most the usable cores (0: torch's choice)"
     )
     dist_backend: str = _opt(
-        "run", "auto", "(ours) torchrun process group backend", ("auto", "nccl", "gloo")
+        "run", "auto", "torchrun process group backend", ("auto", "nccl", "gloo")
     )
-    dist_timeout_sec: float = _opt("run", 1800.0, "(ours) torchrun collective timeout")
+    dist_timeout_sec: float = _opt("run", 1800.0, "torchrun collective timeout")
 
     # ---- model ----
-    model: str = _opt("model", "", "(ours) policy spec: tiny, HF dir or .pth ('': from_weight)")
-    tokenizer: str = _opt("model", "", "(ours) tokenizer dir for a MiniMind .pth checkpoint")
+    model: str = _opt("model", "", "policy spec: tiny, HF dir or .pth ('': from_weight)")
+    tokenizer: str = _opt("model", "", "tokenizer dir for a MiniMind .pth checkpoint")
     from_weight: str = _opt(
-        "model", "full_sft", "seed naming: loads save_dir/<from_weight>_<hidden_size>.pth"
+        "model", "full_sft", "loads save_dir/<from_weight>_<hidden_size>.pth when model is ''"
     )
     hidden_size: int = _opt("model", 768, "MiniMind width (names the .pth; else inferred)")
-    num_hidden_layers: int = _opt("model", 8, "MiniMind depth (inferred from the weights)")
+    num_hidden_layers: int = _opt("model", 8, "MiniMind depth")
     use_moe: int = _opt("model", 0, "MiniMind mixture-of-experts checkpoint naming", _FLAG)
-    max_seq_len: int = _opt("model", 1024, "MiniMind position budget (inferred from the weights)")
-    lora_rank: int = _opt("model", 0, "(ours) LoRA adapter rank (0: train all weights)")
-    lora_alpha: float = _opt("model", 32.0, "(ours) LoRA scaling alpha")
+    max_seq_len: int = _opt("model", 1024, "MiniMind sequence budget")
+    lora_rank: int = _opt("model", 0, "LoRA adapter rank (0: train all weights)")
+    lora_alpha: float = _opt("model", 32.0, "LoRA scaling alpha")
     lora_target_modules: str = _opt(
-        "model", "all-linear", "(ours) LoRA targets: all-linear or comma-separated names"
+        "model", "all-linear", "LoRA targets: all-linear or comma-separated names"
     )
-    lora_dropout: float = _opt("model", 0.0, "(ours) LoRA dropout")
+    lora_dropout: float = _opt("model", 0.0, "LoRA dropout")
     ref_from_rl_checkpoint: int = _opt(
         "model", 0, "on resume, load the reference policy from the RL checkpoint too", _FLAG
     )
@@ -129,7 +154,7 @@ class TrainConfig:
     )
     augment_calculator_alias: int = _opt("data", 0, "also offer the calculator alias", _FLAG)
     force_all_tools: int = _opt("data", 0, "offer every active tool to every prompt", _FLAG)
-    generated_tasks: int = _opt("data", 4000, "(ours) generated prompts when data_path is ''")
+    generated_tasks: int = _opt("data", 4000, "generated prompts when data_path is ''")
 
     # ---- rollout ----
     num_generations: int = _opt("rollout", 4, "trajectories per prompt (the group size G)")
@@ -139,9 +164,7 @@ class TrainConfig:
     top_p: float = _opt("rollout", 0.88, "nucleus sampling mass")
     top_k: int = _opt("rollout", 40, "top-k filter (0: off)")
     repetition_penalty: float = _opt("rollout", 1.03, "penalty on tokens already generated")
-    torch_rollout_use_cache: int = _opt(
-        "rollout", 1, "KV cache in generation (the engine always caches)", _FLAG
-    )
+    torch_rollout_use_cache: int = _opt("rollout", 1, "KV cache in generation", _FLAG)
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
     max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")
@@ -159,8 +182,8 @@ class TrainConfig:
     )
     sglang_base_url: str = _opt("rollout", "http://localhost:8998", "SGLang server URL")
     sglang_model_path: str = _opt("rollout", "../model", "model path the SGLang server loads")
-    sglang_wait_sec: float = _opt("rollout", 60.0, "(ours) wait for the SGLang server to be up")
-    vllm_gpu_memory_utilization: float = _opt("rollout", 0.3, "(ours) vLLM GPU memory share")
+    sglang_wait_sec: float = _opt("rollout", 60.0, "wait for the SGLang server to be up")
+    vllm_gpu_memory_utilization: float = _opt("rollout", 0.3, "vLLM GPU memory share")
     sglang_shared_path: str = _opt(
         "rollout", "./sglang_ckpt_agentic_async", "where weights are shared with SGLang"
     )
@@ -170,7 +193,7 @@ class TrainConfig:
     )
     max_head_offpolicyness: int = _opt("rollout", 1, "default version gap")
     max_queue_groups: int = _opt("rollout", 0, "queue capacity (0: (gap + 1) x batch_size)")
-    global_prefetch_groups: int = _opt("rollout", 0, "multi-rank prefetch (one process: unused)")
+    global_prefetch_groups: int = _opt("rollout", 0, "groups prefetched across ranks")
     prefill_queue_groups: int = _opt("rollout", 0, "groups queued before training starts")
     prefill_timeout_sec: float = _opt("rollout", 180.0, "wait for the initial queue fill")
     fetch_timeout_sec: float = _opt("rollout", 180.0, "wait for a batch of groups")
@@ -180,26 +203,24 @@ class TrainConfig:
     dynamic_sampling_rounds: int = _opt(
         "rollout",
         0,
-        "(ours) DAPO dynamic sampling: extra rollout rounds per step to fill it with groups "
+        "DAPO dynamic sampling: extra rollout rounds per step to fill it with groups "
         "whose rewards differ (0: off)",
     )
 
     # ---- optimisation ----
     learning_rate: float = _opt("optim", 2e-7, "AdamW peak rate (cosine to a tenth)")
     weight_decay: float = _opt("optim", 0.01, "AdamW weight decay")
-    adam_beta1: float = _opt("optim", 0.9, "(ours) AdamW first-moment decay")
-    adam_beta2: float = _opt("optim", 0.95, "(ours) AdamW second-moment decay")
-    adam_epsilon: float = _opt(
-        "optim", 1e-8, "(ours) AdamW epsilon (larger: damps tiny-gradient weights)"
-    )
+    adam_beta1: float = _opt("optim", 0.9, "AdamW first-moment decay")
+    adam_beta2: float = _opt("optim", 0.95, "AdamW second-moment decay")
+    adam_epsilon: float = _opt("optim", 1e-8, "AdamW epsilon (larger: damps tiny-gradient weights)")
     accumulation_steps: int = _opt("optim", 2, "training steps per optimizer step")
     grad_clip: float = _opt("optim", 0.5, "gradient-norm clip (0: off)")
-    warmup_steps: int = _opt("optim", 0, "(ours) optimizer steps of linear lr warm-up")
-    micro_batch_size: int = _opt("optim", 0, "(ours) rows per forward pass (0: whole batch)")
+    warmup_steps: int = _opt("optim", 0, "optimizer steps of linear lr warm-up")
+    micro_batch_size: int = _opt("optim", 0, "rows per forward pass (0: whole batch)")
 
     # ---- loss and advantages ----
     epsilon: float = _opt("loss", 0.20, "PPO clip width")
-    epsilon_high: float = _opt("loss", 0.0, "(ours) upper clip width, clip-higher (0: epsilon)")
+    epsilon_high: float = _opt("loss", 0.0, "upper clip width, clip-higher (0: epsilon)")
     use_decoupled_ppo: int = _opt("loss", 1, "decoupled PPO with a proximal policy", _FLAG)
     prox_logp_method: str = _opt(
         "loss", "loglinear", "proximal log-probs", tuple(PROXIMAL_POLICIES)
@@ -232,7 +253,7 @@ class TrainConfig:
     )
     adv_clip: float = _opt("loss", 3.0, "clip advantages to +-adv_clip (0: off)")
     negative_adv_scale: float = _opt(
-        "loss", 1.0, "(ours) weight of negative advantages (1: symmetric, 0: learn from successes)"
+        "loss", 1.0, "weight of negative advantages (1: symmetric, 0: learn from successes)"
     )
 
     # ---- KL control ----
@@ -263,7 +284,7 @@ class TrainConfig:
     bc_call_style: str = _opt(
         "bc",
         "compact",
-        "(ours) call spelling: compact JSON (seed) or the chat template's",
+        "call spelling: compact JSON or the chat template's",
         ("compact", "template"),
     )
 
@@ -277,17 +298,14 @@ class TrainConfig:
     eval_generations: int = _opt(
         "eval",
         1,
-        "(ours) episodes per scored prompt; with eval_temperature > 0, accuracy over all and "
-        "pass@k",
+        "episodes per scored prompt; with eval_temperature > 0, accuracy over all and pass@k",
     )
     eval_before_train: int = _opt("eval", 1, "evaluate the starting policy", _FLAG)
     eval_max_gen_len: int = _opt("eval", 192, "new tokens per eval turn (0: max_gen_len)")
-    eval_data_path: str = _opt("eval", "", "(ours) held-out prompt-pool JSONL ('': split)")
+    eval_data_path: str = _opt("eval", "", "held-out prompt-pool JSONL ('': split)")
 
     # ---- reward (every other reward option is a RewardConfig field) ----
-    use_reward_model: int = _opt(
-        "reward", 0, "add a reward model's score (not in this build)", _FLAG
-    )
+    use_reward_model: int = _opt("reward", 0, "add a learned reward model's score", _FLAG)
     reward_model_path: str = _opt("reward", "../../internlm2-1_8b-reward", "reward model path")
     reward: RewardConfig = field(default_factory=RewardConfig, metadata={"section": "reward"})
 
@@ -302,7 +320,7 @@ class TrainConfig:
 
     @property
     def effective_max_version_gap(self) -> int:
-        """The staleness bound the seed derives when max_version_gap is -1 (one process)."""
+        """The staleness bound used when max_version_gap is -1 (one process)."""
         return self.max_head_offpolicyness if self.max_version_gap < 0 else self.max_version_gap
 
     @property
@@ -444,11 +462,13 @@ def validate(config: TrainConfig) -> None:
         raise _fail("max_total_len", config.max_total_len, "at least 2")
     if config.beta_min > config.beta_max:
         raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
-    if config.use_reward_model:
-        raise ValueError(
-            "use_reward_model=1: scoring with a learned reward model is not part of this "
-            "build; the rule-based tool-use reward is used (set use_reward_model=0)"
-        )
+    for name, reason in COMPAT_ONLY.items():
+        value, default = getattr(config, name), _OWN[name].default
+        if value != default:
+            raise ValueError(
+                f"option {name}={value!r}: accepted only at its default {default!r}, for "
+                f"compatibility: {reason}"
+            )
 
 
 # ------------------------------------------------------------------ presets and files
@@ -521,19 +541,34 @@ def _cli_type(default: Any) -> Any:
 
 
 def _help(name: str, doc: str, default: Any) -> str:
+    if name in COMPAT_ONLY:
+        text = f"{doc}: compatibility only, {default!r} is the one value accepted; "
+        return (text + COMPAT_ONLY[name]).replace("%", "%%")
     tiny = PRESETS[DEFAULT_PRESET]
     preset = f"; {DEFAULT_PRESET} preset: {tiny[name]!r}" if name in tiny else ""
     return f"{doc} (default: {default!r}{preset})".replace("%", "%%")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per option under the seed's name; only flags given on the line are set."""
+def add_config_arguments(
+    parser: argparse.ArgumentParser, names: Collection[str] | None = None
+) -> None:
+    """One flag per option (all, or only ``names``); only flags given on the line are set.
+
+    ``--config`` and ``--preset`` are always there: a TOML file may hold any option, so
+    one file can describe a run for training and evaluation alike.
+    """
+    if names is not None:
+        check_names(names)
+    wanted = set(OPTION_NAMES if names is None else names)
     parser.add_argument("--config", default=None, help="TOML file with options")
     parser.add_argument(
         "--preset", default=None, choices=sorted(PRESETS), help="base values (default: tiny)"
     )
-    groups = {s: parser.add_argument_group(f"{s} options") for s in SECTIONS}
+    used = [s for s in SECTIONS if any(option_section(n) == s for n in wanted)]
+    groups = {s: parser.add_argument_group(f"{s} options") for s in used}
     for name, f in _OWN.items():
+        if name not in wanted:
+            continue
         flags = [f"--{name}"]
         if name == "data_path":
             flags.append("--data")
@@ -547,6 +582,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             help=_help(name, f.metadata["doc"], f.default),
         )
     for name, f in _REWARD.items():
+        if name not in wanted:
+            continue
         groups["reward"].add_argument(
             f"--{name}",
             dest=name,
@@ -563,6 +600,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 __all__ = [
+    "COMPAT_ONLY",
     "DEFAULT_PRESET",
     "OPTION_NAMES",
     "PRESETS",

@@ -1,0 +1,111 @@
+"""The whole supervised warm start as one call: model, data, training, held-out score.
+
+`agentrl sft` parses its flags into :class:`SFTRunOptions` and calls :func:`run_sft`; the RL
+trainer calls the same function when the built-in warm start (``runs/tiny-sft``) is
+missing, so both produce the same model from the same defaults.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentrl.sft.tasks import DEFAULT_DEMOS
+from agentrl.sft.train import SFTConfig, SFTResult
+
+if TYPE_CHECKING:
+    from agentrl.models.tiny import TinySpec
+
+Log = Callable[[str], None]
+
+DEFAULT_EVAL_TASKS = 200
+DEFAULT_MAX_LEN = 1024
+
+
+@dataclass(frozen=True)
+class SFTRunOptions:
+    """What to train, on what, and how; the defaults build the built-in warm start."""
+
+    model: str = "tiny"  # tiny | HF model dir | MiniMind .pth
+    tiny: TinySpec | None = None  # size of the tiny model (None: the preset's)
+    tokenizer: str | None = None  # tokenizer dir for a .pth checkpoint
+    data: tuple[str, ...] = ()  # demonstration JSONL files ((): generated)
+    num_demos: int = DEFAULT_DEMOS  # generated demonstrations when `data` is empty
+    eval_data: str | None = None  # held-out prompt-pool JSONL (None: generated)
+    eval_tasks: int = DEFAULT_EVAL_TASKS
+    max_len: int = DEFAULT_MAX_LEN  # longest training sequence, in tokens
+    device: str | None = None  # None: CUDA when present
+    dtype: str | None = None  # weight dtype (None: float32)
+    num_threads: int = 0  # torch CPU threads (0: torch's default)
+    train: SFTConfig = field(default_factory=SFTConfig)  # output dir, schedule, checkpoints
+
+
+@dataclass(frozen=True)
+class SFTRunResult:
+    """What a run produced: where the model is and how it scores on the held-out tasks."""
+
+    output_dir: str
+    heldout_tasks: int
+    exact_match: float  # greedy, full tool loop; NaN when nothing was evaluated
+    training: SFTResult
+    seconds: float  # setup and training together
+
+
+def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
+    """Build or load the model, prepare the data, train and save to ``options.train.output_dir``.
+
+    Raises ``ModelLoadError`` for a model that cannot be loaded and ``ValueError`` for
+    options or data that leave nothing to train on.
+    """
+    from agentrl.models import load_policy, resolve_device, resolve_dtype
+    from agentrl.models.tiny import TinySpec, build_tiny_preset
+    from agentrl.sft import tasks as sft_tasks
+    from agentrl.sft.data import LoadStats, build_examples
+    from agentrl.sft.train import train_sft
+    from agentrl.utils.threads import set_cpu_threads
+
+    began = time.perf_counter()
+    set_cpu_threads(options.num_threads)
+    if options.model == "tiny":
+        model, tokenizer = build_tiny_preset(options.tiny or TinySpec())
+        model = model.to(resolve_device(options.device), resolve_dtype(options.dtype))
+    else:
+        model, tokenizer = load_policy(
+            options.model, options.dtype, options.device, tokenizer=options.tokenizer
+        )
+    if options.data:
+        conversations, loaded = sft_tasks.load_demos(options.data)
+        log(f"demonstrations: {loaded.as_dict()}")
+    else:
+        conversations = sft_tasks.generated_demos(options.num_demos)
+    if options.eval_data:
+        heldout = sft_tasks.load_heldout(options.eval_data, options.eval_tasks)
+    else:
+        heldout = sft_tasks.generated_heldout(options.eval_tasks, conversations)
+    env = sft_tasks.tool_env(tokenizer)
+    stats = LoadStats()
+    examples = build_examples(conversations, tokenizer, env.render, options.max_len, stats)
+    if not examples:
+        raise ValueError(f"no usable training example ({stats.as_dict()})")
+    params = sum(p.numel() for p in model.parameters())
+    tokens = sum(len(e) for e in examples)
+    targets = sum(sum(e.loss_mask) for e in examples)
+    log(
+        f"model {options.model}: {params / 1e6:.2f}M parameters, vocab {len(tokenizer)}; "
+        f"{len(examples)} examples, {tokens} tokens ({targets} trained); "
+        f"{len(heldout)} held-out tasks; setup {time.perf_counter() - began:.1f}s"
+    )
+    result = train_sft(model, tokenizer, examples, heldout, env, options.train)
+    return SFTRunResult(
+        output_dir=options.train.output_dir,
+        heldout_tasks=len(heldout),
+        exact_match=float(result.eval.get("eval/exact_match", math.nan)),
+        training=result,
+        seconds=time.perf_counter() - began,
+    )
+
+
+__all__ = ["DEFAULT_DEMOS", "SFTRunOptions", "SFTRunResult", "run_sft"]

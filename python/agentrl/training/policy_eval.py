@@ -1,0 +1,77 @@
+"""The trainer's held-out evaluation of one policy, outside a training run.
+
+`agentrl eval` is this function plus printing: the same prompts, episode limits, tools and
+reward details as the evaluations inside `agentrl train`, so its numbers are comparable
+with a run's ``eval/...`` metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentrl.config import TrainConfig
+from agentrl.training.setup import Log
+
+
+@dataclass(frozen=True)
+class PolicyEvaluation:
+    """Which policy was scored and its ``eval/...`` metrics."""
+
+    spec: str
+    metrics: dict[str, float]
+
+
+def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
+    """Load the configured policy (training the built-in warm start if it is asked for and
+    missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
+    `agentrl sft` reports on. Raises ``ModelLoadError``, ``ValueError`` or
+    ``FileNotFoundError`` for a policy or prompts that cannot be loaded.
+    """
+    from agentrl.data import PromptPool
+    from agentrl.models import load_policy
+    from agentrl.rollout.engine import TorchEngine
+    from agentrl.training.evaluation import Evaluator, eval_episode_config
+    from agentrl.training.setup import (
+        autocast_factory,
+        build_tools,
+        configure_threads,
+        ensure_warm_start,
+        episode_config,
+        generated_heldout_samples,
+        model_spec,
+    )
+
+    spec = model_spec(config)
+    configure_threads(config)
+    ensure_warm_start(spec, log)
+    device = None if config.device == "auto" else config.device
+    model, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None)
+    tools = build_tools(config)
+    if config.data_path:
+        pool = PromptPool(
+            config.data_path,
+            require_gt=bool(config.require_gt),
+            filter_mode=config.filter_mode,
+            allowed_tools=tools.supported_names(),
+            inject_answer_instruction=bool(config.inject_answer_instruction),
+            default_tools=tools.specs(),
+        )
+    else:
+        pool = PromptPool.from_samples(generated_heldout_samples(config.eval_samples))
+    evaluator = Evaluator(
+        pool,
+        tools,
+        eval_episode_config(
+            episode_config(config), config.eval_temperature, config.eval_max_gen_len
+        ),
+        config.reward,
+        samples=config.eval_samples or len(pool),
+        seed=config.eval_seed,
+        generations=config.eval_generations,
+    )
+    autocast = autocast_factory(next(model.parameters()).device, config.dtype)
+    engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
+    return PolicyEvaluation(spec, evaluator.run(engine))
+
+
+__all__ = ["PolicyEvaluation", "evaluate_policy"]

@@ -1,0 +1,98 @@
+"""The command line: one documented spelling (underscores), dashes accepted everywhere,
+and each command showing only its own options."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+from agentrl.cli import COMMANDS, command_parser, main, normalize_option_spelling
+
+# A training-only option that a command other than `train` must not offer.
+TRAINING_ONLY = ("--learning_rate", "--bc_coef", "--kl_target", "--lora_rank", "--beta_max")
+
+
+def _long_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if any(s.startswith("--") for s in a.option_strings)]
+
+
+def _sample_value(action: argparse.Action) -> list[str]:
+    """A value the option accepts, as command-line tokens."""
+    if action.nargs == 0:
+        return []
+    if action.choices:
+        return [str(next(iter(action.choices)))]
+    if action.type in (int, float):
+        return ["3"]
+    if getattr(action.type, "__name__", "") == "_str2bool":
+        return ["1"]
+    return ["x"]
+
+
+def _positionals(name: str) -> list[str]:
+    return ["in.jsonl"] if name == "score" else []
+
+
+def test_spelling_normalisation_touches_only_long_option_names() -> None:
+    argv = ["--max-len", "5", "--eval-data=a-b.jsonl", "-n", "3", "x-y", "--", "--keep-me"]
+    assert normalize_option_spelling(argv) == [
+        "--max_len", "5", "--eval_data=a-b.jsonl", "-n", "3", "x-y", "--", "--keep-me",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_option_is_documented_with_underscores(name: str) -> None:
+    parser, _ = command_parser(name)
+    for action in _long_options(parser):
+        for flag in (s for s in action.option_strings if s.startswith("--")):
+            assert "-" not in flag.removeprefix("--"), f"agentrl {name}: {flag}"
+    assert re.findall(r"--\w+-[\w-]+", parser.format_help()) == []
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_option_is_accepted_with_dashes_too(name: str) -> None:
+    parser, _ = command_parser(name)
+    checked = 0
+    for action in _long_options(parser):
+        flag = next(s for s in action.option_strings if s.startswith("--"))
+        if "_" not in flag:
+            continue
+        value = _sample_value(action)
+        dashed = "--" + flag[2:].replace("_", "-")
+        with_underscores = parser.parse_args([*_positionals(name), flag, *value])
+        with_dashes = parser.parse_args([*_positionals(name), dashed, *value])
+        assert vars(with_dashes) == vars(with_underscores), f"agentrl {name} {dashed}"
+        if value:  # the --name=value form too
+            joined = parser.parse_args([*_positionals(name), f"{dashed}={value[0]}"])
+            assert vars(joined) == vars(with_underscores)
+        checked += 1
+    assert checked > 0 or name == "score"  # score's options are single words
+
+
+@pytest.mark.parametrize("name", ["eval", "score", "gen-data", "sft"])
+def test_commands_other_than_train_show_only_their_own_options(name: str) -> None:
+    help_text = command_parser(name)[0].format_help()
+    for flag in TRAINING_ONLY:
+        assert flag not in help_text, f"agentrl {name} --help lists {flag}"
+
+
+def test_eval_offers_the_options_an_evaluation_reads() -> None:
+    help_text = command_parser("eval")[0].format_help()
+    for flag in ("--model", "--data", "--eval_samples", "--eval_temperature", "--max_turns",
+                 "--tool_subset", "--config", "--output"):  # fmt: skip
+        assert flag in help_text
+    with pytest.raises(SystemExit):
+        command_parser("eval")[0].parse_args(["--learning_rate", "1e-5"])
+
+
+def test_train_keeps_every_option() -> None:
+    help_text = command_parser("train")[0].format_help()
+    assert all(flag in help_text for flag in TRAINING_ONLY)
+
+
+def test_main_accepts_both_spellings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--print-config", "--batch-size", "3"]) == 0
+    dashed = capsys.readouterr().out
+    assert main(["train", "--print_config", "--batch_size", "3"]) == 0
+    assert capsys.readouterr().out == dashed and "batch_size = 3" in dashed
