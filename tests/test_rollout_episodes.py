@@ -34,9 +34,8 @@ class ScriptedEngine:
         prompts: Sequence[Sequence[int]],
         params: SamplingParams | None = None,
         *,
-        num_samples: int = 1,
         max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
+        **_: object,
     ) -> list[Generation]:
         tok = self.tokenizer
         self.calls.append(len(prompts))
