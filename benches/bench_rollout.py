@@ -104,7 +104,7 @@ def bench_loop(
         max_turns=args.max_turns,
         max_new_tokens=args.max_new_tokens,
         max_context_len=args.max_context_len,
-        sampling=SamplingParams.seed_defaults(),
+        sampling=SamplingParams.compat_defaults(),
     )
     registry = builtin_registry()
 
@@ -150,7 +150,7 @@ def bench_first_turn(
         ]
         for s in samples
     ]
-    params = SamplingParams.seed_defaults()
+    params = SamplingParams.compat_defaults()
     eos = sorted(engine.eos_token_ids)
 
     def ours() -> int:
