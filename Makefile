@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.deps-stamp
 
-.PHONY: setup dev train test test-rust test-python lint bench clean
+.PHONY: setup dev train test test-fast test-rust test-python lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ lint: dev
 
 test-python: dev
 	$(BIN)/python -m pytest
+
+# The Python tests without those marked slow (training runs, fresh processes, long property
+# tests): a quick check while editing. `make test` runs everything.
+test-fast: dev
+	$(BIN)/python -m pytest -m "not slow"
 
 test: test-rust lint test-python
 

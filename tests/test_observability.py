@@ -106,6 +106,7 @@ def _records() -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_report_is_a_png_with_the_curves(tmp_path):
     path = write_report(_records(), tmp_path / "report.png")
     assert path is not None
@@ -131,6 +132,7 @@ def _group() -> RolloutGroup:
                         trajectories=[traj, traj], created_at=0.0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_observer_writes_metrics_debug_samples_and_report(tmp_path, capsys):
     observer = RunObserver(tmp_path / "run", total_steps=4, progress=False, debug_interval=2)
     observer.evaluation(0, {"eval/exact_match": 0.1, "eval/reward": 0.0}, label="eval-init")

@@ -22,7 +22,13 @@ from typing import Any
 
 from agentrl.config import TrainConfig
 from agentrl.observability import QuietObserver, RunObserver
-from agentrl.placement import DistributedError, Placement, SingleProcess, placement_for
+from agentrl.placement import (
+    DistributedError,
+    Placement,
+    RolloutSetup,
+    SingleProcess,
+    placement_for,
+)
 from agentrl.placement.adapters import adapter_for
 from agentrl.rl.pack import EmptyBatchError
 from agentrl.training import resume as resume_io
@@ -139,8 +145,8 @@ class Trainer:
                                                self.total_steps)  # fmt: skip
         self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
-        self.source = place.rollout_source(cfg, self.models, self.train_pool, self.tools,
-                                           self.episode, log)  # fmt: skip
+        self.source = place.rollout_source(RolloutSetup(cfg, self.models, self.train_pool,
+                                                        self.tools, self.episode, log))  # fmt: skip
         self.evaluator = Evaluator(
             self.eval_pool,
             self.tools,

@@ -230,18 +230,21 @@ class TrainConfig:
     loss_reduction: str = _opt(
         "loss",
         "sequence",
-        "token/sequence (seed); grpo, bnpo, dr_grpo, dapo (ours)",
+        "how token losses are averaged over the batch",
         tuple(REDUCTIONS),
     )
     importance_sampling_level: str = _opt(
-        "loss", "token", "(ours) token ratio or GSPO sequence ratio", tuple(OBJECTIVE_BY_LEVEL)
+        "loss",
+        "token",
+        "importance ratio per token or per sequence (GSPO)",
+        tuple(OBJECTIVE_BY_LEVEL),
     )
-    kl_estimator: str = _opt("loss", "k3", "(ours) KL estimator", tuple(KL_ESTIMATORS))
-    max_completion_length: int = _opt("loss", 0, "(ours) dr_grpo length (0: max_gen_len)")
+    kl_estimator: str = _opt("loss", "k3", "KL estimator", tuple(KL_ESTIMATORS))
+    max_completion_length: int = _opt("loss", 0, "dr_grpo's constant length (0: max_gen_len)")
     advantage_mode: str = _opt(
         "loss",
         "mixed",
-        "group, baseline, mixed (seed); grpo (ours)",
+        "how rewards become advantages",
         tuple(ADVANTAGE_ESTIMATORS),
     )
     adv_min_std: float = _opt("loss", 0.10, "group std below this counts as zero")

@@ -75,7 +75,7 @@ class EpisodeConfig:
     keep_eos: bool = False
     tool_workers: int = 8
     call_parser: Literal["lenient", "reward"] = "lenient"
-    sampling: SamplingParams = field(default_factory=SamplingParams.seed_defaults)
+    sampling: SamplingParams = field(default_factory=SamplingParams.compat_defaults)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
