@@ -607,4 +607,6 @@ ADVERSARIAL = {
 def test_megabyte_input_is_fast(name: str) -> None:
     text = ADVERSARIAL[name]
     best = fastest_seconds(lambda: parse_message(text, tools=TOOLS))
-    assert best < 0.05, f"{name}: {best * 1000:.1f} ms"
+    # Linear parsing takes a few ms here; a quadratic scan of 1 MB takes seconds. The bound
+    # leaves room for a loaded CI machine without letting a quadratic path through.
+    assert best < 0.25, f"{name}: {best * 1000:.1f} ms"
