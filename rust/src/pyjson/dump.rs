@@ -182,6 +182,17 @@ fn write_float(out: &mut String, f: f64) {
         out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
         return;
     }
+    write_float_repr(out, f);
+}
+
+/// Appends Python's `repr(float)` of a finite value (see [`python_float_repr`]).
+pub(crate) fn write_float_repr(out: &mut String, f: f64) {
+    // Integral values below 1e16 print as their integer and ".0": the common case of
+    // reward details (counts and flags), without the general digit search.
+    if f.fract() == 0.0 && f.abs() < 1e16 && f != 0.0 {
+        let _ = write!(out, "{}.0", f as i64);
+        return;
+    }
     out.push_str(&python_float_repr(f));
 }
 
@@ -278,6 +289,9 @@ mod tests {
         ];
         for (f, want) in cases {
             assert_eq!(python_float_repr(*f), *want, "{f:e}");
+            let mut written = String::new();
+            write_float_repr(&mut written, *f);
+            assert_eq!(written, *want, "{f:e}");
         }
     }
 

@@ -24,6 +24,7 @@ mod dump;
 mod parse;
 mod value;
 
+pub(crate) use dump::write_float_repr;
 pub use dump::DumpOptions;
 pub use parse::{parse, parse_prefix, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
 pub use value::{Object, Value};
