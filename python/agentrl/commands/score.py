@@ -1,28 +1,30 @@
-"""``agentrl score``: score trajectories from a JSONL file with the seed's reward.
+"""``agentrl score``: score trajectories from a JSONL file with the tool-use reward.
 
 Each input line is a JSON object in the golden reward file's schema; the output repeats it
 with ``reward`` and ``details`` added. A line's own ``config`` object overrides the settings
 (``--config``/``--set``) for that line, so the golden file scores to its own rewards.
-Scored lines go to ``-o`` or, without it, to stdout; the summary (and ``--explain``) goes to
-stderr so that stdout stays valid JSONL. A line that is not a JSON object, or that the
-scorer rejects, is reported with its line number and skipped, and the exit code is then 1.
+Reading, checking, scoring and writing run in Rust on worker threads (``score_file``);
+the input may be gzip-compressed. Scored lines go to ``-o`` (written to a temporary file
+and renamed when complete, so a failed run leaves no file) or, without it, to stdout; the
+summary (and ``--explain``) goes to stderr so that stdout stays valid JSONL.
+
+Exit codes: 0 when every line was scored; 1 when some lines were skipped (each is reported
+with its line number and the reason: undecodable bytes, invalid JSON, nesting too deep, a
+field missing or of the wrong type, a non-finite answer, a bad setting) while the others
+were scored; 2 when nothing could be scored (bad settings or options, unreadable input,
+unwritable output).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import IO, Any
 
 import numpy as np
 
-from agentrl.rewards import TERM_KEYS, RewardConfig, ScoreResult, score_batch
+from agentrl.rewards import FileScoreSummary, LineExplanation, RewardConfig, score_file
 
-# Lines scored per Rust call: large enough to amortise the call, small enough to stream.
-CHUNK_ROWS = 8192
 HISTOGRAM_BINS = 12
 BAR_WIDTH = 40
 
@@ -45,132 +47,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@contextmanager
-def _open_input(path: str) -> Iterator[TextIO]:
-    if path == "-":
-        yield sys.stdin
-    else:
-        with open(path, encoding="utf-8") as handle:
-            yield handle
+def _stdin() -> IO[Any]:
+    """Standard input as bytes when it has a byte layer (so no decoding happens in Python)."""
+    return getattr(sys.stdin, "buffer", None) or sys.stdin
 
 
-@contextmanager
-def _open_output(path: str | None) -> Iterator[TextIO]:
-    if path is None:
-        yield sys.stdout
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
-            yield handle
-
-
-def _read_records(handle: TextIO, errors: list[tuple[int, str]]) -> Iterator[tuple[int, dict]]:
-    """``(line number, record)`` for each JSON-object line; bad lines go to ``errors``."""
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append((number, f"invalid JSON: {exc.msg} at column {exc.colno}"))
-            continue
-        if not isinstance(record, dict):
-            errors.append((number, f"expected a JSON object, got {type(record).__name__}"))
-            continue
-        yield number, record
-
-
-def _chunks(items: Iterator[tuple[int, dict]], size: int) -> Iterator[list[tuple[int, dict]]]:
-    chunk: list[tuple[int, dict]] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _score_chunk(
-    chunk: list[tuple[int, dict]],
-    config: RewardConfig,
-    threads: int | None,
-    errors: list[tuple[int, str]],
-) -> tuple[list[tuple[int, dict]], ScoreResult | None]:
-    """Scores a chunk in one call; if the scorer rejects a record, finds and drops it."""
-    records = [record for _, record in chunk]
-    try:
-        return chunk, score_batch(records, config, threads, explain=True)
-    except (ValueError, TypeError):
-        pass
-    kept = []
-    for number, record in chunk:
-        try:
-            score_batch([record], config, 1)
-        except (ValueError, TypeError) as exc:
-            errors.append((number, str(exc).removeprefix("record 0: ")))
-            continue
-        kept.append((number, record))
-    if not kept:
-        return kept, None
-    return kept, score_batch([r for _, r in kept], config, threads, explain=True)
-
-
-def _json_float(value: float) -> Any:
-    return value if np.isfinite(value) else str(value)
+def _stdout() -> IO[Any]:
+    """Standard output as bytes when it has a byte layer, after any text already written."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        return sys.stdout
+    sys.stdout.flush()
+    return buffer
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, highlight=False)
     try:
         config = RewardConfig.load(args.config, args.sets)
     except (OSError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     if args.threads is not None and args.threads < 1:
         console.print("[red]error:[/red] --threads must be at least 1")
         return 2
 
-    errors: list[tuple[int, str]] = []
-    rewards: list[np.ndarray] = []
-    terms: dict[str, list[np.ndarray]] = {key: [] for key in TERM_KEYS}
+    source = _stdin() if args.input == "-" else args.input
+    sink = _stdout() if args.output is None else args.output
     try:
-        with _open_input(args.input) as source, _open_output(args.output) as sink:
-            for chunk in _chunks(_read_records(source, errors), CHUNK_ROWS):
-                kept, result = _score_chunk(chunk, config, args.threads, errors)
-                if result is None:
-                    continue
-                rows = result.to_records()
-                for row, ((number, record), detail) in enumerate(zip(kept, rows, strict=True)):
-                    record["reward"] = _json_float(detail["reward"])
-                    record["details"] = {k: _json_float(v) for k, v in detail.items()}
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    if args.explain:
-                        _print_explanation(console, number, result, row)
-                rewards.append(result.rewards.copy())
-                for key, column in (result.contributions or {}).items():
-                    terms[key].append(column.copy())
+        summary = score_file(source, sink, config, args.threads, explain=args.explain)
     except OSError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
+    finally:
+        if args.output is None:
+            sys.stdout.flush()
 
-    for number, message in sorted(errors):
-        console.print(f"[yellow]line {number}:[/yellow] skipped: {message}")
-    all_rewards = np.concatenate(rewards) if rewards else np.zeros(0)
-    means = {key: float(np.concatenate(v).mean()) for key, v in terms.items() if v}
-    _print_summary(console, all_rewards, means, len(errors))
-    return 1 if errors else 0
+    for explanation in summary.explanations:
+        _print_explanation(console, explanation)
+    _print_skipped(console, summary, escape)
+    _print_summary(console, summary.rewards, summary.term_means, summary.skipped_count)
+    return 1 if summary.skipped_count else 0
 
 
-def _print_explanation(console: Any, number: int, result: ScoreResult, row: int) -> None:
+def _print_skipped(console: Any, summary: FileScoreSummary, escape: Any) -> None:
+    for number, message in summary.skipped:
+        console.print(f"[yellow]line {number}:[/yellow] skipped: {escape(message)}")
+    unlisted = summary.skipped_count - len(summary.skipped)
+    if unlisted:
+        console.print(f"[yellow]{unlisted} more lines skipped[/yellow] (not listed)")
+
+
+def _print_explanation(console: Any, explanation: LineExplanation) -> None:
     """One line's reward as the sum of its terms."""
-    details = result.details
     console.print(
-        f"[bold]line {number}[/bold]: reward {details['reward'][row]:+.4f}"
-        f" (raw {details['raw_reward'][row]:+.4f})"
+        f"[bold]line {explanation.line}[/bold]: reward {explanation.reward:+.4f}"
+        f" (raw {explanation.raw_reward:+.4f})"
     )
-    for key, value in result.explain(row):
+    for key, value in explanation.terms:
         console.print(f"    {key:<22} {value:+.4f}")
 
 

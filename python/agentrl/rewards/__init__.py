@@ -1,8 +1,10 @@
-"""Rewards: the seed's tool-use reward scored in batches in Rust, and a reward-function API.
+"""Rewards: the tool-use reward scored in batches in Rust, and a reward-function API.
 
-- :class:`RewardConfig`: every weight, penalty, cap and schedule (the seed's names).
-- :func:`score_batch`: score many trajectories in one call, with the seed's detail columns.
-- :func:`combine` and the built-in reward functions, in the second seed's style.
+- :class:`RewardConfig`: every weight, penalty, cap and schedule (the command line's names).
+- :func:`score_batch`: score many trajectories (dicts or JSON lines) in one call, with the
+  detail columns.
+- :func:`score_file`: score a JSONL file end to end in Rust, streaming, with a summary.
+- :func:`combine` and the built-in reward functions (``(completions, **columns)`` style).
 - :func:`group_advantages`: group-normalised advantages.
 """
 
@@ -12,6 +14,7 @@ from agentrl.rewards.advantages import (
     group_advantages,
 )
 from agentrl.rewards.config import RewardConfig
+from agentrl.rewards.files import FileScoreSummary, LineExplanation, score_file
 from agentrl.rewards.functions import (
     BUILTIN_REWARDS,
     CombinedReward,
@@ -40,7 +43,9 @@ __all__ = [
     "TERM_KEYS",
     "CombinedReward",
     "CombinedRewards",
+    "FileScoreSummary",
     "GroupAdvantages",
+    "LineExplanation",
     "RewardConfig",
     "RewardFunction",
     "ScoreResult",
@@ -56,4 +61,5 @@ __all__ = [
     "r1_xml_count_reward",
     "resolved_threads",
     "score_batch",
+    "score_file",
 ]

@@ -38,10 +38,28 @@ impl Default for DumpOptions {
     }
 }
 
+/// An object's entries in the order they are written.
+enum Entries<'a> {
+    /// Insertion order (no copy of the entry list).
+    InOrder(std::slice::Iter<'a, (String, Value)>),
+    Sorted(std::vec::IntoIter<&'a (String, Value)>),
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = &'a (String, Value);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Entries::InOrder(it) => it.next(),
+            Entries::Sorted(it) => it.next(),
+        }
+    }
+}
+
 /// A container whose remaining children are still to be written.
 enum Pending<'a> {
     Array(std::slice::Iter<'a, Value>),
-    Object(std::vec::IntoIter<&'a (String, Value)>),
+    Object(Entries<'a>),
 }
 
 impl Value {
@@ -53,12 +71,18 @@ impl Value {
     /// JSON text exactly as `json.dumps(v, ensure_ascii=False, ...)` writes it with these
     /// options (non-finite floats as `NaN`/`Infinity`, as Python's default `allow_nan`).
     pub fn to_json_string_with(&self, opts: &DumpOptions) -> String {
+        let mut out = String::new();
+        self.write_json(&mut out, opts);
+        out
+    }
+
+    /// Appends the text of [`Value::to_json_string_with`] to `out`.
+    pub fn write_json(&self, out: &mut String, opts: &DumpOptions) {
         let (item_sep, key_sep) = if opts.compact {
             (",", ":")
         } else {
             (", ", ": ")
         };
-        let mut out = String::new();
         let mut stack: Vec<Pending<'_>> = Vec::new();
         let mut next: Option<&Value> = Some(self);
         loop {
@@ -79,14 +103,16 @@ impl Value {
                     }
                     Value::Object(obj) => {
                         out.push('{');
-                        let mut entries: Vec<&(String, Value)> = obj.iter().collect();
-                        if opts.sort_keys {
+                        let mut it = if opts.sort_keys {
+                            let mut entries: Vec<&(String, Value)> = obj.iter().collect();
                             entries.sort_by(|a, b| a.0.cmp(&b.0));
-                        }
-                        let mut it = entries.into_iter();
+                            Entries::Sorted(entries.into_iter())
+                        } else {
+                            Entries::InOrder(obj.iter())
+                        };
                         match it.next() {
                             Some((k, v)) => {
-                                write_str(&mut out, k);
+                                write_str(out, k);
                                 out.push_str(key_sep);
                                 next = Some(v);
                                 stack.push(Pending::Object(it));
@@ -94,13 +120,13 @@ impl Value {
                             None => out.push('}'),
                         }
                     }
-                    scalar => write_scalar(&mut out, scalar),
+                    scalar => write_scalar(out, scalar),
                 }
                 continue;
             }
             // The current value is written: move to the next sibling or close containers.
             match stack.last_mut() {
-                None => return out,
+                None => return,
                 Some(Pending::Array(it)) => match it.next() {
                     Some(v) => {
                         out.push_str(item_sep);
@@ -114,7 +140,7 @@ impl Value {
                 Some(Pending::Object(it)) => match it.next() {
                     Some((k, v)) => {
                         out.push_str(item_sep);
-                        write_str(&mut out, k);
+                        write_str(out, k);
                         out.push_str(key_sep);
                         next = Some(v);
                     }
@@ -193,7 +219,33 @@ pub(crate) fn write_float_repr(out: &mut String, f: f64) {
         let _ = write!(out, "{}.0", f as i64);
         return;
     }
-    out.push_str(&python_float_repr(f));
+    REPR_CACHE.with(|cache| {
+        let Ok(mut cache) = cache.try_borrow_mut() else {
+            out.push_str(&python_float_repr(f));
+            return;
+        };
+        if cache.is_empty() {
+            cache.resize(REPR_SLOTS, (EMPTY_SLOT, String::new()));
+        }
+        let bits = f.to_bits();
+        let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % REPR_SLOTS;
+        let entry = &mut cache[slot];
+        if entry.0 != bits {
+            *entry = (bits, python_float_repr(f));
+        }
+        out.push_str(&entry.1);
+    });
+}
+
+/// Slots of the per-thread cache of float reprs, by bit pattern: reward details repeat a
+/// few fractions over and over, and the shortest-digit search is the costly part.
+const REPR_SLOTS: usize = 1024;
+/// A NaN pattern, never cached (only finite values are), marking an empty slot.
+const EMPTY_SLOT: u64 = u64::MAX;
+
+thread_local! {
+    static REPR_CACHE: std::cell::RefCell<Vec<(u64, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Python's `repr(float)` for a finite value: the shortest digits that round-trip, written
@@ -289,9 +341,12 @@ mod tests {
         ];
         for (f, want) in cases {
             assert_eq!(python_float_repr(*f), *want, "{f:e}");
-            let mut written = String::new();
-            write_float_repr(&mut written, *f);
-            assert_eq!(written, *want, "{f:e}");
+            // Twice: computed, then from the cache.
+            for _ in 0..2 {
+                let mut written = String::new();
+                write_float_repr(&mut written, *f);
+                assert_eq!(written, *want, "{f:e}");
+            }
         }
     }
 

@@ -2,6 +2,8 @@
 //! scored line as `json.dumps(record, ensure_ascii=False)` writes the record with its
 //! `reward` and `details` added.
 
+use std::sync::Arc;
+
 use crate::pyjson::{write_float_repr, DumpOptions, Object, Value};
 use crate::reward::json_lines::parse_line;
 use crate::reward::{
@@ -112,7 +114,14 @@ pub fn score_chunk(
             None => Ok(None),
         });
         match prepared {
-            Ok(Some((row, written))) => {
+            Ok(Some((mut row, written))) => {
+                // The completions of one prompt usually follow each other: they share one
+                // task, which is then prepared once.
+                if let Some(previous) = rows.last() {
+                    if previous.task == row.task {
+                        row.task = Arc::clone(&previous.task);
+                    }
+                }
                 rows.push(row);
                 pending.push((index, written));
             }
