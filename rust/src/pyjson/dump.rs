@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::scan::find_special;
 use super::value::Value;
 
 /// Formatting choices of `json.dumps` that the reward and the parsers use.
@@ -159,9 +160,7 @@ fn write_scalar(out: &mut String, value: &Value) {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => write_int(out, *i),
         Value::BigInt(digits) => out.push_str(digits),
         Value::Float(f) => write_float(out, *f),
         Value::Str(s) => write_str(out, s),
@@ -173,29 +172,50 @@ fn write_scalar(out: &mut String, value: &Value) {
 /// A JSON string literal with `json.dumps(ensure_ascii=False)` escaping.
 fn write_str(out: &mut String, s: &str) {
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
+    loop {
+        let i = find_special(bytes, start, b'"', true);
+        // Special bytes are ASCII, so `start` and `i` are char boundaries.
         out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
-        } else {
-            out.push_str(escape);
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
         }
         start = i + 1;
     }
-    out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Appends the decimal digits of `n`, as `{n}` would, without the formatting machinery.
+fn write_int(out: &mut String, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push('-');
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
 /// `float.__repr__` as `json.dumps` uses it, plus `NaN`/`Infinity`/`-Infinity`.
@@ -216,7 +236,8 @@ pub(crate) fn write_float_repr(out: &mut String, f: f64) {
     // Integral values below 1e16 print as their integer and ".0": the common case of
     // reward details (counts and flags), without the general digit search.
     if f.fract() == 0.0 && f.abs() < 1e16 && f != 0.0 {
-        let _ = write!(out, "{}.0", f as i64);
+        write_int(out, f as i64);
+        out.push_str(".0");
         return;
     }
     REPR_CACHE.with(|cache| {
@@ -376,6 +397,15 @@ mod tests {
             v.to_json_string_with(&sorted),
             "{\"arguments\": {\"a\": {}, \"b\": [1, 2.5, null, true]}, \"name\": \"f\"}"
         );
+    }
+
+    #[test]
+    fn integers_are_written_in_full() {
+        for n in [0, 7, -7, 10, 1234567890, i64::MAX, i64::MIN] {
+            let mut out = String::new();
+            write_int(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 mod dump;
 mod parse;
+pub(crate) mod scan;
 mod value;
 
 pub(crate) use dump::write_float_repr;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::scan::find_special;
 use super::value::{Object, Value};
 
 /// Deepest nesting of arrays/objects accepted in Python mode.
@@ -434,12 +435,7 @@ impl<'a> Parser<'a> {
         let mut out = String::new();
         loop {
             let chunk = self.pos;
-            while let Some(&b) = self.bytes.get(self.pos) {
-                if b == quote || b == b'\\' || (b < 0x20 && !self.opts.control_chars) {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = find_special(self.bytes, self.pos, quote, !self.opts.control_chars);
             // The scan stops only at ASCII bytes or the end: both are char boundaries.
             out.push_str(self.src.get(chunk..self.pos).unwrap_or_default());
             match self.peek() {

@@ -7,6 +7,8 @@
 
 use std::io::{self, Read};
 
+use crate::pyjson::scan::find_line_end;
+
 /// Bytes per chunk (a chunk ends at the first line end after this many bytes): large enough
 /// that a chunk is milliseconds of work, small enough that a few per thread stay in cache.
 pub const CHUNK_BYTES: usize = 512 * 1024;
@@ -33,7 +35,8 @@ pub fn lines(chunk: &[u8], ends: LineEnds) -> impl Iterator<Item = &[u8]> {
         if rest.is_empty() {
             return None;
         }
-        match rest.iter().position(|&b| ends.is_end(b)) {
+        let end = find_line_end(rest, 0, ends == LineEnds::Universal);
+        match (end < rest.len()).then_some(end) {
             Some(i) => {
                 let line = &rest[..i];
                 let skip = if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') {

@@ -403,3 +403,4 @@ mod tests {
         assert_eq!(summary.skipped.len(), MAX_REPORTED_SKIPS);
     }
 }
+
