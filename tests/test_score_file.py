@@ -8,6 +8,8 @@ import gzip
 import io
 import json
 import math
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -191,3 +193,28 @@ def test_any_extra_field_is_written_as_json_dumps_writes_it(meta: object, key_fi
     summary = score_file(io.BytesIO(line.encode()), out, threads=1)
     assert summary.scored == 1
     assert out.getvalue().decode() == _python_scored([line])
+
+
+class _InterruptedReader(io.RawIOBase):
+    """A stream that receives Ctrl-C (SIGINT) while the scorer reads it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = io.BytesIO(data)
+        self.calls = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        self.calls += 1
+        if self.calls == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.data.read(size)
+
+
+def test_ctrl_c_stops_the_run_and_writes_no_file(tmp_path: Path) -> None:
+    data = ("\n".join(_golden_lines()) + "\n").encode() * 4
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        score_file(_InterruptedReader(data), out, threads=2)
+    assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ Exit codes: 0 when every line was scored; 1 when some lines were skipped (each i
 with its line number and the reason: undecodable bytes, invalid JSON, nesting too deep, a
 field missing or of the wrong type, a non-finite answer, a bad setting) while the others
 were scored; 2 when nothing could be scored (bad settings or options, unreadable input,
-unwritable output).
+unwritable output); 130 when stopped by Ctrl-C (an output file is then not written).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import numpy as np
 
 from agentrl.rewards import FileScoreSummary, LineExplanation, RewardConfig, score_file
 
+# Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 HISTOGRAM_BINS = 12
 BAR_WIDTH = 40
 
@@ -82,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
+    except KeyboardInterrupt:
+        written = "" if args.output is None else " (no output file written)"
+        console.print(f"[red]interrupted[/red]{written}")
+        return INTERRUPTED
     finally:
         if args.output is None:
             sys.stdout.flush()

@@ -7,7 +7,9 @@
 use std::fmt::Display;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 use crate::expr::EvalError;
@@ -91,12 +93,14 @@ pub(super) fn in_line(error: BatchError) -> PyErr {
     value_error(format!("record {}: {}", error.row, error.error))
 }
 
-/// A file that cannot be read or written is an `OSError` naming it; a scoring job that
-/// ended without a result is a `RuntimeError`.
+/// A file that cannot be read or written is an `OSError` naming it; a run stopped by a
+/// signal is a `KeyboardInterrupt`; a scoring job that ended without a result is a
+/// `RuntimeError`.
 impl From<ScoreFileError> for PyErr {
     fn from(error: ScoreFileError) -> Self {
         match error {
             ScoreFileError::Io { .. } => PyOSError::new_err(error.to_string()),
+            ScoreFileError::Stopped => PyKeyboardInterrupt::new_err(error.to_string()),
             ScoreFileError::Internal(_) => PyRuntimeError::new_err(error.to_string()),
         }
     }

@@ -1,9 +1,14 @@
 //! `reward_score_file`: a path or a Python file object in, a path or a file object out,
 //! scored by `scorefile` with the GIL released. Python streams are read and written through
-//! small adapters that take the GIL only for each `read`/`write` call.
+//! small adapters that take the GIL only for each `read`/`write` call; the GIL is also
+//! taken between chunks to run signal handlers, so that Ctrl-C stops a long run.
+//!
+//! When a Python call made during the run raises (a stream's `read`, a signal handler),
+//! that exception is kept and raised in the end instead of a generic error.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
@@ -16,10 +21,30 @@ use crate::scorefile::{
     ScoreFileOptions,
 };
 
+/// The first Python exception raised during a run, to be raised when it ends.
+#[derive(Clone, Default)]
+struct Raised(Arc<Mutex<Option<PyErr>>>);
+
+impl Raised {
+    /// Keeps `error` (unless an earlier one is kept) and turns it into an I/O error.
+    fn keep(&self, error: PyErr) -> io::Error {
+        let message = error.to_string();
+        if let Ok(mut slot) = self.0.lock() {
+            slot.get_or_insert(error);
+        }
+        io::Error::other(message)
+    }
+
+    fn take(&self) -> Option<PyErr> {
+        self.0.lock().ok().and_then(|mut slot| slot.take())
+    }
+}
+
 /// A Python file object as a byte source: `read(n)` may return `bytes` or `str` (encoded
 /// as UTF-8).
 struct PyReader {
     stream: Py<PyAny>,
+    raised: Raised,
     /// Encoded text beyond what the last `read` asked for.
     pending: Vec<u8>,
 }
@@ -40,7 +65,7 @@ impl Read for PyReader {
                     "read() returned {kind}, not bytes or str"
                 )))
             })
-            .map_err(io::Error::other)?;
+            .map_err(|e| self.raised.keep(e))?;
         }
         let n = self.pending.len().min(buf.len());
         buf[..n].copy_from_slice(&self.pending[..n]);
@@ -54,6 +79,7 @@ impl Read for PyReader {
 struct PyWriter {
     stream: Py<PyAny>,
     text: bool,
+    raised: Raised,
 }
 
 impl Write for PyWriter {
@@ -67,13 +93,13 @@ impl Write for PyWriter {
             }
             Ok(())
         })
-        .map_err(io::Error::other)?;
+        .map_err(|e| self.raised.keep(e))?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         Python::attach(|py| self.stream.bind(py).call_method0("flush").map(drop))
-            .map_err(io::Error::other)
+            .map_err(|e| self.raised.keep(e))
     }
 }
 
@@ -127,16 +153,24 @@ fn reward_score_file<'py>(
     threads: Option<usize>,
     explain: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let raised = Raised::default();
+    let on_signal = raised.clone();
     let options = ScoreFileOptions {
         config: config_from_py(config)?,
         threads: parallel::resolve_threads(threads),
         explain,
         line_ends: LineEnds::Universal,
+        stop: Some(Arc::new(move || {
+            Python::attach(|py| py.check_signals())
+                .map_err(|e| on_signal.keep(e))
+                .is_err()
+        })),
     };
     let source = match src.cast::<PyString>() {
         Ok(path) => Source::Path(PathBuf::from(path.to_cow()?.as_ref())),
         Err(_) => Source::Stream(PyReader {
             stream: src.clone().unbind(),
+            raised: raised.clone(),
             pending: Vec::new(),
         }),
     };
@@ -145,10 +179,13 @@ fn reward_score_file<'py>(
         Err(_) => Sink::Stream(PyWriter {
             stream: dst.clone().unbind(),
             text: is_text_stream(dst)?,
+            raised: raised.clone(),
         }),
     };
-    let summary = py.detach(move || run(source, sink, options))?;
-    summary_to_py(py, summary)
+    match py.detach(move || run(source, sink, options)) {
+        Ok(summary) => summary_to_py(py, summary),
+        Err(error) => Err(raised.take().unwrap_or_else(|| error.into())),
+    }
 }
 
 fn summary_to_py(py: Python<'_>, summary: FileSummary) -> PyResult<Bound<'_, PyDict>> {

@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use flate2::bufread::MultiGzDecoder;
 
@@ -37,8 +37,11 @@ pub use chunks::LineEnds;
 /// of garbage cannot fill memory with reasons.
 pub const MAX_REPORTED_SKIPS: usize = 10_000;
 
+/// Asked on the calling thread before each chunk; `true` stops the run.
+pub type StopCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// How to score a file.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ScoreFileOptions {
     pub config: RewardConfig,
     /// Worker threads (1: everything on the calling thread).
@@ -46,6 +49,17 @@ pub struct ScoreFileOptions {
     /// Keep each scored line's terms ([`FileSummary::explained`]).
     pub explain: bool,
     pub line_ends: LineEnds,
+    /// Lets the caller stop a long run (Ctrl-C); an output path is then not written.
+    pub stop: Option<StopCheck>,
+}
+
+impl ScoreFileOptions {
+    fn check_stop(&self) -> Result<(), ScoreFileError> {
+        match &self.stop {
+            Some(stop) if stop() => Err(ScoreFileError::Stopped),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A line that was not scored.
@@ -120,6 +134,8 @@ impl FileSummary {
 pub enum ScoreFileError {
     /// Reading the input or writing the output failed; `what` names the file.
     Io { what: String, error: io::Error },
+    /// The caller's stop check asked to stop.
+    Stopped,
     /// A chunk's scoring job ended without a result (a bug).
     Internal(String),
 }
@@ -128,6 +144,7 @@ impl fmt::Display for ScoreFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ScoreFileError::Io { what, error } => write!(f, "{what}: {error}"),
+            ScoreFileError::Stopped => f.write_str("stopped before the end of the input"),
             ScoreFileError::Internal(message) => f.write_str(message),
         }
     }
@@ -185,6 +202,7 @@ pub fn score_stream<R: Read, W: Write>(
     };
     parallel::with_scope(options.threads, |scope| match scope {
         None => loop {
+            options.check_stop()?;
             match chunks.next_chunk().map_err(read_error)? {
                 Some(bytes) => {
                     let outcome = score_chunk(&context, &bytes, options.line_ends, options.explain);
@@ -249,6 +267,7 @@ fn pipeline<'scope, R: Read, W: Write>(
             written += 1;
         }
         if !input_done && spawned - written < max_in_flight {
+            stage.options.check_stop()?;
             match chunks.next_chunk().map_err(&read_error)? {
                 Some(bytes) => {
                     let sender = sender.clone();
@@ -321,6 +340,7 @@ mod tests {
             threads,
             explain: true,
             line_ends: LineEnds::Universal,
+            stop: None,
         }
     }
 
@@ -396,6 +416,31 @@ mod tests {
     }
 
     #[test]
+    fn a_stopped_run_writes_no_output_file() {
+        let dir = std::env::temp_dir().join(format!("agentrl-stop-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let dst = dir.join("out.jsonl");
+        let input = format!("{GOOD}\n").repeat(20_000);
+        for threads in [1, 2] {
+            let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counter = Arc::clone(&calls);
+            let stop: StopCheck =
+                Arc::new(move || counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 2);
+            let opts = ScoreFileOptions {
+                stop: Some(stop),
+                ..options(threads)
+            };
+            let result = score_into_path(Cursor::new(input.as_bytes()), &dst, &opts, "in");
+            assert!(matches!(result, Err(ScoreFileError::Stopped)));
+        }
+        let left = std::fs::read_dir(&dir)
+            .map(|d| d.count())
+            .unwrap_or(usize::MAX);
+        assert_eq!(left, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn reported_skips_are_capped_but_counted() {
         let input = "x\n".repeat(MAX_REPORTED_SKIPS + 5);
         let (_, summary) = run(input.as_bytes(), 2);
@@ -403,4 +448,3 @@ mod tests {
         assert_eq!(summary.skipped.len(), MAX_REPORTED_SKIPS);
     }
 }
-
