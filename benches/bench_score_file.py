@@ -129,7 +129,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--group", type=int, default=8, help="consecutive lines per task")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
-    parser.add_argument("--reference-rows", type=int, default=6_000)
+    parser.add_argument(
+        "--reference-rows", type=int, default=6_000, help="rows for the reference loop (0: skip)"
+    )
     parser.add_argument("--memory-mb", type=int, default=200, help="0 skips the memory run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per thread count (best)")
     args = parser.parse_args()
@@ -142,8 +144,10 @@ def main() -> None:
         print(f"input: {args.rows:,} trajectories, {size / 1e6:.1f} MB, groups of {args.group}")
 
         ref_rows = [golden[(i // args.group) % len(golden)] for i in range(args.reference_rows)]
-        reference = reference_rate(ref_rows)
-        if reference is None:
+        reference = reference_rate(ref_rows) if ref_rows else None
+        if not ref_rows:
+            print("reference loop skipped (--reference-rows 0)")
+        elif reference is None:
             absent = getattr(_baseline_module(), "absent_message", None)
             print(absent() if absent else "reference implementation not found: no baseline")
         else:

@@ -218,3 +218,10 @@ def test_ctrl_c_stops_the_run_and_writes_no_file(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         score_file(_InterruptedReader(data), out, threads=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lone_surrogate_is_written_as_the_replacement_character() -> None:
+    line = '{"task": "x\\ud800", "gt": ["1"], "completion": "1"}'
+    out = io.BytesIO()
+    assert score_file(io.BytesIO(line.encode()), out).scored == 1
+    assert json.loads(out.getvalue())["task"] == "x\ufffd"

@@ -11,7 +11,10 @@ UTF-8, not valid JSON, nested too deeply, or whose fields have the wrong type (`
 list of strings or finite numbers, ``messages`` missing, ...) is skipped and reported with
 its line number and what was expected; the other lines are scored. An output path is
 written to a temporary file beside it and renamed when complete, so a failed run leaves no
-file behind.
+file behind. A file opened by path ends lines at ``\\n``, ``\\r\\n`` or ``\\r`` as Python's
+``open()`` does, a stream at ``\\n`` as ``sys.stdin`` does, so line numbers match
+``enumerate(file, 1)``. A lone surrogate escape (``"\\ud800"``), which no UTF-8 file can
+hold, is written as U+FFFD.
 """
 
 from __future__ import annotations

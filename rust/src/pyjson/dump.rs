@@ -200,6 +200,10 @@ fn write_str(out: &mut String, s: &str) {
 
 /// Appends the decimal digits of `n`, as `{n}` would, without the formatting machinery.
 fn write_int(out: &mut String, n: i64) {
+    if let Ok(digit @ 0..=9) = u8::try_from(n) {
+        out.push(char::from(b'0' + digit));
+        return;
+    }
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n.unsigned_abs();
@@ -401,7 +405,7 @@ mod tests {
 
     #[test]
     fn integers_are_written_in_full() {
-        for n in [0, 7, -7, 10, 1234567890, i64::MAX, i64::MIN] {
+        for n in [0, 7, 9, -1, -7, 10, 1234567890, i64::MAX, i64::MIN] {
             let mut out = String::new();
             write_int(&mut out, n);
             assert_eq!(out, n.to_string());

@@ -73,7 +73,12 @@ fn nonfinite_text(x: f64) -> &'static str {
 }
 
 /// Checks a decoded line and splits it into the row to score and what is written back.
-fn prepare(context: &ScoringContext, value: Value) -> Result<(Trajectory, Written), String> {
+/// `line_len` (the line's length) sizes the text written back, which is about as long.
+fn prepare(
+    context: &ScoringContext,
+    value: Value,
+    line_len: usize,
+) -> Result<(Trajectory, Written), String> {
     check_record(&value)?;
     let keeps_place = value
         .as_object()
@@ -81,7 +86,8 @@ fn prepare(context: &ScoringContext, value: Value) -> Result<(Trajectory, Writte
     let written = if keeps_place {
         Written::Whole(value.clone())
     } else {
-        let mut text = value.to_json_string_with(&DumpOptions::python_default());
+        let mut text = String::with_capacity(line_len + 16);
+        value.write_json(&mut text, &DumpOptions::python_default());
         text.pop(); // the closing brace of a non-empty object (the check requires fields)
         Written::Open(text)
     };
@@ -110,7 +116,7 @@ pub fn score_chunk(
     for (index, line) in lines(chunk, ends).enumerate() {
         outcome.lines += 1;
         let prepared = parse_line(line).and_then(|value| match value {
-            Some(value) => prepare(context, value).map(Some),
+            Some(value) => prepare(context, value, line.len()).map(Some),
             None => Ok(None),
         });
         match prepared {
