@@ -18,6 +18,7 @@ fn control_bytes(word: u64) -> u64 {
 
 /// The index of the first byte at or after `from` that is `quote`, `\` or (when
 /// `controls`) below 0x20; `bytes.len()` when there is none.
+#[inline]
 pub fn find_special(bytes: &[u8], from: usize, quote: u8, controls: bool) -> usize {
     let is_special = |b: u8| b == quote || b == b'\\' || (controls && b < 0x20);
     let mut i = from;
@@ -43,6 +44,7 @@ pub fn find_special(bytes: &[u8], from: usize, quote: u8, controls: bool) -> usi
 
 /// The index of the first `\n` (or, when `carriage_returns`, `\r`) at or after `from`;
 /// `bytes.len()` when there is none.
+#[inline]
 pub fn find_line_end(bytes: &[u8], from: usize, carriage_returns: bool) -> usize {
     let mut i = from;
     while i + 8 <= bytes.len() {
