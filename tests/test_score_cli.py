@@ -7,6 +7,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 from contextlib import redirect_stderr
 from pathlib import Path
 
@@ -211,3 +213,20 @@ def test_ctrl_c_exits_130_without_output(
     assert main(["score", "-", "-o", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_real_pipe_in_and_out(tmp_path: Path) -> None:
+    # As a user runs it: gzip JSONL on stdin, scored JSONL on stdout, summary on stderr.
+    lines = GOLDEN.read_bytes().splitlines()[:30]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "score", "-", "--threads", "2"],
+        input=gzip.compress(b"\n".join([*lines, b"{bad"]) + b"\n"),
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    scored = [json.loads(line) for line in done.stdout.splitlines()]
+    want = [json.loads(g)["reward"] for g in lines]
+    assert [s["reward"] for s in scored] == pytest.approx(want, abs=1e-9)
+    assert b"line 31:" in done.stderr and b"Traceback" not in done.stderr

@@ -18,6 +18,7 @@ unwritable output); 130 when stopped by Ctrl-C (an output file is then not writt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import IO, Any
 
@@ -90,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
         return INTERRUPTED
     finally:
         if args.output is None:
-            sys.stdout.flush()
+            # A closed pipe was reported above; flushing again must not raise.
+            with contextlib.suppress(OSError):
+                sys.stdout.flush()
 
     for explanation in summary.explanations:
         _print_explanation(console, explanation)
