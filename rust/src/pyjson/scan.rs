@@ -6,7 +6,7 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// Marks (in the high bit) bytes of `word` that are zero. The lowest marked byte is always
-/// a zero byte; higher marks may be spurious, so the caller checks bytes one by one.
+/// a zero byte (a borrow only spreads upwards, so spurious marks sit above a real one).
 fn zero_bytes(word: u64) -> u64 {
     word.wrapping_sub(ONES) & !word & HIGHS
 }
@@ -32,7 +32,8 @@ pub fn find_special(bytes: &[u8], from: usize, quote: u8, controls: bool) -> usi
             marks |= control_bytes(word);
         }
         if marks != 0 {
-            break;
+            // The lowest mark is always a real match (see `zero_bytes`).
+            return i + (marks.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -56,7 +57,7 @@ pub fn find_line_end(bytes: &[u8], from: usize, carriage_returns: bool) -> usize
             marks |= zero_bytes(word ^ (ONES * u64::from(b'\r')));
         }
         if marks != 0 {
-            break;
+            return i + (marks.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -88,6 +89,42 @@ mod tests {
                     .find(|&i| text[i] == b'\n' || (cr && text[i] == b'\r'))
                     .unwrap_or(text.len());
                 assert_eq!(find_line_end(text, from, cr), slow);
+            }
+        }
+    }
+
+    #[test]
+    fn agrees_on_random_bytes() {
+        // A fixed linear congruential sequence: bytes drawn mostly from the tricky range.
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as u8
+        };
+        for _ in 0..2000 {
+            let len = usize::from(next() % 40);
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| match next() % 4 {
+                    0 => next() % 0x30,
+                    1 => [b'"', b'\\', b'\'', b'\n', b'\r'][usize::from(next() % 5)],
+                    _ => next(),
+                })
+                .collect();
+            let from = usize::from(next()) % (len + 1);
+            for controls in [true, false] {
+                assert_eq!(
+                    find_special(&bytes, from, b'"', controls),
+                    slow(&bytes, from, b'"', controls),
+                    "{bytes:?} from {from}"
+                );
+            }
+            for cr in [true, false] {
+                let want = (from..len)
+                    .find(|&i| bytes[i] == b'\n' || (cr && bytes[i] == b'\r'))
+                    .unwrap_or(len);
+                assert_eq!(find_line_end(&bytes, from, cr), want, "{bytes:?}");
             }
         }
     }
