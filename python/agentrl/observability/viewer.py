@@ -96,6 +96,8 @@ def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
         "__TITLE__": _html_text(data["title"]),
         "__DATA__": _embedded_json(data),
     }
+    title_text = parts.pop("__TITLE__")
+    page = page.replace("__TITLE__", title_text)  # <title> and the heading; before the data
     for marker, text in parts.items():
         page = page.replace(marker, text, 1)
     return page

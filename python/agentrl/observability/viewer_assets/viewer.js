@@ -382,13 +382,13 @@ function renderList() {
       "data-episode": String(x.i), "data-reward": String(x.reward),
       onclick: () => setState({ episode: String(x.i) }, true) },
       el("td", { class: "num", text: String(x.record.episode ?? x.i) }),
-      el("td", { text: stepLabel(x.key) }),
+      el("td", { class: "nowrap", text: stepLabel(x.key) }),
       el("td", { class: "num", text: fmt(x.group) }),
       el("td", { class: "num", text: fmt(x.reward) }),
       el("td", { class: "num " + (x.advantage > 0 ? "pos" : (x.advantage < 0 ? "neg" : "")),
         text: fmt(x.advantage) }),
       el("td", { text: x.finish }),
-      el("td", {}, String(x.calls), x.errors ? el("span", { class: "badge err",
+      el("td", { class: "nowrap" }, String(x.calls) + " ", x.errors ? el("span", { class: "badge err",
         text: x.errors + " err" }) : null),
       el("td", {}, result ? el("span", { class: "badge " + result, text: result }) : null),
       el("td", { class: "text", text: x.task.slice(0, 200), title: x.task.slice(0, 500) }));
@@ -448,15 +448,14 @@ function messages(record, compact) {
 }
 
 function termsTable(record) {
-  const table = el("table", { class: "terms" });
+  const box = el("div", { class: "terms" });
   const terms = Object.entries(record.reward_terms || {});
   terms.sort((a, b) => (a[0] === "reward" ? -1 : b[0] === "reward" ? 1 : a[0].localeCompare(b[0])));
-  table.append(el("tr", {}, el("th", { text: "reward term" }), el("th", { text: "value" })));
   for (const [name, value] of terms) {
-    table.append(el("tr", { class: "term" + (value ? " nonzero" : ""), "data-term": name },
-      el("td", { text: name }), el("td", { class: "num", text: fmt(value, 4) })));
+    box.append(el("div", { class: "term" + (value ? " nonzero" : ""), "data-term": name },
+      el("span", { text: name }), el("b", { text: fmt(value, 4) })));
   }
-  return table;
+  return box;
 }
 
 function metaLine(record) {
