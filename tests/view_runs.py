@@ -107,14 +107,8 @@ def write_run(
     reward = RewardConfig()
     train: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
-        trajs = [
-            episode(rng, rng.randrange(500), step - 1) for _ in range(groups) for _ in range(g)
-        ]
-        for n in range(groups):  # the G episodes of a group share the prompt
-            first = trajs[n * g]
-            for k in range(1, g):
-                trajs[n * g + k].messages = first.messages
-                trajs[n * g + k].gt = first.gt
+        tasks = [rng.randrange(500) for _ in range(groups)]  # the G episodes share a prompt
+        trajs = [episode(rng, task, step - 1) for task in tasks for _ in range(g)]
         scores = score_trajectories(trajs, reward, step)
         rewards = scores.rewards.tolist()
         log.write(step, "train", {
