@@ -135,3 +135,13 @@ def test_group_view_curves_and_two_runs_side_by_side(pages, tmp_path):
         html.count('<tr class="episode-row compare-row"') == 12
     )  # the same 12 eval tasks in both runs
     assert "12 tasks in both" in html
+
+
+def test_a_large_list_renders_one_page_at_a_time(tmp_path):
+    big = write_run(tmp_path / "big", steps=3, dump_every=1, groups=10, g=8, eval_tasks=0)
+    assert cli_main(["view", str(tmp_path / "big")]) == 0
+    page = tmp_path / "big" / "view.html"
+    html = dom(page, "tab=episodes&page=2", tmp_path)
+    assert count(html) == len(big["train"]) == 240
+    assert rows(html) == list(range(200, 240))  # the third page of 100; no other row built
+    assert "page 3 / 3" in html

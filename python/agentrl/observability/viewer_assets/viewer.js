@@ -590,6 +590,7 @@ function renderCompareDetail(x, y) {
 // ------------------------------------------------------------------ main
 
 function render() {
+  const began = performance.now();
   renderTabs();
   if (state.tab === "summary") renderSummary();
   if (state.tab === "episodes") {
@@ -603,7 +604,10 @@ function render() {
   const total = runs.reduce((n, run) => n + run.rows.length, 0);
   document.getElementById("status").textContent =
     `${runs.length} input(s), ${total} episodes · generated ${DATA.generated}`;
+  // Timings for whoever measures the page: since navigation, and of this render alone.
   document.body.setAttribute("data-ready", "1");
+  document.body.setAttribute("data-loaded-ms", performance.now().toFixed(0));
+  document.body.setAttribute("data-render-ms", (performance.now() - began).toFixed(0));
 }
 
 window.addEventListener("hashchange", () => {
