@@ -185,6 +185,8 @@ def test_a_run_dumps_every_nth_step_and_each_evaluation(assets, tmp_path: Path) 
     assert sorted(r["group"] for r in train) == [0, 0, 0, 1, 1, 1]
     evals = read_records(run_dir / "rollouts" / "eval-000004.jsonl.gz")
     assert len(evals) == 2 and all(r["kind"] == "eval" and "passed" in r for r in evals)
+    assert cli_main(["view", str(run_dir)]) == 0  # the run directory as training left it
+    assert (run_dir / "view.html").stat().st_size > 10_000
 
 
 def test_eval_output_writes_one_record_per_sample(assets, tmp_path: Path, capsys) -> None:
