@@ -108,16 +108,21 @@ def sample_table(records: Sequence[Mapping[str, Any]], rows: int = TABLE_ROWS) -
                  if m.get("role") == "assistant"]  # fmt: skip
         completion = "\n".join(str(t) for t in turns)[:_TEXT_CHARS]
         table.append([
-            record.get("step"), record.get("group"), record.get("reward"),
-            record.get("advantage"), record.get("finish_reason"),
+            record.get("step"), record.get("group"), _rounded(record.get("reward")),
+            _rounded(record.get("advantage")), record.get("finish_reason"),
             len(record.get("tool_calls", [])), completion,
         ])  # fmt: skip
     return table
 
 
+def _rounded(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
 def _markdown_table(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> str:
     def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", "<br>")
+        text = str(value).replace("|", "\\|").replace("\r\n", "\n").replace("\r", "\n")
+        return text.replace("\n", "<br>")
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in data]
@@ -126,8 +131,12 @@ def _markdown_table(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> st
 
 def _start(name: str, run_name: str, log_dir: Path, project: str) -> Any:
     """An accelerate tracker, started; it runs in the one process that reports the run."""
+    from accelerate.state import PartialState
     from accelerate.tracking import TensorBoardTracker, TrackioTracker, WandBTracker
 
+    # accelerate's trackers log through its logger, which needs its process state: made
+    # here from this process's environment (an initialised process group is reused).
+    PartialState()
     if name == "tensorboard":
         tracker: Any = TensorBoardTracker(run_name, log_dir)
     elif name == "wandb":
