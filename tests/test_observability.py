@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from typing import ClassVar
 
 import pytest
 from agentrl.observability import (
@@ -237,3 +238,36 @@ def test_rare_spikes_do_not_flatten_a_panel():
     top = robust_top([*calm, 12.0])
     assert top is not None and 0.1 < top < 0.2
     assert robust_top([0.0] * 30 + [1.0]) is None  # nothing typical to scale to
+
+
+class _FakeSummaryWriter:
+    """Stands in for torch's SummaryWriter (tensorboard itself is not a test dependency)."""
+
+    made: ClassVar[list[_FakeSummaryWriter]] = []
+
+    def __init__(self, log_dir, **kwargs):
+        self.log_dir, self.calls = log_dir, []
+        _FakeSummaryWriter.made.append(self)
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.calls.append((name, args))
+
+
+def test_accelerates_tensorboard_tracker_starts_outside_an_accelerator(monkeypatch, tmp_path):
+    """The real accelerate tracker class, started the way a run starts it."""
+    import types
+
+    fake = types.ModuleType("torch.utils.tensorboard")
+    fake.SummaryWriter = _FakeSummaryWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+    monkeypatch.setattr(trackers_module, "installed", lambda module: True)
+    trackers = Trackers(["tensorboard"], run_name="r", log_dir=tmp_path, config={"lr": 0.5})
+    trackers.log({"reward/mean": 2.0}, step=4)
+    trackers.log_samples("train_episodes", [{"step": 4, "reward": 1.0, "messages": []}], step=4)
+    trackers.close()
+    (writer,) = _FakeSummaryWriter.made
+    names = [name for name, _ in writer.calls]
+    assert writer.log_dir == str(tmp_path / "r")
+    assert names[0] == "add_hparams" and ("add_scalar", ("reward/mean", 2.0)) in [
+        (n, a[:2]) for n, a in writer.calls]  # fmt: skip
+    assert "add_text" in names and names[-1] == "close"
