@@ -15,6 +15,7 @@ from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
 from agentrl.observability.rollout_dump import (
     FINISH_REASONS,
     SCHEMA_VERSION,
+    RolloutDumper,
     dump_files,
     episode_record,
     episode_records,
@@ -147,6 +148,18 @@ def test_dump_files_round_trip_gzip_and_plain(tmp_path: Path) -> None:
     plain.write_text('{"a": 1}\nnot json\n')
     with pytest.raises(ValueError, match=r"d\.jsonl:2: not JSON"):
         read_records(plain)
+
+
+def test_a_resumed_run_drops_the_dumps_after_its_step(tmp_path: Path) -> None:
+    dumper = RolloutDumper(tmp_path, interval=5, max_turns=2)
+    for kind, step in (("train", 5), ("train", 10), ("eval", 5), ("eval", 10), ("train", 15)):
+        dumper.write(kind, step, [{"step": step}])
+    assert [p.name for p in dumper.drop_after(5)] == [
+        "step-000010.jsonl.gz", "step-000015.jsonl.gz", "eval-000010.jsonl.gz"]  # fmt: skip
+    assert [p.name for p in dump_files(tmp_path)] == ["step-000005.jsonl.gz",
+                                                      "eval-000005.jsonl.gz"]  # fmt: skip
+    assert dumper.due(10) and not dumper.due(7)
+    assert not RolloutDumper(tmp_path, interval=0, max_turns=2).due(10)
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,8 @@ class RunObserver:
             config=config,
         )
         self.dumper = RolloutDumper(self.run_dir, dump_rollouts, max_turns)
+        if resumed:
+            self.dumper.drop_after(start_step)
         self.metrics = MetricsLog(self.run_dir / METRICS_FILE, start_step if resumed else None)
         self.display = ProgressDisplay(
             total_steps, start_step, enabled=progress, log_interval=log_interval

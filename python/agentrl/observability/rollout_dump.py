@@ -17,7 +17,8 @@ writes the same record per sample. A record (schema version :data:`SCHEMA_VERSIO
   (``answered``, ``turn_limit`` or ``token_limit``), ``turns``, ``seconds``, ``gt``;
 - eval records also carry ``passed`` (exact match).
 
-Non-finite numbers are written as null so every line is valid JSON.
+Non-finite numbers are written as null so every line is valid JSON. Under data parallel
+training the reporting process dumps its own share of the batch.
 """
 
 from __future__ import annotations
@@ -249,6 +250,17 @@ class RolloutDumper:
 
     def write(self, kind: str, step: int, records: Sequence[Mapping[str, Any]]) -> Path:
         return write_records(dump_path(self.run_dir, kind, step), records)
+
+    def drop_after(self, step: int) -> list[Path]:
+        """Delete the dumps of steps after ``step`` (a resumed run replays those steps, as
+        the metrics file drops their lines), so the folder holds one history."""
+        dropped = []
+        for path in dump_files(self.run_dir):
+            match = _STEP_FILE.match(path.name)
+            if match and int(match.group(2)) > step:
+                path.unlink()
+                dropped.append(path)
+        return dropped
 
 
 __all__ = [
