@@ -113,7 +113,10 @@ class TrainConfig:
     keep_last: int = _opt("run", 3, "checkpoints kept (0: all)")
     progress: int = _opt("run", 1, "show a progress bar on a terminal", _FLAG)
     tensorboard_dir: str = _opt(
-        "run", "", "TensorBoard log dir; set: adds tensorboard to report_to ('': run_dir/trackers)"
+        "run",
+        "",
+        "TensorBoard log dir, logs in DIR/<run name> (set: adds tensorboard to report_to; "
+        "'': run_dir/trackers)",
     )
     report: int = _opt("run", 1, "write report.png with the curves at the end", _FLAG)
     max_time: float = _opt("run", 0.0, "stop cleanly after this many seconds (0: none)")
