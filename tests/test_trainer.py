@@ -134,7 +134,7 @@ def test_cli_train_and_eval_run_and_report(run_files, tmp_path, capsys):
     out_json = tmp_path / "eval.json"
     code = cli_main(["eval", "--model", str(run_dir / "policy"), "--data", str(prompts),
                      "--filter_mode", "all", "--eval_samples", "3", "--max_turns", "1",
-                     "--eval_max_gen_len", "8", "--output", str(out_json)])  # fmt: skip
+                     "--eval_max_gen_len", "8", "--metrics_output", str(out_json)])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "on 3 prompts" in out and "eval/tool_success_rate" in out
     assert json.loads(out_json.read_text())["eval/tasks"] == 3.0
