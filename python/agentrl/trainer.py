@@ -354,7 +354,7 @@ class Trainer:
     # ------------------------------------------------------------------ the end
 
     def _save_checkpoint(self) -> Path | None:
-        if not self.placement.is_main:
+        if not (self.placement.is_main or self.placement.collective_io):
             return None
         if self.counters.step == self.last_saved_step:
             return resume_io.find_resume_point(self.run_dir)
@@ -368,10 +368,11 @@ class Trainer:
         return path
 
     def _export_policy(self) -> Path | None:
-        if not self.placement.is_main:
+        policy = self.placement.final_policy(self.models)
+        if policy is None:
             return None
         try:
-            return self.adapter.export(self.models.policy, self.models.tokenizer, self.run_dir)
+            return self.adapter.export(policy, self.models.tokenizer, self.run_dir)
         except ValueError as exc:
             self.observer.log(f"policy export skipped: {exc}")
             return None
