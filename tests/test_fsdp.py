@@ -29,8 +29,7 @@ def _launch(assets: Path, out: Path) -> tuple[int, str]:
     out.mkdir(parents=True, exist_ok=True)
     torchrun = Path(sys.executable).with_name("torchrun")
     cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(HERE), str(assets), str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)  # fmt: skip
     try:
@@ -64,9 +63,8 @@ def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path
     assert (Path(r0["run_dir"]) / "policy" / "config.json").is_file()  # exported whole
 
     # Resume the 2-rank checkpoint in this (one) process: same weights, continues at step 3.
-    from helpers import short_run_config
-
     from agentrl.trainer import Trainer
+    from helpers import short_run_config
 
     cfg = short_run_config(run_files, tmp_path, "run", total_steps=3, from_resume=1,
                            bc_coef=0.0, seed=11, learning_rate=LR)  # fmt: skip
@@ -126,10 +124,9 @@ def _groups(trainer: Any, n: int) -> list[Any]:
 
 
 def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
-    from test_distributed import _step
-
     from agentrl.placement import FullyShardedDataParallel, placement_for
     from agentrl.trainer import Trainer
+    from test_distributed import _step
 
     result: dict[str, Any] = {}
     cfg = _config(assets, out, "step")
@@ -178,7 +175,6 @@ def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     import torch
-
     from agentrl.placement import init_distributed, shutdown
 
     assets, out = Path(argv[0]), Path(argv[1])

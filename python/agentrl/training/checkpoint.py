@@ -39,15 +39,15 @@ __all__ = [
     "ResumeState",
     "export_policy",
     "is_sharded_checkpoint",
-    "load_sharded_checkpoint",
-    "save_sharded_checkpoint",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "load_sharded_checkpoint",
     "model_has_nonfinite",
     "restore_rng_state",
     "rng_state",
     "save_checkpoint",
+    "save_sharded_checkpoint",
 ]
 
 MODEL_FILE = "model.pt"
