@@ -34,6 +34,7 @@ from agentrl.rl.pack import EmptyBatchError
 from agentrl.training import resume as resume_io
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
+from agentrl.training.memory import peak_memory_mb
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
 from agentrl.training.setup import Models, build_tools, episode_config, load_models
 from agentrl.training.signals import StopRequest
@@ -336,6 +337,7 @@ class Trainer:
         metrics["perf/rollout_sec"] = self.rollout_seconds
         metrics["perf/train_sec"] = self.train_seconds
         metrics["perf/tokens_per_sec"] = tokens / max(seconds, 1e-9)
+        metrics["perf/peak_mem_mb"] = peak_memory_mb(self.models.device)
         self.observer.train_step(step, self.placement.gather_metrics(metrics))
         if outcome.scores is not None and outcome.batch is not None:
             rewards = outcome.scores.rewards.tolist()
