@@ -38,6 +38,7 @@ from agentrl.placement.base import RolloutSetup
 from agentrl.placement.ddp import DataParallel, DistributedOptimization
 from agentrl.placement.runtime import DistContext
 from agentrl.rl.optim import OptimConfig, Optimization, StepReport
+from agentrl.training.memory import OffloadedReference
 from agentrl.training.setup import Models
 from agentrl.training.sources import GroupSource
 
@@ -212,7 +213,8 @@ class FullyShardedDataParallel(DataParallel):
         super().share_weights(models)
         policy = mixed_precision(self.dtype, models.device)
         shard(models.policy, policy)
-        if models.reference is not models.policy and not _offloaded(models):
+        offloaded = isinstance(models.reference, OffloadedReference)  # moved whole per forward
+        if models.reference is not models.policy and not offloaded:
             shard(models.reference, policy)
             self._frozen = [models.reference]
         models.forward = models.policy
@@ -238,13 +240,6 @@ class FullyShardedDataParallel(DataParallel):
         out = super().gather_metrics(metrics)
         out["dist/fsdp"] = 1.0
         return out
-
-
-def _offloaded(models: Models) -> bool:
-    """A reference kept on the CPU (``--ref_offload``) is not sharded: it is moved whole."""
-    return any(p.device.type == "cpu" for p in models.reference.parameters()) and (
-        models.device.type != "cpu"
-    )
 
 
 __all__ = [
