@@ -34,8 +34,10 @@ MODES = ("trainer_rollout", "ddp")
 def placement_for(config: TrainConfig, ctx: DistContext | None = None) -> Placement:
     """This process's placement; under ``torchrun`` joins the process group (unless
     ``ctx`` is given) and takes the layout ``config.multi_gpu_mode`` names."""
-    if ctx is None and launched_by_torchrun():
-        ctx = init_distributed(config.dist_backend, config.dist_timeout_sec)
+    sharded = bool(config.fsdp)
+    if ctx is None and launched_by_torchrun(one_rank_too=sharded):
+        ctx = init_distributed(config.dist_backend, config.dist_timeout_sec,
+                               one_rank_too=sharded)  # fmt: skip
     if config.fsdp and ctx is None:
         raise ValueError("fsdp=1 runs under torchrun (torchrun --nproc_per_node=1 for one GPU)")
     if config.fsdp and config.multi_gpu_mode != "ddp":
