@@ -21,16 +21,27 @@ from typing import Any
 
 SIZES: dict[str, dict[str, int]] = {
     # 12 layers x 768 wide over a 3k vocabulary: about 0.09B parameters.
-    "100m": dict(hidden_size=768, intermediate_size=2048, num_layers=12, num_heads=12,
-                 num_kv_heads=4, head_dim=64),  # fmt: skip
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
-                 num_kv_heads=2, head_dim=16),  # fmt: skip
+    "100m": dict(
+        hidden_size=768,
+        intermediate_size=2048,
+        num_layers=12,
+        num_heads=12,
+        num_kv_heads=4,
+        head_dim=64,
+    ),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=16,
+    ),
 }
 
 
 def build_model(out: Path, size: str) -> str:
     import torch
-
     from agentrl.models import load_policy
     from agentrl.models.tiny import TinySpec, build_model, save_preset
 
@@ -52,8 +63,8 @@ def check_run(run_dir: Path, steps: int) -> str:
         raise SystemExit(f"{run_dir}: non-finite loss in {losses}")
     last = records[-1]
     peak = max(float(r.get("perf/peak_mem_mb", 0.0)) for r in records)
-    return (f"{steps} steps, last loss {losses[-1]:.4g}, "
-            f"{float(last.get('perf/tokens_per_sec', 0.0)):.0f} tok/s, peak {peak:.0f} MiB")  # fmt: skip
+    speed = float(last.get("perf/tokens_per_sec", 0.0))
+    return f"{steps} steps, last loss {losses[-1]:.4g}, {speed:.0f} tok/s, peak {peak:.0f} MiB"
 
 
 def engine_vs_hf(model: str, device: str) -> str:
@@ -62,10 +73,9 @@ def engine_vs_hf(model: str, device: str) -> str:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_rollout import bench_first_turn, tasks
-
     from agentrl.models import load_policy
     from agentrl.rollout.engine import TorchEngine
+    from bench_rollout import bench_first_turn, tasks
 
     dev = torch.device(device)
     policy, tokenizer = load_policy(model, "float32", dev)

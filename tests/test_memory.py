@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from agentrl.training.memory import (
     OffloadedReference,
     enable_gradient_checkpointing,
@@ -108,9 +107,8 @@ def test_cuda_peak_memory_follows_allocations():
 
 @pytest.mark.slow
 def test_load_models_memory_options(run_files, tmp_path):
-    from helpers import short_run_config
-
     from agentrl.training.setup import load_models
+    from helpers import short_run_config
 
     def models(**overrides: Any) -> Any:
         cfg = short_run_config(run_files, tmp_path, "mem", **overrides)
