@@ -122,3 +122,18 @@ def test_load_models_memory_options(run_files, tmp_path):
     assert no_kl.policy.is_activation_checkpointing
     auto = models(beta=0.0, beta_auto_tune=1)  # beta 0 that may grow still needs one
     assert auto.reference is not auto.policy
+
+
+def test_fsdp_outside_torchrun_is_an_error(run_files, tmp_path):
+    from agentrl.placement import placement_for
+    from agentrl.trainer import Trainer
+    from helpers import short_run_config
+
+    cfg = short_run_config(run_files, tmp_path, "fsdp", fsdp=1, multi_gpu_mode="ddp")
+    with pytest.raises(ValueError, match="torchrun"):
+        placement_for(cfg)
+    with pytest.raises(ValueError, match="torchrun"):
+        Trainer(cfg)
+    split = short_run_config(run_files, tmp_path, "fsdp", fsdp=1, multi_gpu_mode="trainer_rollout")
+    with pytest.raises(ValueError, match="multi_gpu_mode ddp"):
+        placement_for(split)

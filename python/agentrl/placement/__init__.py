@@ -38,10 +38,10 @@ def placement_for(config: TrainConfig, ctx: DistContext | None = None) -> Placem
     if ctx is None and launched_by_torchrun(one_rank_too=sharded):
         ctx = init_distributed(config.dist_backend, config.dist_timeout_sec,
                                one_rank_too=sharded)  # fmt: skip
-    if config.fsdp and ctx is None:
-        raise ValueError("fsdp=1 runs under torchrun (torchrun --nproc_per_node=1 for one GPU)")
     if config.fsdp and config.multi_gpu_mode != "ddp":
         raise ValueError("fsdp=1 shards the data-parallel layout: use multi_gpu_mode ddp")
+    if config.fsdp and ctx is None:
+        raise ValueError("fsdp=1 runs under torchrun (torchrun --nproc_per_node=1 for one GPU)")
     if config.fsdp and ctx is not None:
         placement: Placement = FullyShardedDataParallel(ctx, config.dtype)
     elif ctx is None or ctx.world_size <= 1:

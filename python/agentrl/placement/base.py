@@ -168,7 +168,9 @@ class SingleProcess:
         return 1
 
     def check(self, config: TrainConfig) -> None:
-        return None
+        if config.fsdp:
+            raise ValueError("fsdp=1 shards over the ranks of a torchrun launch "
+                             "(torchrun --nproc_per_node=N ..., N >= 1)")  # fmt: skip
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:

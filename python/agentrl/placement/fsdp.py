@@ -193,6 +193,7 @@ class FullyShardedDataParallel(DataParallel):
     """DataParallel's layout with FSDP2-sharded policy and reference (see module doc)."""
 
     name = "fsdp"
+    shards_weights = True
     collective_io = True  # checkpoints and exports gather shards: every rank takes part
 
     def __init__(self, ctx: DistContext, dtype: str = "bfloat16") -> None:
