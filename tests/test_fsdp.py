@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,18 +61,23 @@ def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path
     assert r0["checkpoint"] == r1["checkpoint"]
     assert (Path(r0["checkpoint"]) / "dcp" / ".metadata").is_file()
     assert r0["fsdp_metric"] == 1.0
+    # Resumed on 2 ranks from its own sharded checkpoint: continues at step 3.
+    assert r0["resumed_steps"] == r1["resumed_steps"] == 3
     assert (Path(r0["run_dir"]) / "policy" / "config.json").is_file()  # exported whole
 
     # Resume the 2-rank checkpoint in this (one) process: same weights, continues at step 3.
     from agentrl.trainer import Trainer
     from helpers import short_run_config
 
-    cfg = short_run_config(run_files, tmp_path, "run", total_steps=3, from_resume=1,
+    # (a copy: the 2-rank resume above already wrote step 3 next to it)
+    step_2 = Path(r0["checkpoint"])
+    shutil.copytree(step_2, tmp_path / "solo" / "checkpoints" / step_2.name)
+    cfg = short_run_config(run_files, tmp_path, "solo", total_steps=3, from_resume=1,
                            bc_coef=0.0, seed=11, learning_rate=LR)  # fmt: skip
     trainer = Trainer(cfg)
     trainer._build()
     trainer._resume_if_asked()
-    assert trainer.resumed_from == Path(r0["checkpoint"])
+    assert trainer.resumed_from == tmp_path / "solo" / "checkpoints" / step_2.name
     assert trainer.counters.step == 2
     assert _checksum(trainer.models.policy) == pytest.approx(r0["final_checksum"], rel=1e-9)
     assert trainer.optimization.opt_step == r0["opt_step"] > 0
@@ -165,6 +171,9 @@ def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     full = _full(run_trainer.models.policy)
     result["final_checksum"] = float(sum(v.double().sum() * (i + 1)
                                          for i, v in enumerate(full.values())))  # fmt: skip
+    resumed = Trainer(_config(assets, out, "run", total_steps=6, from_resume=1),
+                      placement=placement).run()  # fmt: skip
+    result["resumed_steps"] = resumed.steps_done
     if ctx.rank == 0:
         from agentrl.observability import read_metrics
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
 
 from agentrl.rl.kl_control import BetaController
@@ -166,6 +167,9 @@ def restore_run(
             if rollout_weights is not None
             else weights.rollout_weights(models.policy)
         )
+        if isinstance(source_state, torch.nn.Module) and is_sharded(source_state):
+            options = StateDictOptions(full_state_dict=True)  # every rank: a collective
+            source_state = get_model_state_dict(source_state, options=options)
         engine.update_weights(source_state, version=resume.policy_version)
         source.version.set(resume.policy_version)
     restore_rng_state(ckpt.rng)
