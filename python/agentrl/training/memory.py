@@ -23,13 +23,16 @@ import torch
 
 def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
     """Recompute activations in backward; a model that cannot is an error, not ignored."""
-    enable = getattr(model, "gradient_checkpointing_enable", None)
-    if enable is None or not getattr(model, "supports_gradient_checkpointing", False):
+    if not getattr(model, "supports_gradient_checkpointing", False):
         raise ValueError(
             f"gradient_checkpointing=1: {type(model).__name__} does not support activation "
             "checkpointing (HF models with supports_gradient_checkpointing do)"
         )
-    enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    newer = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.x
+    if newer is not None:
+        newer(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class OffloadedReference(torch.nn.Module):

@@ -5,7 +5,9 @@
   (``runs/tiny-sft``) is trained first, with the ``agentrl sft`` defaults, when missing.
 - The reference policy (KL anchor) and the rollout copy start as frozen copies of the
   policy as loaded, before any checkpoint is applied: the reference must stay the warm
-  start for the whole run, resumed or not.
+  start for the whole run, resumed or not. With the KL penalty off (beta 0, not
+  auto-tuned) there is no reference copy; with ``ref_offload`` it lives on the CPU
+  (`agentrl.training.memory`).
 - Prompts: a prompt-pool JSONL, split into train/held-out by a seeded random split; or, with
   ``data_path = ""``, generated tasks for training and, held out, the exact 200-task set
   that ``agentrl sft`` reports on, so exact match before and after RL is comparable.
