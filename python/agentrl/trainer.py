@@ -36,6 +36,7 @@ from agentrl.training import resume as resume_io
 from agentrl.training.dumps import step_records
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
+from agentrl.training.memory import peak_memory_mb
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
 from agentrl.training.setup import Models, build_tools, episode_config, load_models
 from agentrl.training.signals import StopRequest
@@ -348,6 +349,7 @@ class Trainer:
         metrics["perf/rollout_sec"] = self.rollout_seconds
         metrics["perf/train_sec"] = self.train_seconds
         metrics["perf/tokens_per_sec"] = tokens / max(seconds, 1e-9)
+        metrics["perf/peak_mem_mb"] = peak_memory_mb(self.models.device)
         self.observer.train_step(step, self.placement.gather_metrics(metrics))
         if outcome.scores is not None and outcome.batch is not None:
             rewards = outcome.scores.rewards.tolist()
@@ -368,7 +370,7 @@ class Trainer:
     # ------------------------------------------------------------------ the end
 
     def _save_checkpoint(self) -> Path | None:
-        if not self.placement.is_main:
+        if not (self.placement.is_main or self.placement.collective_io):
             return None
         if self.counters.step == self.last_saved_step:
             return resume_io.find_resume_point(self.run_dir)
@@ -382,10 +384,11 @@ class Trainer:
         return path
 
     def _export_policy(self) -> Path | None:
-        if not self.placement.is_main:
+        policy = self.placement.final_policy(self.models)
+        if policy is None:
             return None
         try:
-            return self.adapter.export(self.models.policy, self.models.tokenizer, self.run_dir)
+            return self.adapter.export(policy, self.models.tokenizer, self.run_dir)
         except ValueError as exc:
             self.observer.log(f"policy export skipped: {exc}")
             return None

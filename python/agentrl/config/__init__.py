@@ -127,6 +127,19 @@ class TrainConfig:
         "run", "auto", "torchrun process group backend", ("auto", "nccl", "gloo")
     )
     dist_timeout_sec: float = _opt("run", 1800.0, "torchrun collective timeout")
+    fsdp: int = _opt(
+        "run",
+        0,
+        "shard policy and reference with FSDP2 under torchrun (multi_gpu_mode ddp); "
+        "parameters in dtype, gradients reduced in float32",
+        _FLAG,
+    )
+    gradient_checkpointing: int = _opt(
+        "run", 0, "recompute activations in backward (less memory, more compute)", _FLAG
+    )
+    ref_offload: int = _opt(
+        "run", 0, "keep the reference policy on the CPU; moved to the device per forward", _FLAG
+    )
 
     # ---- model ----
     model: str = _opt("model", "", "policy spec: tiny, HF dir or .pth ('': from_weight)")

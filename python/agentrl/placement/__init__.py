@@ -17,6 +17,7 @@ from agentrl.config import TrainConfig
 from agentrl.placement.adapters import Adapter, FullWeights, LoraAdapter, adapter_for
 from agentrl.placement.base import Placement, RolloutSetup, SingleProcess
 from agentrl.placement.ddp import DataParallel
+from agentrl.placement.fsdp import FullyShardedDataParallel
 from agentrl.placement.runtime import (
     DEFAULT_TIMEOUT_S,
     DistContext,
@@ -33,10 +34,18 @@ MODES = ("trainer_rollout", "ddp")
 def placement_for(config: TrainConfig, ctx: DistContext | None = None) -> Placement:
     """This process's placement; under ``torchrun`` joins the process group (unless
     ``ctx`` is given) and takes the layout ``config.multi_gpu_mode`` names."""
-    if ctx is None and launched_by_torchrun():
-        ctx = init_distributed(config.dist_backend, config.dist_timeout_sec)
-    if ctx is None or ctx.world_size <= 1:
-        placement: Placement = SingleProcess()
+    sharded = bool(config.fsdp)
+    if ctx is None and launched_by_torchrun(one_rank_too=sharded):
+        ctx = init_distributed(config.dist_backend, config.dist_timeout_sec,
+                               one_rank_too=sharded)  # fmt: skip
+    if config.fsdp and config.multi_gpu_mode != "ddp":
+        raise ValueError("fsdp=1 shards the data-parallel layout: use multi_gpu_mode ddp")
+    if config.fsdp and ctx is None:
+        raise ValueError("fsdp=1 runs under torchrun (torchrun --nproc_per_node=1 for one GPU)")
+    if config.fsdp and ctx is not None:
+        placement: Placement = FullyShardedDataParallel(ctx, config.dtype)
+    elif ctx is None or ctx.world_size <= 1:
+        placement = SingleProcess()
     elif config.multi_gpu_mode == "ddp":
         placement = DataParallel(ctx)
     elif config.multi_gpu_mode == "trainer_rollout":
@@ -55,6 +64,7 @@ __all__ = [
     "DistContext",
     "DistributedError",
     "FullWeights",
+    "FullyShardedDataParallel",
     "LoraAdapter",
     "Placement",
     "RolloutSetup",

@@ -71,6 +71,7 @@ class Placement(Protocol):
     """The questions the trainer asks about where the run's parts live (see module doc)."""
 
     name: str
+    collective_io: bool  # every process takes part in writing checkpoints and exports
 
     @property
     def is_main(self) -> bool:
@@ -139,6 +140,10 @@ class Placement(Protocol):
         """Whether the run stops now; every training process gets the same answer."""
         ...
 
+    def final_policy(self, models: Models) -> torch.nn.Module | None:
+        """The whole trained policy to export (None where this process exports nothing)."""
+        ...
+
     def rollout_worker(self, config: TrainConfig) -> Any:
         """The rollout loop of a process where :attr:`is_rollout_rank` holds."""
         ...
@@ -148,6 +153,7 @@ class SingleProcess:
     """The whole run in this process: nothing to share, agree on or reduce."""
 
     name = "single"
+    collective_io = False
 
     @property
     def is_main(self) -> bool:
@@ -162,7 +168,9 @@ class SingleProcess:
         return 1
 
     def check(self, config: TrainConfig) -> None:
-        return None
+        if config.fsdp:
+            raise ValueError("fsdp=1 shards over the ranks of a torchrun launch "
+                             "(torchrun --nproc_per_node=N ..., N >= 1)")  # fmt: skip
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:
@@ -203,6 +211,9 @@ class SingleProcess:
 
     def agree_on_stop(self, stop: StopRequest) -> bool:
         return stop.requested
+
+    def final_policy(self, models: Models) -> torch.nn.Module | None:
+        return models.policy
 
     def rollout_worker(self, config: TrainConfig) -> Any:
         raise RuntimeError("a single process trains; it has no rollout worker to run")

@@ -137,6 +137,7 @@ class DataParallel(OnRanks):
     """Every rank rolls out on its shard and trains; gradients averaged (see module doc)."""
 
     name = "ddp"
+    shards_weights = False  # every rank holds the whole policy
 
     @property
     def is_rollout_rank(self) -> bool:
@@ -147,6 +148,8 @@ class DataParallel(OnRanks):
         return self.ctx.world_size
 
     def check(self, config: TrainConfig) -> None:
+        if config.fsdp and not self.shards_weights:
+            raise ValueError("fsdp=1 needs the FullyShardedDataParallel placement")
         if config.rollout_engine == "sglang":
             raise ValueError(
                 "the SGLang engine is one server for one trainer: run a single process "

@@ -202,12 +202,20 @@ def _unflatten_into(flat: torch.Tensor, bucket: Sequence[torch.Tensor]) -> None:
         offset += n
 
 
-def launched_by_torchrun() -> bool:
-    return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+def launched_by_torchrun(one_rank_too: bool = False) -> bool:
+    """Started by ``torchrun`` with several ranks (or, with ``one_rank_too``, with one:
+    FSDP on one GPU still needs the process group)."""
+    if "RANK" not in os.environ:
+        return False
+    return one_rank_too or int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def init_distributed(
-    backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S, log: Any = print
+    backend: str = "auto",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    log: Any = print,
+    *,
+    one_rank_too: bool = False,
 ) -> DistContext | None:
     """Join the `torchrun` process group; None for a single process (see module doc).
 
@@ -215,7 +223,7 @@ def init_distributed(
     cannot start; gloo otherwise), ``nccl`` or ``gloo``. Calling it again returns the
     same group.
     """
-    if not launched_by_torchrun():
+    if not launched_by_torchrun(one_rank_too):
         return None
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])

@@ -12,8 +12,11 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 
+import torch
+
 from agentrl.config import TrainConfig
 from agentrl.placement.runtime import DistContext
+from agentrl.training.setup import Models
 
 # How long ranks > 0 wait while rank 0 prepares the run (a warm start can take minutes).
 PREPARE_TIMEOUT_S = 3600.0
@@ -33,8 +36,14 @@ def rank_0_first(ctx: DistContext) -> Iterator[None]:
 class OnRanks:
     """A placement over the ranks of one process group: rank 0 logs, evaluates and writes."""
 
+    collective_io = False  # rank 0 alone writes checkpoints and exports
+
     def __init__(self, ctx: DistContext) -> None:
         self.ctx = ctx
+
+    def final_policy(self, models: Models) -> torch.nn.Module | None:
+        """Rank 0's policy (every rank holds the whole of it); None elsewhere."""
+        return models.policy if self.is_main else None
 
     @property
     def is_main(self) -> bool:

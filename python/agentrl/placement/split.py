@@ -61,6 +61,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         return self.ctx.rank > 0
 
     def check(self, config: TrainConfig) -> None:
+        if config.fsdp:
+            raise ValueError("fsdp=1 shards the data-parallel layout: use multi_gpu_mode ddp")
         if config.rollout_engine != "torch":
             raise ValueError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
 

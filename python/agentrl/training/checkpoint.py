@@ -25,23 +25,35 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs, remove_stale_temps
+from agentrl.utils.atomic import (
+    atomic_dir,
+    complete_numbered_dirs,
+    fsync_dir,
+    fsync_tree,
+    remove_stale_temps,
+    replace_dir,
+)
 
 __all__ = [
     "Checkpoint",
     "ResumeState",
     "export_policy",
+    "is_sharded_checkpoint",
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "load_sharded_checkpoint",
     "model_has_nonfinite",
     "restore_rng_state",
     "rng_state",
     "save_checkpoint",
+    "save_sharded_checkpoint",
 ]
 
 MODEL_FILE = "model.pt"
 STATE_FILE = "state.pt"
+# A sharded checkpoint holds its weights and optimizer state here instead of MODEL_FILE.
+SHARDED_DIR = "dcp"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -103,9 +115,15 @@ def _durable_save(obj: Any, path: Path) -> None:
         os.fsync(fh.fileno())
 
 
+def is_sharded_checkpoint(path: Path) -> bool:
+    """Written by :func:`save_sharded_checkpoint` (weights in ``dcp/``, not ``model.pt``)."""
+    return (Path(path) / SHARDED_DIR / ".metadata").is_file()
+
+
 def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
-    """Complete checkpoints under ``root``, oldest first."""
-    return [p for _, p in complete_numbered_dirs(root, _STEP_DIR, (MODEL_FILE, STATE_FILE))]
+    """Complete checkpoints under ``root`` (whole or sharded), oldest first."""
+    found = complete_numbered_dirs(root, _STEP_DIR, (STATE_FILE,))
+    return [p for _, p in found if (p / MODEL_FILE).is_file() or is_sharded_checkpoint(p)]
 
 
 def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
@@ -192,3 +210,128 @@ def export_policy(
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
     return out
+
+
+# ---------------------------------------------------------------- sharded (FSDP) checkpoints
+
+
+def _dist_ready() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _rank() -> int:
+    return torch.distributed.get_rank() if _dist_ready() else 0
+
+
+def _barrier() -> None:
+    if _dist_ready():
+        torch.distributed.barrier()
+
+
+@torch.no_grad()
+def _nonfinite_anywhere(model: torch.nn.Module) -> bool:
+    """`model_has_nonfinite` over every rank's shards (a collective under torchrun)."""
+    bad = False
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        if local.is_floating_point() and not bool(torch.isfinite(local).all()):
+            bad = True
+            break
+    if _dist_ready():
+        flag = torch.tensor([1 if bad else 0], dtype=torch.int64)
+        if torch.distributed.get_backend() == "nccl":
+            flag = flag.cuda()
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        bad = bool(flag.item())
+    return bad
+
+
+def _sharded_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, pending_grads: bool
+) -> dict[str, Any]:
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    state: dict[str, Any] = {
+        "model": get_model_state_dict(model),
+        "optim": get_optimizer_state_dict(model, optimizer),
+    }
+    if pending_grads:
+        state["grads"] = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    return state
+
+
+def save_sharded_checkpoint(
+    root: str | os.PathLike[str],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    resume: ResumeState,
+    optimization: dict[str, Any],
+    *,
+    keep_last: int = 3,
+) -> Path | None:
+    """Every rank writes its shards with `torch.distributed.checkpoint`; rank 0 the rest.
+
+    Collective: every rank calls it. The checkpoint is ``step-N/dcp/`` (weights, optimizer
+    state and, mid-accumulation, the pending gradient, resharded on load to any number of
+    ranks) plus ``step-N/state.pt`` (``optimization`` without the optimizer state, RNG
+    states, counters). It appears under its final name only when every rank has written.
+    """
+    import torch.distributed.checkpoint as dcp
+
+    if _nonfinite_anywhere(model):
+        return None
+    root = Path(root)
+    final = root / f"step-{int(resume.step):07d}"
+    tmp = root / f".tmp-{final.name}-sharded"  # one name that every rank computes
+    if _rank() == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(root, "step-")
+        tmp.mkdir()
+    _barrier()
+    pending = int(optimization.get("pending", 0)) > 0
+    dcp.save(_sharded_state(model, optimizer, pending), checkpoint_id=str(tmp / SHARDED_DIR))
+    if _rank() == 0:
+        rest = {k: v for k, v in optimization.items() if k not in ("optimizer", "pending_grads")}
+        state = {"resume": asdict(resume), "optimization": rest, "rng": rng_state()}
+        _durable_save(state, tmp / STATE_FILE)
+        fsync_tree(tmp)
+        replace_dir(tmp, final)
+        fsync_dir(root)
+        if keep_last > 0:
+            for old_ckpt in list_checkpoints(root)[:-keep_last]:
+                shutil.rmtree(old_ckpt, ignore_errors=True)
+    _barrier()
+    return final
+
+
+def load_sharded_checkpoint(
+    path: str | os.PathLike[str], model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> Checkpoint:
+    """Load a sharded checkpoint into ``model`` and ``optimizer``, sharded or whole, on any
+    number of ranks (one process included); the returned ``optimization`` holds the rest of
+    the optimization state (scheduler, counters) and sets ``pending_grads`` on the model."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    path = Path(path)
+    state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+    rest = dict(state.get("optimization") or {})
+    pending = int(rest.get("pending", 0)) > 0
+    target = _sharded_state(model, optimizer, False)
+    if pending:
+        target["grads"] = {n: torch.zeros_like(p) for n, p in model.named_parameters()
+                           if p.requires_grad}  # fmt: skip
+    dcp.load(target, checkpoint_id=str(path / SHARDED_DIR))
+    set_model_state_dict(model, target["model"])
+    set_optimizer_state_dict(model, optimizer, target["optim"])
+    for name, p in model.named_parameters():
+        grad = target.get("grads", {}).get(name)
+        p.grad = grad if pending and grad is not None else None
+    return Checkpoint(path=path, resume=ResumeState(**state["resume"]), optimization=rest,
+                      rng=state["rng"])  # fmt: skip

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 
 from agentrl.rl.logprobs import ForwardOutput, sanitize_logits, sequence_logps
 
@@ -41,6 +42,8 @@ def split_output_layer(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.n
     if getattr(config, "num_experts", 0) or getattr(config, "num_local_experts", 0):
         return None
     if type(model).__module__.startswith("peft"):
+        return None
+    if isinstance(model, FSDPModule):  # its root's forward must run (it gathers the root)
         return None
     return body, head
 

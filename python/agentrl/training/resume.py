@@ -19,15 +19,21 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import FSDPModule
 
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.optim import Optimization
 from agentrl.training.checkpoint import (
+    Checkpoint,
     ResumeState,
+    is_sharded_checkpoint,
     latest_checkpoint,
     load_checkpoint,
+    load_sharded_checkpoint,
     restore_rng_state,
     save_checkpoint,
+    save_sharded_checkpoint,
 )
 from agentrl.training.setup import Models
 from agentrl.training.sources import GroupSource
@@ -88,6 +94,15 @@ def save_run(
         beta_ema=beta.ema,
         extra=extra,
     )
+    if is_sharded(models.policy):
+        return save_sharded_checkpoint(
+            checkpoint_root(run_dir),
+            models.policy,
+            optimization.optimizer,
+            state,
+            optimization.state_dict(),
+            keep_last=keep_last,
+        )
     return save_checkpoint(
         checkpoint_root(run_dir),
         weights.checkpointed(models.policy),
@@ -95,6 +110,31 @@ def save_run(
         optimization.state_dict(),
         keep_last=keep_last,
     )
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """The policy is cut into FSDP shards (its checkpoints go through DCP)."""
+    return isinstance(model, FSDPModule)
+
+
+def _load(
+    path: Path, models: Models, optimization: Optimization, weights: PolicyWeights
+) -> Checkpoint:
+    """Weights and optimization state from a whole or a sharded checkpoint (a sharded
+    one loads into any number of ranks, one process included)."""
+    if not is_sharded_checkpoint(path):
+        if is_sharded(models.policy):
+            raise ValueError(f"{path} holds whole weights; fsdp=1 resumes from sharded ones")
+        ckpt = load_checkpoint(path, weights.checkpointed(models.policy))
+        if ckpt.optimization is not None:
+            optimization.load_state_dict(ckpt.optimization)
+        return ckpt
+    ckpt = load_sharded_checkpoint(path, models.policy, optimization.optimizer)
+    rest = ckpt.optimization or {}
+    optimization.scheduler.load_state_dict(rest["scheduler"])
+    optimization.opt_step = int(rest["opt_step"])
+    optimization.pending = int(rest.get("pending", 0))
+    return ckpt
 
 
 def find_resume_point(run_dir: Path) -> Path | None:
@@ -112,9 +152,9 @@ def restore_run(
     reference_too: bool = False,
 ) -> Counters:
     """Load checkpoint ``path`` into every object; return the counters to continue from."""
-    ckpt = load_checkpoint(path, weights.checkpointed(models.policy))
-    if ckpt.optimization is not None:
-        optimization.load_state_dict(ckpt.optimization)
+    ckpt = _load(path, models, optimization, weights)
+    if reference_too and is_sharded(models.reference):
+        raise ValueError("ref_from_rl_checkpoint=1 with fsdp=1 is not supported")
     resume = ckpt.resume
     beta.load_state_dict({"beta": resume.beta, "beta_ema": resume.beta_ema})
     if reference_too:
@@ -127,6 +167,9 @@ def restore_run(
             if rollout_weights is not None
             else weights.rollout_weights(models.policy)
         )
+        if isinstance(source_state, torch.nn.Module) and is_sharded(source_state):
+            options = StateDictOptions(full_state_dict=True)  # every rank: a collective
+            source_state = get_model_state_dict(source_state, options=options)
         engine.update_weights(source_state, version=resume.policy_version)
         source.version.set(resume.policy_version)
     restore_rng_state(ckpt.rng)

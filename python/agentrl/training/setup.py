@@ -5,7 +5,9 @@
   (``runs/tiny-sft``) is trained first, with the ``agentrl sft`` defaults, when missing.
 - The reference policy (KL anchor) and the rollout copy start as frozen copies of the
   policy as loaded, before any checkpoint is applied: the reference must stay the warm
-  start for the whole run, resumed or not.
+  start for the whole run, resumed or not. With the KL penalty off (beta 0, not
+  auto-tuned) there is no reference copy; with ``ref_offload`` it lives on the CPU
+  (`agentrl.training.memory`).
 - Prompts: a prompt-pool JSONL, split into train/held-out by a seeded random split; or, with
   ``data_path = ""``, generated tasks for training and, held out, the exact 200-task set
   that ``agentrl sft`` reports on, so exact match before and after RL is comparable.
@@ -29,6 +31,7 @@ from agentrl.data.prompt_pool import PromptSample
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
+from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
 from agentrl.utils.threads import set_cpu_threads
 
 Log = Callable[[str], None]
@@ -114,12 +117,33 @@ def load_models(config: TrainConfig, log: Log) -> Models:
     policy.requires_grad_(True)
     if hasattr(policy, "config"):
         policy.config.use_cache = False  # training forwards never reuse a KV cache
-    reference, rollout = frozen_copy(policy), frozen_copy(policy)
+    reference, rollout = reference_model(policy, config, device), frozen_copy(policy)
     if hasattr(rollout, "config"):
         rollout.config.use_cache = True
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(policy)
     forward = torch.compile(policy) if config.use_compile else policy
     return Models(policy, forward, reference, rollout, tokenizer, device,  # type: ignore[arg-type]
                   autocast_factory(device, config.dtype), spec, warm_seconds)  # fmt: skip
+
+
+def kl_off(config: TrainConfig) -> bool:
+    """beta is 0 and stays 0: the loss never reads the reference policy."""
+    return config.beta == 0 and not config.beta_auto_tune
+
+
+def reference_model(
+    policy: torch.nn.Module, config: TrainConfig, device: torch.device
+) -> torch.nn.Module:
+    """The KL anchor: a frozen copy of the policy as loaded, kept on the CPU with
+    ``ref_offload``; none (the policy itself stands in, see `agentrl.training.step`)
+    when the KL penalty is off."""
+    if kl_off(config):
+        return policy
+    reference = frozen_copy(policy)
+    if config.ref_offload and device.type != "cpu":
+        return OffloadedReference(reference, device)
+    return reference
 
 
 def episode_config(config: TrainConfig) -> EpisodeConfig:
@@ -222,8 +246,10 @@ __all__ = [
     "episode_config",
     "generated_heldout_samples",
     "hardware_notes",
+    "kl_off",
     "load_models",
     "load_prompts",
     "model_spec",
+    "reference_model",
     "write_generated_prompts",
 ]

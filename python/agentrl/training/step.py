@@ -149,8 +149,11 @@ def _policy_pass(
         rows_mask = mask[rows, : width - 1]
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
                            autocast=models.autocast)  # fmt: skip
-        with torch.no_grad():
-            ref = masked_logps(models.reference, ids, attn, rows_mask, autocast=models.autocast)
+        ref = None
+        if models.reference is not models.policy:  # the policy stands in when KL is off
+            with torch.no_grad():
+                ref = masked_logps(models.reference, ids, attn, rows_mask,
+                                   autocast=models.autocast)  # fmt: skip
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
@@ -158,7 +161,7 @@ def _policy_pass(
             rows_mask,
             cfg,
             beta=beta,
-            ref_logps=ref.logps,
+            ref_logps=None if ref is None else ref.logps,
             token_versions=batch.token_versions[rows, : width - 1],
             current_version=current_version,
             row_weights=row_weights[rows],
