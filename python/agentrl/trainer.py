@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainConfig
+from agentrl.errors import EXIT_OK, signal_exit_code
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.placement import DistributedError, Placement, SingleProcess, placement_for
 from agentrl.placement.adapters import adapter_for
@@ -29,7 +30,7 @@ from agentrl.training import resume as resume_io
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.training.setup import Models, build_tools, episode_config, load_models
+from agentrl.training.setup import Models, build_tools, check_run_dir, episode_config, load_models
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
 
@@ -48,6 +49,12 @@ class TrainResult:
     checkpoint: Path | None = None
     warm_start_seconds: float = 0.0  # the share of wall_seconds spent in `agentrl sft`
     is_main: bool = True  # the process that reports the run (rank 0 under torchrun)
+    signal: int | None = None  # the signal that stopped the run early, if one did
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 128 + the signal that stopped the run (130 SIGINT, 143 SIGTERM)."""
+        return EXIT_OK if self.signal is None else signal_exit_code(self.signal)
 
 
 Callback = Callable[["Trainer", int, StepOutcome], None]
@@ -82,11 +89,12 @@ class Trainer:
 
     def run(self) -> TrainResult:
         began = time.perf_counter()
-        self._write_config()
+        check_run_dir(self.config)  # fails before anything loads or is written
         with StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             self._build()
             self._resume_if_asked()
+            self._write_config()  # the run directory appears once model and data are loaded
             self._open_observer()
             try:
                 self._evaluate_before_training()
@@ -226,7 +234,8 @@ class Trainer:
         self.observer.evaluation(step, metrics, label)
 
     def _evaluate_before_training(self) -> None:
-        if self.config.eval_before_train:
+        # A resumed run's history holds this evaluation already (not one at the resume step).
+        if self.config.eval_before_train and self.resumed_from is None:
             self._evaluate(self.counters.step, "eval-init")
 
     def _start_rollout(self) -> None:
@@ -390,6 +399,7 @@ class Trainer:
             checkpoint=checkpoint,
             warm_start_seconds=self.models.warm_start_seconds,
             is_main=self.placement.is_main,
+            signal=self.stop.signum if stopped else None,
         )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from agentrl.config import add_config_arguments, config_from_args
@@ -36,14 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.models.errors import ModelLoadError
     from agentrl.training.policy_eval import evaluate_policy
 
-    try:
-        result = evaluate_policy(config_from_args(args))
-    except (ModelLoadError, ValueError, FileNotFoundError) as exc:
-        print(f"agentrl eval: {exc}", file=sys.stderr)
-        return 2
+    result = evaluate_policy(config_from_args(args))
     metrics = result.metrics
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")

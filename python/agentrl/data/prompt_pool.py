@@ -30,6 +30,7 @@ from typing import IO, Any, Literal
 from agentrl.chat import MessageError, normalize_message
 from agentrl.data.instructions import ANSWER_INSTRUCTION
 from agentrl.data.task_text import task_text_from_messages
+from agentrl.errors import UserError
 from agentrl.tools.schema import (
     MATH_TOOL,
     ToolSchemaError,
@@ -66,7 +67,7 @@ PROMPT_KEYS = ("prompt", "question", "query")
 META_KEYS = ("id", "kind", "lang", "difficulty")
 
 
-class PromptPoolError(ValueError):
+class PromptPoolError(UserError, ValueError):
     """A malformed line under ``strict=True``, or a pool with no usable record."""
 
 

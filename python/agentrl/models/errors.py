@@ -1,13 +1,16 @@
 """Errors raised while loading or exporting policies.
 
-All derive from `ModelLoadError` (a `ValueError`) so callers can catch one type, while
-tests and users can tell the three common failures apart by class and by message.
+All derive from `ModelLoadError` (a `ValueError`, and a :class:`agentrl.errors.UserError`
+so the command line reports it in one line) so callers can catch one type, while tests and
+users can tell the three common failures apart by class and by message.
 """
 
 from __future__ import annotations
 
+from agentrl.errors import UserError
 
-class ModelLoadError(ValueError):
+
+class ModelLoadError(UserError, ValueError):
     """A model spec could not be turned into a model and tokenizer."""
 
 

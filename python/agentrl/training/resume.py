@@ -2,9 +2,11 @@
 
 A checkpoint (written atomically by `agentrl.training.checkpoint`) holds the policy weights,
 the optimizer/scheduler/accumulation state, every RNG state and the trainer's counters:
-step, optimizer step, policy version, reward baseline, beta and its EMA. When the
-rollout engine's weights lag behind the policy (``policy_sync_interval`` > 1) they are
-saved too, so the resumed run samples from exactly the weights the original would have.
+step, optimizer step, policy version, reward baseline, beta and its EMA, and the rollout
+engine's cumulative counters (the ``rollout/*`` metrics), so that they go on counting
+across a resume instead of restarting from zero. When the rollout engine's weights lag
+behind the policy (``policy_sync_interval`` > 1) they are saved too, so the resumed run
+samples from exactly the weights the original would have.
 
 Which weights a checkpoint holds and which the rollout engine loads is the policy's
 :class:`PolicyWeights` (all of them; or, with a LoRA adapter, the adapter alone in the
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
+from agentrl.errors import UserError
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.optim import Optimization
 from agentrl.training.checkpoint import (
@@ -33,6 +36,7 @@ from agentrl.training.setup import Models
 from agentrl.training.sources import GroupSource
 
 CHECKPOINT_DIR = "checkpoints"
+ROLLOUT_STATS = "rollout_stats"  # the key of the engine's counters in ResumeState.extra
 
 
 class PolicyWeights(Protocol):
@@ -62,6 +66,12 @@ def checkpoint_root(run_dir: Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
+def engine_counters(engine: Any) -> dict[str, Any] | None:
+    """The engine's cumulative counters (``rollout/*``); None for an engine without them."""
+    stats = getattr(engine, "stats", None)
+    return stats if isinstance(stats, dict) else None
+
+
 def save_run(
     run_dir: Path,
     counters: Counters,
@@ -75,6 +85,9 @@ def save_run(
 ) -> Path | None:
     """Write a checkpoint of the current state; None when the weights are not finite."""
     extra: dict[str, Any] = {}
+    stats = engine_counters(source.engine)
+    if stats is not None:
+        extra[ROLLOUT_STATS] = {k: v for k, v in stats.items() if isinstance(v, int | float)}
     if not counters.rollout_current:
         extra["rollout_weights"] = {
             k: v.detach().cpu().clone() for k, v in source.engine.model.state_dict().items()
@@ -111,8 +124,19 @@ def restore_run(
     weights: PolicyWeights,
     reference_too: bool = False,
 ) -> Counters:
-    """Load checkpoint ``path`` into every object; return the counters to continue from."""
-    ckpt = load_checkpoint(path, weights.checkpointed(models.policy))
+    """Load checkpoint ``path`` into every object; return the counters to continue from.
+
+    A checkpoint that does not fit the model (another ``--model``, another LoRA setting) or
+    cannot be read is a :class:`UserError` naming it.
+    """
+    try:
+        ckpt = load_checkpoint(path, weights.checkpointed(models.policy))
+    except (OSError, RuntimeError, ValueError, KeyError, EOFError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"checkpoint {path} cannot be resumed (from_resume=1): {detail}; "
+            "resume with the model and options of the run that wrote it"
+        ) from exc
     if ckpt.optimization is not None:
         optimization.load_state_dict(ckpt.optimization)
     resume = ckpt.resume
@@ -129,6 +153,9 @@ def restore_run(
         )
         engine.update_weights(source_state, version=resume.policy_version)
         source.version.set(resume.policy_version)
+        stats = engine_counters(engine)
+        if stats is not None:  # as saved: the reload above is not one of the run's updates
+            stats.update(resume.extra.get(ROLLOUT_STATS, {}))
     restore_rng_state(ckpt.rng)
     return Counters(
         step=resume.step,
@@ -142,6 +169,7 @@ __all__ = [
     "Counters",
     "PolicyWeights",
     "checkpoint_root",
+    "engine_counters",
     "find_resume_point",
     "restore_run",
     "save_run",
