@@ -38,16 +38,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTRL_DEBUG"
 EXIT_CODES_HELP = (
-    "exit codes: 0 done; 1 a file, model, data set or directory could not be used "
-    "(score: lines were skipped); 2 wrong command line or configuration; 70 internal "
-    "error (a bug: traceback printed); 130/143 stopped by SIGINT/SIGTERM (train saves first)"
+    "exit codes: 0 done; 1 a model, data or checkpoint file that cannot be used, or a run "
+    "that failed on the way (score: lines were skipped); 2 wrong command line or "
+    "configuration, or a path that cannot be used as given (missing, not a directory, no "
+    "permission); 70 internal error, a bug (traceback printed); 130/143 stopped by "
+    "SIGINT/SIGTERM"
 )
 
-# OS errors that mean "this path cannot be used as given": the user's to fix, not a bug.
-USER_PATH_ERRNOS = frozenset(
+# OS errors that say "this path cannot be used as given": the command line is wrong.
+PATH_ERRNOS = frozenset(
     {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
-     errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP}
+     errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP}
 )  # fmt: skip
+# OS errors of a run that failed on the way, through no fault in the code.
+RUNTIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 
 
 def normalize_option_spelling(argv: Sequence[str]) -> list[str]:
@@ -112,11 +116,12 @@ def user_failure(exc: BaseException) -> tuple[int, str] | None:
     """(exit code, one-line message) for a failure the user caused; None for a bug."""
     if isinstance(exc, UserError):
         return exc.exit_code, str(exc)
-    if isinstance(exc, OSError) and exc.errno in USER_PATH_ERRNOS:
+    if isinstance(exc, OSError) and exc.errno in PATH_ERRNOS | RUNTIME_ERRNOS:
         paths = [p for p in (exc.filename, exc.filename2) if p is not None]
         where = " -> ".join(os.fsdecode(p) for p in paths)
         reason = exc.strerror or str(exc)
-        return EXIT_DATA, f"{where}: {reason}" if where else reason
+        code = EXIT_USAGE if exc.errno in PATH_ERRNOS else EXIT_DATA
+        return code, f"{where}: {reason}" if where else reason
     return None
 
 

@@ -9,10 +9,12 @@ command is a bug in agentrl and is reported as one, traceback included.
 Exit codes (`agentrl --help` and the README list them):
 
 - ``0``: done;
-- ``1``: a file, model, data set or directory could not be used (missing, unreadable,
-  invalid content, not writable); ``agentrl score`` also exits 1 when it skipped lines;
-- ``2``: the command line or the configuration is wrong (unknown option, invalid value,
-  unreadable or invalid config file);
+- ``1``: what was given was found but cannot be used (an invalid model file, a data file
+  with no usable record, a checkpoint that does not fit the model), or the work failed on
+  the way (disk full); ``agentrl score`` also exits 1 when it skipped lines;
+- ``2``: the command line or the configuration is wrong: an unknown option, an invalid
+  value, a bad config file, or a path that cannot be used as given (missing, a file where
+  a directory is needed, no permission);
 - ``70``: an unexpected error, that is a bug in agentrl (the traceback is printed);
 - ``130`` / ``143``: stopped by SIGINT / SIGTERM (``agentrl train`` saves a checkpoint
   first), the shell's ``128 + signal number``.
@@ -37,14 +39,15 @@ def signal_exit_code(signum: int) -> int:
 
 class UserError(Exception):
     """A problem in what the user gave (file, data, model, directory); its message says
-    which and what, in one line. Exit code :data:`EXIT_DATA`."""
+    which and what, in one line. Exit code :data:`EXIT_DATA` unless a subclass says."""
 
     exit_code: int = EXIT_DATA
 
 
 class UsageError(UserError, ValueError):
-    """A wrong command line or configuration (option name or value, config file); a
-    ``ValueError`` too, as the invalid value it is. Exit code :data:`EXIT_USAGE`."""
+    """A wrong command line or configuration (option name or value, config file, a path
+    that cannot be used as given); a ``ValueError`` too, as the invalid value it is.
+    Exit code :data:`EXIT_USAGE`."""
 
     exit_code = EXIT_USAGE
 

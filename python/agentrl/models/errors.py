@@ -7,7 +7,7 @@ users can tell the three common failures apart by class and by message.
 
 from __future__ import annotations
 
-from agentrl.errors import UserError
+from agentrl.errors import EXIT_USAGE, UserError
 
 
 class ModelLoadError(UserError, ValueError):
@@ -16,6 +16,8 @@ class ModelLoadError(UserError, ValueError):
 
 class CheckpointNotFoundError(ModelLoadError, FileNotFoundError):
     """A file or directory named by the spec does not exist or lacks a required file."""
+
+    exit_code = EXIT_USAGE  # the spec names nothing usable: the command line is wrong
 
 
 class ShapeMismatchError(ModelLoadError):

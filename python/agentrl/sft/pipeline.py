@@ -93,6 +93,9 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     if options.data:
         conversations, loaded = sft_tasks.load_demos(options.data)
         log(f"demonstrations: {loaded.as_dict()}")
+        if not conversations:
+            files = ", ".join(options.data)
+            raise UserError(f"no usable demonstration in {files} ({loaded.as_dict()})")
     else:
         conversations = sft_tasks.generated_demos(options.num_demos)
     if options.eval_data:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentrl.errors import UserError
+from agentrl.errors import UsageError
 
 
 def nearest_existing(path: Path) -> Path:
@@ -22,7 +22,7 @@ def nearest_existing(path: Path) -> Path:
 
 
 def check_creatable_dir(path: str | os.PathLike[str], what: str) -> None:
-    """Raise :class:`UserError` unless ``path`` is, or can be made as, a writable directory.
+    """Raise :class:`UsageError` unless ``path`` is, or can be made as, a writable directory.
 
     Creates nothing. ``what`` names the option the path comes from (e.g. ``--save_dir``).
     """
@@ -30,25 +30,25 @@ def check_creatable_dir(path: str | os.PathLike[str], what: str) -> None:
     existing = nearest_existing(target)
     if existing == target:
         if not target.is_dir():
-            raise UserError(f"{what}: {path} exists and is not a directory")
+            raise UsageError(f"{what}: {path} exists and is not a directory")
         if not os.access(target, os.W_OK | os.X_OK):
-            raise UserError(f"{what}: directory {path} is not writable")
+            raise UsageError(f"{what}: directory {path} is not writable")
         return
     if not existing.is_dir():
-        raise UserError(f"{what}: cannot create {path}: {existing} is a file, not a directory")
+        raise UsageError(f"{what}: cannot create {path}: {existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{what}: cannot create {path}: directory {existing} is not writable")
+        raise UsageError(f"{what}: cannot create {path}: directory {existing} is not writable")
 
 
 def check_readable_file(path: str | os.PathLike[str], what: str) -> None:
-    """Raise :class:`UserError` unless ``path`` is a readable file (``what``: its option)."""
+    """Raise :class:`UsageError` unless ``path`` is a readable file (``what``: its option)."""
     target = Path(path)
     if target.is_dir():
-        raise UserError(f"{what}: {path} is a directory, not a file")
+        raise UsageError(f"{what}: {path} is a directory, not a file")
     if not target.is_file():
-        raise UserError(f"{what}: {path}: no such file")
+        raise UsageError(f"{what}: {path}: no such file")
     if not os.access(target, os.R_OK):
-        raise UserError(f"{what}: {path} is not readable")
+        raise UsageError(f"{what}: {path} is not readable")
 
 
 __all__ = ["check_creatable_dir", "check_readable_file", "nearest_existing"]
