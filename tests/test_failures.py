@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gzip
 import os
 import signal
 import subprocess
@@ -122,6 +123,15 @@ def test_data_without_a_usable_prompt_leaves_no_run_directory(assets, tmp_path, 
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_broken_gzip_data_file_is_named(assets, tmp_path, capsys):
+    broken = tmp_path / "prompts.jsonl.gz"
+    broken.write_bytes(gzip.compress(assets["prompts"].read_bytes())[:200])
+    argv = _train(assets, tmp_path / "runs", "--model", assets["model"], "--data", broken)
+    code, line = _run(capsys, *argv)
+    assert code == EXIT_DATA and f"{broken}: not a readable gzip file" in line
+    assert not (tmp_path / "runs").exists()
+
+
 def test_bad_options_and_config_files_exit_2_in_one_line(tmp_path, capsys):
     code, line = _run(capsys, "train", "--config", tmp_path / "nope.toml")
     assert code == EXIT_USAGE and "nope.toml: cannot read" in line
@@ -193,7 +203,7 @@ def test_score_option_errors_exit_2_without_a_traceback(assets, tmp_path, capsys
 
 def test_debug_shows_the_traceback_of_a_user_error(assets, tmp_path, capsys, monkeypatch):
     argv = [str(a) for a in _train(assets, tmp_path / "runs", "--model", assets["truncated"])]
-    for args, env in ((["--debug", *argv], None), (argv, "1")):
+    for args, env in ((["--debug", *argv], None), ([*argv, "--debug"], None), (argv, "1")):
         if env is not None:
             monkeypatch.setenv("AGENTRL_DEBUG", env)
         assert main(args) == EXIT_DATA

@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTRL_DEBUG"
 EXIT_CODES_HELP = (
-    "exit codes: 0 done; 1 a model, data or checkpoint file that cannot be used, or a run "
+    "Exit codes: 0 done; 1 a model, data or checkpoint file that cannot be used, or a run "
     "that failed on the way (score: lines were skipped); 2 wrong command line or "
     "configuration, or a path that cannot be used as given (missing, not a directory, no "
     "permission); 70 internal error, a bug (traceback printed); 130/143 stopped by "
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         DEBUG_FLAG,
         action="store_true",
-        help=f"print the traceback of every failure (or set {DEBUG_ENV}=1)",
+        help=f"print the traceback of every failure (also after the command; or {DEBUG_ENV}=1)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -157,11 +157,17 @@ def run_command(name: str, argv: Sequence[str], debug: bool = False) -> int:
         return code
 
 
+def take_debug_flag(argv: Sequence[str]) -> tuple[bool, list[str]]:
+    """Whether ``--debug`` is among the options (before or after the command), and the
+    arguments without it; what follows ``--`` is left alone."""
+    end = list(argv).index("--") if "--" in argv else len(argv)
+    options = [token for token in argv[:end] if token != DEBUG_FLAG]
+    return len(options) < end, options + list(argv[end:])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = debug_requested()
-    while args and args[0] == DEBUG_FLAG:
-        debug, args = True, args[1:]
+    given, args = take_debug_flag(sys.argv[1:] if argv is None else argv)
+    debug = given or debug_requested()
     if not args or args[0] not in COMMANDS:
         parser = build_parser()
         if not args:

@@ -11,7 +11,9 @@ Exit codes (`agentrl --help` and the README list them):
 - ``0``: done;
 - ``1``: what was given was found but cannot be used (an invalid model file, a data file
   with no usable record, a checkpoint that does not fit the model), or the work failed on
-  the way (disk full); ``agentrl score`` also exits 1 when it skipped lines;
+  the way through no fault in agentrl (disk full, a rollout server or another rank that
+  failed, an optional package not installed); ``agentrl score`` also exits 1 when it
+  skipped lines;
 - ``2``: the command line or the configuration is wrong: an unknown option, an invalid
   value, a bad config file, or a path that cannot be used as given (missing, a file where
   a directory is needed, no permission);

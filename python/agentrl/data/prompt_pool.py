@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -302,6 +303,12 @@ class PromptPool:
 
     def _load(self, path: str) -> bool:
         """Read one file; False once ``max_samples`` is reached."""
+        try:
+            return self._load_lines(path)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a broken .gz file
+            raise PromptPoolError(f"{path}: not a readable gzip file ({exc})") from exc
+
+    def _load_lines(self, path: str) -> bool:
         for number, text, problem in iter_jsonl_lines(path, self.max_line_bytes):
             if self.max_samples > 0 and len(self.samples) >= self.max_samples:
                 return False

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import UserError
 from agentrl.utils.atomic import atomic_dir
 from agentrl.utils.tensors import has_nonfinite
 
@@ -40,7 +41,7 @@ _ADAPTER_SEGMENT = re.compile(r"(^|\.)lora_[A-Za-z_]+(\.|$)")
 ADAPTER_NAME = "default"
 
 
-class LoraUnavailableError(ImportError):
+class LoraUnavailableError(UserError, ImportError):
     """`peft` is not installed."""
 
 

@@ -25,10 +25,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from agentrl.errors import UserError
+
 DEFAULT_TIMEOUT_S = 1800.0  # 30 minutes
 
 
-class DistributedError(RuntimeError):
+class DistributedError(UserError, RuntimeError):
     """A collective failed: another rank died, hung past the timeout, or disagreed."""
 
 
