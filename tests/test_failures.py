@@ -168,6 +168,12 @@ def test_eval_names_a_missing_model_and_a_broken_one(assets, tmp_path, capsys):
     assert code == EXIT_USAGE and "is neither 'tiny', an existing HF model directory" in line
     code, line = _run(capsys, "eval", "--model", assets["truncated"], "--data", assets["prompts"])
     assert code == EXIT_DATA and "is not a valid safetensors file" in line
+    # The output is checked before the evaluation, which here would take a while.
+    blocked = assets["prompts"] / "metrics.json"
+    code, line = _run(capsys, "eval", "--model", assets["model"], "--output", blocked)
+    assert (
+        code == EXIT_USAGE and f"--output: cannot write {blocked}: {assets['prompts']} is a" in line
+    )
 
 
 def test_sft_reports_unusable_demonstrations_and_bad_paths(assets, tmp_path, capsys):
@@ -187,7 +193,7 @@ def test_sft_reports_unusable_demonstrations_and_bad_paths(assets, tmp_path, cap
 
 def test_gen_data_refuses_a_directory_as_output(tmp_path, capsys):
     code, line = _run(capsys, "gen-data", "-n", "3", "-o", tmp_path)
-    assert code == EXIT_USAGE and f"--output {tmp_path} is a directory" in line
+    assert code == EXIT_USAGE and f"--output: {tmp_path} is a directory" in line
     code, line = _run(capsys, "gen-data", "-n", "-1")
     assert code == EXIT_USAGE and "--num and --start must be >= 0" in line
 

@@ -36,8 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentrl.training.policy_eval import evaluate_policy
+    from agentrl.utils.paths import check_writable_file
 
-    result = evaluate_policy(config_from_args(args))
+    config = config_from_args(args)
+    if args.output:  # found now, not after the evaluation
+        check_writable_file(args.output, "--output")
+    result = evaluate_policy(config)
     metrics = result.metrics
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from agentrl.errors import UsageError
+from agentrl.utils.paths import check_writable_file
 
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
 DEFAULT_DEMOS_PATH = "runs/data/demos.jsonl"
@@ -87,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # the task options, checked by the generator's config
         raise UsageError(str(exc)) from exc
     output = args.output or (DEFAULT_DEMOS_PATH if args.sft else DEFAULT_TASKS_PATH)
-    if Path(output).is_dir():
-        raise UsageError(f"--output {output} is a directory; name the JSONL file to write")
+    check_writable_file(output, "--output")
     began = time.perf_counter()
     generator = TaskGenerator(config, seed=args.seed)
     counts = write_tasks(output, generator.tasks(args.num, args.start), generator.tools(), args.sft)

@@ -51,4 +51,19 @@ def check_readable_file(path: str | os.PathLike[str], what: str) -> None:
         raise UsageError(f"{what}: {path} is not readable")
 
 
-__all__ = ["check_creatable_dir", "check_readable_file", "nearest_existing"]
+def check_writable_file(path: str | os.PathLike[str], what: str) -> None:
+    """Raise :class:`UsageError` unless a file can be written at ``path``: it is not a
+    directory, and its directory exists or can be made, writable. Creates nothing."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{what}: {path} is a directory; name the file to write")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"{what}: {path} is not writable")
+    existing = nearest_existing(target.absolute().parent)
+    if not existing.is_dir():
+        raise UsageError(f"{what}: cannot write {path}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{what}: cannot write {path}: directory {existing} is not writable")
+
+
+__all__ = ["check_creatable_dir", "check_readable_file", "check_writable_file", "nearest_existing"]
