@@ -35,6 +35,7 @@ import torch
 
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
+from agentrl.errors import UsageError
 from agentrl.placement.base import Log
 from agentrl.placement.engines import rollout_engine
 from agentrl.placement.runtime import DistContext
@@ -157,7 +158,7 @@ class DataParallel:
 
     def check(self, config: TrainConfig) -> None:
         if config.rollout_engine == "sglang":
-            raise ValueError(
+            raise UsageError(
                 "the SGLang engine is one server for one trainer: run a single process "
                 "(the server is the rollout fleet), not torchrun"
             )

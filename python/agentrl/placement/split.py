@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
+from agentrl.errors import UsageError
 from agentrl.models import frozen_copy, load_policy, resolve_device
 from agentrl.placement.base import Log, SingleProcess
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
@@ -51,7 +52,7 @@ class TrainerRolloutSplit(SingleProcess):
 
     def __init__(self, ctx: DistContext) -> None:
         if ctx.world_size < 2:
-            raise ValueError("trainer_rollout needs at least 2 ranks (1 trainer + rollout)")
+            raise UsageError("trainer_rollout needs at least 2 ranks (1 trainer + rollout)")
         self.ctx = ctx
 
     @property
@@ -64,7 +65,7 @@ class TrainerRolloutSplit(SingleProcess):
 
     def check(self, config: TrainConfig) -> None:
         if config.rollout_engine != "torch":
-            raise ValueError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
+            raise UsageError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:

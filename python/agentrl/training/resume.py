@@ -15,6 +15,7 @@ checkpoint and the merged weights in the engine).
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +132,7 @@ def restore_run(
     """
     try:
         ckpt = load_checkpoint(path, weights.checkpointed(models.policy))
-    except (OSError, RuntimeError, ValueError, KeyError, EOFError) as exc:
+    except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
             f"checkpoint {path} cannot be resumed (from_resume=1): {detail}; "
