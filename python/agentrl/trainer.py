@@ -30,7 +30,7 @@ from agentrl.training import resume as resume_io
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.training.setup import Models, build_tools, check_run_dir, episode_config, load_models
+from agentrl.training.setup import Models, build_tools, episode_config, load_models, preflight
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
 
@@ -89,7 +89,7 @@ class Trainer:
 
     def run(self) -> TrainResult:
         began = time.perf_counter()
-        check_run_dir(self.config)  # fails before anything loads or is written
+        preflight(self.config)  # run directory and data files, before anything loads
         with StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             self._build()

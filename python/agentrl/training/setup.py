@@ -68,7 +68,7 @@ def check_data_files(config: TrainConfig) -> None:
             check_readable_file(path, option)
 
 
-def check_run_dir(config: TrainConfig) -> None:
+def preflight(config: TrainConfig) -> None:
     """Fail now, in one line, when ``save_dir/save_weight`` cannot become the run directory
     or a prompt file is missing: before the model and data load (which may take minutes),
     and before anything is written."""
@@ -235,7 +235,6 @@ __all__ = [
     "autocast_factory",
     "build_tools",
     "check_data_files",
-    "check_run_dir",
     "configure_threads",
     "ensure_warm_start",
     "episode_config",
@@ -244,5 +243,6 @@ __all__ = [
     "load_models",
     "load_prompts",
     "model_spec",
+    "preflight",
     "write_generated_prompts",
 ]
