@@ -19,16 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 from agentrl.cli import main, user_failure
-from agentrl.data.synthetic import TaskGenerator, write_tasks
 from agentrl.errors import EXIT_BUG, EXIT_DATA, EXIT_SIGTERM, EXIT_USAGE
-from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+from agentrl.models.tiny import build_model, save_preset
 from agentrl.observability import read_metrics
+from helpers import SMALL_SPEC, small_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
-                intermediate_size=64, corpus_tasks=150)  # fmt: skip
 # A short run: what a command needs to get past loading.
 RUN = ["--filter_mode", "all", "--total_steps", "1", "--batch_size", "1", "--num_generations",
        "2", "--max_turns", "1", "--max_gen_len", "8", "--eval_before_train", "0", "--progress",
@@ -36,22 +33,18 @@ RUN = ["--filter_mode", "all", "--total_steps", "1", "--batch_size", "1", "--num
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> dict[str, Path]:
-    """A tiny model, a copy with a truncated weights file, prompts and a binary file."""
+def assets(run_files: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The shared model and prompts, a copy of the model with a truncated weights file, and
+    a binary file."""
     root = tmp_path_factory.mktemp("failures")
-    torch.set_num_threads(1)
-    model, tokenizer = build_tiny_preset(SPEC)
-    save_preset(model, tokenizer, root / "model")
     broken = root / "truncated"
     broken.mkdir()
-    for item in (root / "model").iterdir():
+    for item in (run_files / "model").iterdir():
         data = item.read_bytes()
         (broken / item.name).write_bytes(data[:1000] if item.suffix == ".safetensors" else data)
-    generator = TaskGenerator(seed=3)
-    write_tasks(str(root / "prompts.jsonl"), list(generator.tasks(24)), generator.tools())
     (root / "binary.jsonl").write_bytes(bytes(range(256)) * 4)
-    return {"root": root, "model": root / "model", "truncated": broken,
-            "prompts": root / "prompts.jsonl", "binary": root / "binary.jsonl"}  # fmt: skip
+    return {"model": run_files / "model", "prompts": run_files / "prompts.jsonl",
+            "truncated": broken, "binary": root / "binary.jsonl"}  # fmt: skip
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:
@@ -72,6 +65,7 @@ def _train(assets: dict[str, Path], save_dir: Path, *extra: object) -> list[obje
 # ------------------------------------------------------------------ train
 
 
+@pytest.mark.slow
 def test_truncated_model_file_is_named_and_no_run_directory_appears(assets, tmp_path, capsys):
     argv = _train(assets, tmp_path / "runs", "--model", assets["truncated"])
     code, line = _run(capsys, *argv)
@@ -114,6 +108,7 @@ def test_missing_data_file_is_named_before_the_model_loads(assets, tmp_path, cap
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_data_without_a_usable_prompt_leaves_no_run_directory(assets, tmp_path, capsys):
     argv = _train(assets, tmp_path / "runs", "--model", assets["model"],
                   "--data", assets["binary"])  # fmt: skip
@@ -123,6 +118,7 @@ def test_data_without_a_usable_prompt_leaves_no_run_directory(assets, tmp_path, 
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_broken_gzip_data_file_is_named(assets, tmp_path, capsys):
     broken = tmp_path / "prompts.jsonl.gz"
     broken.write_bytes(gzip.compress(assets["prompts"].read_bytes())[:200])
@@ -148,13 +144,15 @@ def test_bad_options_and_config_files_exit_2_in_one_line(tmp_path, capsys):
     ]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_does_not_fit_the_model_is_named(assets, tmp_path, capsys):
     argv = _train(assets, tmp_path, "--model", assets["model"], "--save_interval", "1")
     assert main([str(a) for a in argv]) == 0
     capsys.readouterr()
     other = tmp_path / "other"
-    model, tokenizer = build_tiny_preset(dataclasses.replace(SPEC, hidden_size=48))
-    save_preset(model, tokenizer, other)
+    tokenizer = small_tokenizer()
+    wider = dataclasses.replace(SMALL_SPEC, hidden_size=48)
+    save_preset(build_model(wider, len(tokenizer)), tokenizer, other)
     code, line = _run(capsys, *argv[:-4], "--model", other, "--from_resume", "1")
     assert code == EXIT_DATA
     assert f"checkpoint {tmp_path / 'run' / 'checkpoints'}" in line and "cannot be resumed" in line
@@ -163,6 +161,7 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_named(assets, tmp_path, cap
 # ------------------------------------------------------------------ other commands
 
 
+@pytest.mark.slow
 def test_eval_names_a_missing_model_and_a_broken_one(assets, tmp_path, capsys):
     code, line = _run(capsys, "eval", "--model", tmp_path / "nothing", "--data", assets["prompts"])
     assert code == EXIT_USAGE and "is neither 'tiny', an existing HF model directory" in line
@@ -176,6 +175,7 @@ def test_eval_names_a_missing_model_and_a_broken_one(assets, tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_sft_reports_unusable_demonstrations_and_bad_paths(assets, tmp_path, capsys):
     out = tmp_path / "sft"
     common = ["sft", "--model", assets["model"], "--steps", "1", "--no_progress"]
@@ -198,6 +198,16 @@ def test_gen_data_refuses_a_directory_as_output(tmp_path, capsys):
     assert code == EXIT_USAGE and "--num and --start must be >= 0" in line
 
 
+def test_view_names_a_bad_dump_line_and_a_missing_input(tmp_path, capsys):
+    dump = tmp_path / "episodes.jsonl"
+    dump.write_bytes(b'{"kind": "eval"}\n\xff\xfe not text\n')
+    code, line = _run(capsys, "view", dump)
+    assert code == EXIT_DATA and f"{dump}:2: not JSON" in line
+    code, line = _run(capsys, "view", tmp_path / "nothing")
+    assert code == EXIT_USAGE and "no such run directory or dump file" in line
+    assert not list(tmp_path.glob("*.html"))
+
+
 def test_score_option_errors_exit_2_without_a_traceback(assets, tmp_path, capsys):
     assert main(["score", str(assets["prompts"]), "--config", str(tmp_path / "r.toml")]) == 2
     assert main(["score", str(assets["prompts"]), "--threads", "0"]) == 2
@@ -207,6 +217,7 @@ def test_score_option_errors_exit_2_without_a_traceback(assets, tmp_path, capsys
 # ------------------------------------------------------------------ the mechanism
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback_of_a_user_error(assets, tmp_path, capsys, monkeypatch):
     argv = [str(a) for a in _train(assets, tmp_path / "runs", "--model", assets["truncated"])]
     for args, env in ((["--debug", *argv], None), ([*argv, "--debug"], None), (argv, "1")):
@@ -257,6 +268,7 @@ def _cli_process(*argv: object, **popen: object) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_process_exit_status_is_the_documented_code(assets, tmp_path):
     process = _cli_process(*_train(assets, tmp_path / "runs", "--model", assets["truncated"]))
     _, err = process.communicate(timeout=300)
@@ -266,6 +278,7 @@ def test_the_process_exit_status_is_the_documented_code(assets, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_saves_then_exits_143(assets, tmp_path):
     run_dir = tmp_path / "run"
     argv = _train(assets, tmp_path, "--model", assets["model"])

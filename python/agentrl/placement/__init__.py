@@ -16,7 +16,7 @@ from __future__ import annotations
 from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
 from agentrl.placement.adapters import Adapter, FullWeights, LoraAdapter, adapter_for
-from agentrl.placement.base import Placement, SingleProcess
+from agentrl.placement.base import Placement, RolloutSetup, SingleProcess
 from agentrl.placement.ddp import DataParallel
 from agentrl.placement.runtime import (
     DEFAULT_TIMEOUT_S,
@@ -58,6 +58,7 @@ __all__ = [
     "FullWeights",
     "LoraAdapter",
     "Placement",
+    "RolloutSetup",
     "SingleProcess",
     "TrainerRolloutSplit",
     "adapter_for",

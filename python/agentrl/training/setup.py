@@ -77,7 +77,7 @@ def preflight(config: TrainConfig) -> None:
 
 
 def model_spec(config: TrainConfig) -> str:
-    """``--model`` when given, else the seed's ``<save_dir>/<from_weight>_<hidden>.pth``."""
+    """``--model`` when given, else the compatible ``<save_dir>/<from_weight>_<hidden>.pth``."""
     if config.model:
         return config.model
     suffix = "_moe" if config.use_moe else ""
@@ -103,7 +103,7 @@ def ensure_warm_start(spec: str, log: Log) -> bool:
 
 
 def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
-    """Mixed precision on CUDA in the configured dtype; CPU runs in float32 (as the seed)."""
+    """Mixed precision on CUDA in the configured dtype; CPU runs in float32."""
     if device.type != "cuda" or dtype == "float32":
         return contextlib.nullcontext
     amp = torch.bfloat16 if dtype == "bfloat16" else torch.float16
@@ -158,7 +158,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
 
 
 def build_tools(config: TrainConfig) -> ToolRegistry:
-    """The built-in tools with the seed's active subset, time mode and alias switch."""
+    """The built-in tools with the configured active subset, time mode and alias switch."""
     names = [n.strip() for n in config.tool_subset.split(",") if n.strip()]
     return builtin_registry(config.time_mode, names or None, bool(config.augment_calculator_alias))
 

@@ -57,6 +57,8 @@ class StepOutcome:
     scores: Scores | None
     batch: PackedBatch | None
     reward_baseline: float
+    advantages: torch.Tensor | None = None  # [rows] per trajectory of ``batch``
+    current_version: int = 0  # the trainer's policy version the step trained against
 
 
 def pack_batch(
@@ -257,7 +259,8 @@ def train_on_groups(
         beta.update(metrics, report.opt_step)
     metrics.update(_reward_metrics(scores, reward_baseline))
     metrics.update(_step_metrics(batch, report, beta))
-    return StepOutcome(metrics, report, scores, batch, reward_baseline)
+    return StepOutcome(metrics, report, scores, batch, reward_baseline,
+                       advantages.detach(), current_version)  # fmt: skip
 
 
 # The mean reward of the rows trained on, read with the metrics for the reward baseline.
