@@ -208,10 +208,13 @@ def test_view_names_a_bad_dump_line_and_a_missing_input(tmp_path, capsys):
     assert not list(tmp_path.glob("*.html"))
 
 
-def test_score_option_errors_exit_2_without_a_traceback(assets, tmp_path, capsys):
-    assert main(["score", str(assets["prompts"]), "--config", str(tmp_path / "r.toml")]) == 2
-    assert main(["score", str(assets["prompts"]), "--threads", "0"]) == 2
-    assert "Traceback" not in capsys.readouterr().err
+def test_score_option_errors_exit_2_in_one_line(assets, tmp_path, capsys):
+    code, line = _run(capsys, "score", assets["prompts"], "--config", tmp_path / "r.toml")
+    assert code == EXIT_USAGE and "r.toml" in line
+    code, line = _run(capsys, "score", assets["prompts"], "--threads", "0")
+    assert code == EXIT_USAGE and "--threads must be at least 1" in line
+    code, line = _run(capsys, "score", tmp_path / "in.jsonl")
+    assert code == EXIT_USAGE and "cannot read" in line and "in.jsonl" in line
 
 
 # ------------------------------------------------------------------ the mechanism
