@@ -2,7 +2,7 @@
 
 The layers, high to low: the command line, the trainer, placement, the training pieces
 and SFT, the configuration, the RL math and the rollout, the domain packages (tools,
-rewards, models, chat, data, observability), and the base (parsing, the Rust core,
+rewards, models, chat, data, observability), and the base (errors, parsing, the Rust core,
 utils). Every import counts, function-local and ``TYPE_CHECKING`` ones included: a lazy
 import is still a dependency. ``agentrl.rl`` is pure tensor math on top of that: it imports
 the standard library, torch, numpy, itself and ``agentrl.utils`` only.
@@ -33,7 +33,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentrl.data",
         "agentrl.observability",
     ),
-    ("agentrl", "agentrl.parsing", "agentrl._core", "agentrl.utils", "agentrl.trajectory"),
+    (
+        "agentrl",
+        "agentrl.errors",
+        "agentrl.parsing",
+        "agentrl._core",
+        "agentrl.utils",
+        "agentrl.trajectory",
+    ),
 )
 
 PURE_PACKAGE = "agentrl.rl"

@@ -406,6 +406,7 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
 
 
 def test_sft_pipeline_reports_an_empty_training_set(tmp_path):
+    from agentrl.errors import UserError
     from agentrl.models.tiny import TinySpec
     from agentrl.sft.pipeline import SFTRunOptions, run_sft
 
@@ -415,5 +416,5 @@ def test_sft_pipeline_reports_an_empty_training_set(tmp_path):
     options = SFTRunOptions(
         tiny=tiny, num_demos=3, eval_tasks=1, max_len=4, device="cpu", train=train
     )
-    with pytest.raises(ValueError, match="no usable training example"):
+    with pytest.raises(UserError, match="no usable training example"):
         run_sft(options, log=lambda _: None)

@@ -76,6 +76,32 @@ def test_stopped_then_resumed_run_reproduces_the_uninterrupted_run(run_files, tm
 
 
 @pytest.mark.slow
+def test_resume_continues_the_counters_and_the_eval_history(run_files, tmp_path):
+    """A SIGINT-stopped run exits 130; resumed, its rollout/* counters go on from where they
+    were and it writes no second evaluation at the resume step: one history, as if whole."""
+    evals = dict(eval_before_train=1, eval_interval=2, eval_ratio=0.25, eval_samples=2,
+                 eval_max_gen_len=8, total_steps=2)  # fmt: skip
+    whole = Trainer(_config(run_files, tmp_path / "whole", **evals)).run()
+    assert whole.exit_code == 0
+
+    def interrupt(trainer, step, outcome):
+        if step == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    part = Trainer(_config(run_files, tmp_path / "split", **evals), callbacks=[interrupt]).run()
+    assert part.signal == signal.SIGINT and part.exit_code == 130
+    Trainer(_config(run_files, tmp_path / "split", from_resume=1, **evals)).run()
+    histories = [read_metrics(tmp_path / name / "metrics.jsonl") for name in ("whole", "split")]
+    for history in histories:
+        assert [(r["step"], r["kind"]) for r in history] == [(0, "eval"), (1, "train"),
+                                                             (2, "train"), (2, "eval")]  # fmt: skip
+    a, b = (history[2] for history in histories)  # step 2, after the resume in "split"
+    counters = [k for k in a if k.startswith("rollout/")]
+    assert "rollout/sequences" in counters and a["rollout/sequences"] > 0
+    assert {k: a[k] for k in counters} == {k: b[k] for k in counters}
+
+
+@pytest.mark.slow
 def test_dynamic_sampling_logs_its_rounds_and_stays_reproducible(run_files, tmp_path):
     runs = []
     for name in ("a", "b"):

@@ -3,15 +3,26 @@
 Option names are spelled with underscores (``--max_len``), the spelling `--help` shows;
 every command also accepts the same name with dashes (``--max-len``): see
 :class:`CommandParser`.
+
+Failures: a problem the user caused (:class:`agentrl.errors.UserError`, or a file that is
+missing, unreadable or in the way) is one line on stderr, ``agentrl CMD: error: ...``, and
+the exit code of :mod:`agentrl.errors`; anything else is a bug and prints its traceback.
+``agentrl --debug CMD`` (or ``AGENTRL_DEBUG=1``) prints the traceback of every failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
+
+from agentrl.errors import EXIT_BUG, EXIT_DATA, EXIT_SIGINT, EXIT_USAGE, UserError
 
 # Subcommand modules, in the order `agentrl --help` lists them. Each is imported lazily so
 # that `agentrl score` does not pay for importing torch.
@@ -23,6 +34,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("agentrl.commands.eval", "Held-out evaluation of a policy (greedy, tool loop)."),
     "view": ("agentrl.commands.view", "HTML browser of a run's episodes, curves and evals."),
 }
+
+
+DEBUG_FLAG = "--debug"
+DEBUG_ENV = "AGENTRL_DEBUG"
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done; 1 a model, data or checkpoint file that cannot be used, or a run "
+    "that failed on the way (score: lines were skipped); 2 wrong command line or "
+    "configuration, or a path that cannot be used as given (missing, not a directory, no "
+    "permission); 70 internal error, a bug (traceback printed); 130/143 stopped by "
+    "SIGINT/SIGTERM"
+)
+
+# OS errors that say "this path cannot be used as given": the command line is wrong.
+PATH_ERRNOS = frozenset(
+    {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+     errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP}
+)  # fmt: skip
+# OS errors of a run that failed on the way, through no fault in the code.
+RUNTIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 
 
 def normalize_option_spelling(argv: Sequence[str]) -> list[str]:
@@ -47,11 +77,17 @@ class CommandParser(argparse.ArgumentParser):
         argv = sys.argv[1:] if args is None else args
         return super().parse_known_args(normalize_option_spelling(argv), namespace)
 
+    def error(self, message: str) -> NoReturn:
+        """One line, not the usage of every option (`agentrl train` has over a hundred)."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
 
 def command_parser(name: str) -> tuple[CommandParser, ModuleType]:
     """The parser of one subcommand, with its options, and the module that runs it."""
     module = importlib.import_module(COMMANDS[name][0])
-    parser = CommandParser(prog=f"agentrl {name}", description=COMMANDS[name][1])
+    parser = CommandParser(
+        prog=f"agentrl {name}", description=COMMANDS[name][1], epilog=EXIT_CODES_HELP
+    )
     module.add_arguments(parser)
     return parser, module
 
@@ -60,10 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrl",
         description="Reinforcement learning that teaches language models to use tools.",
+        epilog=EXIT_CODES_HELP,
     )
     from agentrl import __version__
 
     parser.add_argument("--version", action="version", version=f"agentrl {__version__}")
+    parser.add_argument(
+        DEBUG_FLAG,
+        action="store_true",
+        help=f"print the traceback of every failure (also after the command; or {DEBUG_ENV}=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -71,8 +113,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def user_failure(exc: BaseException) -> tuple[int, str] | None:
+    """(exit code, one-line message) for a failure the user caused; None for a bug."""
+    if isinstance(exc, UserError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, OSError) and exc.errno in PATH_ERRNOS | RUNTIME_ERRNOS:
+        paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+        where = " -> ".join(os.fsdecode(p) for p in paths)
+        reason = exc.strerror or str(exc)
+        code = EXIT_USAGE if exc.errno in PATH_ERRNOS else EXIT_DATA
+        return code, f"{where}: {reason}" if where else reason
+    return None
+
+
+def debug_requested() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def run_command(name: str, argv: Sequence[str], debug: bool = False) -> int:
+    """Run one subcommand; every failure becomes one line and an exit code (see module doc)."""
+    prog = f"agentrl {name}"
+    try:
+        parser, module = command_parser(name)
+        return int(module.run(parser.parse_args(argv)) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
+    except Exception as exc:
+        failure = user_failure(exc)
+        if failure is None:
+            traceback.print_exc()
+            print(
+                f"{prog}: internal error ({type(exc).__name__}): this is a bug in agentrl; "
+                "please report it with the traceback above",
+                file=sys.stderr,
+            )
+            return EXIT_BUG
+        if debug:
+            traceback.print_exc()
+        code, message = failure
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return code
+
+
+def take_debug_flag(argv: Sequence[str]) -> tuple[bool, list[str]]:
+    """Whether ``--debug`` is among the options (before or after the command), and the
+    arguments without it; what follows ``--`` is left alone."""
+    end = list(argv).index("--") if "--" in argv else len(argv)
+    options = [token for token in argv[:end] if token != DEBUG_FLAG]
+    return len(options) < end, options + list(argv[end:])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    given, args = take_debug_flag(sys.argv[1:] if argv is None else argv)
+    debug = given or debug_requested()
     if not args or args[0] not in COMMANDS:
         parser = build_parser()
         if not args:
@@ -80,8 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         parser.parse_args(args)  # prints usage and exits for unknown commands and --help
         return 0
-    parser, module = command_parser(args[0])
-    return int(module.run(parser.parse_args(args[1:])) or 0)
+    return run_command(args[0], args[1:], debug)
 
 
 if __name__ == "__main__":

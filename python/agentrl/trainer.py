@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainConfig
+from agentrl.errors import EXIT_OK, signal_exit_code
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.observability.trackers import check_installed, tracker_names
 from agentrl.placement import (
@@ -38,7 +39,7 @@ from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.memory import peak_memory_mb
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.training.setup import Models, build_tools, episode_config, load_models
+from agentrl.training.setup import Models, build_tools, episode_config, load_models, preflight
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
 
@@ -57,6 +58,12 @@ class TrainResult:
     checkpoint: Path | None = None
     warm_start_seconds: float = 0.0  # the share of wall_seconds spent in `agentrl sft`
     is_main: bool = True  # the process that reports the run (rank 0 under torchrun)
+    signal: int | None = None  # the signal that stopped the run early, if one did
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 128 + the signal that stopped the run (130 SIGINT, 143 SIGTERM)."""
+        return EXIT_OK if self.signal is None else signal_exit_code(self.signal)
 
 
 Callback = Callable[["Trainer", int, StepOutcome], None]
@@ -95,11 +102,12 @@ class Trainer:
 
     def run(self) -> TrainResult:
         began = time.perf_counter()
-        self._write_config()
+        preflight(self.config)  # run directory and data files, before anything loads
         with StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             self._build()
             self._resume_if_asked()
+            self._write_config()  # the run directory appears once model and data are loaded
             self._open_observer()
             try:
                 self._evaluate_before_training()
@@ -245,7 +253,8 @@ class Trainer:
             self.observer.dump("eval", step, self.evaluator.records(step))
 
     def _evaluate_before_training(self) -> None:
-        if self.config.eval_before_train:
+        # A resumed run's history holds this evaluation already (not one at the resume step).
+        if self.config.eval_before_train and self.resumed_from is None:
             self._evaluate(self.counters.step, "eval-init")
 
     def _start_rollout(self) -> None:
@@ -413,6 +422,7 @@ class Trainer:
             checkpoint=checkpoint,
             warm_start_seconds=self.models.warm_start_seconds,
             is_main=self.placement.is_main,
+            signal=self.stop.signum if stopped else None,
         )
 
 

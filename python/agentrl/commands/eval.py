@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from agentrl.config import add_config_arguments, config_from_args
@@ -43,14 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.models.errors import ModelLoadError
     from agentrl.training.policy_eval import evaluate_policy
+    from agentrl.utils.paths import check_writable_file
 
-    try:
-        result = evaluate_policy(config_from_args(args))
-    except (ModelLoadError, ValueError, FileNotFoundError) as exc:
-        print(f"agentrl eval: {exc}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)
+    for option, path in (("--output", args.output), ("--metrics_output", args.metrics_output)):
+        if path:  # found now, not after the evaluation
+            check_writable_file(path, option)
+    result = evaluate_policy(config)
     metrics = result.metrics
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")
@@ -61,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         f" on {int(metrics.get('eval/tasks', 0))} prompts{sampled}"
     )
     if args.metrics_output:
+        Path(args.metrics_output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.metrics_output).write_text(json.dumps(metrics, indent=1, sort_keys=True))
     if args.output:
         from agentrl.observability.rollout_dump import write_records

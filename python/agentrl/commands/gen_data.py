@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+
+from agentrl.errors import UsageError
+from agentrl.utils.paths import check_writable_file
 
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
 DEFAULT_DEMOS_PATH = "runs/data/demos.jsonl"
@@ -62,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.data.arith import ExprConfig
     from agentrl.data.synthetic import TaskConfig, TaskGenerator, parse_mix, write_tasks
 
+    if args.num < 0 or args.start < 0:
+        raise UsageError("--num and --start must be >= 0")
     try:
         config = TaskConfig(
             min_exprs=args.min_exprs,
@@ -80,13 +84,10 @@ def run(args: argparse.Namespace) -> int:
             zh_ratio=args.zh_ratio,
             fullwidth_ratio=args.fullwidth_ratio,
         )
-    except ValueError as exc:
-        print(f"agentrl gen-data: {exc}", file=sys.stderr)
-        return 2
-    if args.num < 0 or args.start < 0:
-        print("agentrl gen-data: --num and --start must be >= 0", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # the task options, checked by the generator's config
+        raise UsageError(str(exc)) from exc
     output = args.output or (DEFAULT_DEMOS_PATH if args.sft else DEFAULT_TASKS_PATH)
+    check_writable_file(output, "--output")
     began = time.perf_counter()
     generator = TaskGenerator(config, seed=args.seed)
     counts = write_tasks(output, generator.tasks(args.num, args.start), generator.tools(), args.sft)

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from agentrl.errors import UsageError
 from agentrl.rewards import FileScoreSummary, LineExplanation, RewardConfig, score_file
 
 # Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
@@ -71,20 +72,17 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True, highlight=False)
     try:
         config = RewardConfig.load(args.config, args.sets)
-    except (OSError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
+    except (OSError, ValueError) as exc:  # the settings: a --config file or a --set value
+        raise UsageError(str(exc)) from exc
     if args.threads is not None and args.threads < 1:
-        console.print("[red]error:[/red] --threads must be at least 1")
-        return 2
+        raise UsageError("--threads must be at least 1")
 
     source = _stdin() if args.input == "-" else args.input
     sink = _stdout() if args.output is None else args.output
     try:
         summary = score_file(source, sink, config, args.threads, explain=args.explain)
-    except OSError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
+    except OSError as exc:  # the input cannot be read or the output written: nothing scored
+        raise UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         written = "" if args.output is None else " (no output file written)"
         console.print(f"[red]interrupted[/red]{written}")

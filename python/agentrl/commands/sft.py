@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from typing import Any
 
+from agentrl.errors import UsageError
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
 from agentrl.sft.tasks import DEFAULT_DEMOS
 from agentrl.sft.train import SFTConfig
@@ -89,9 +89,12 @@ def tiny_spec(text: str) -> Any:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, raw = part.partition("=")
         if not sep or key not in types:
-            raise ValueError(f"--tiny: {part!r} is not KEY=VALUE with KEY in {sorted(types)}")
-        default = getattr(TinySpec(), key)
-        values[key] = type(default)(raw)
+            raise UsageError(f"--tiny: {part!r} is not KEY=VALUE with KEY in {sorted(types)}")
+        kind = type(getattr(TinySpec(), key))
+        try:
+            values[key] = kind(raw)
+        except ValueError:
+            raise UsageError(f"--tiny: {key}={raw!r}: expected {kind.__name__}") from None
     return TinySpec(**values) if values else None
 
 
@@ -135,14 +138,9 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.models.errors import ModelLoadError
     from agentrl.sft.pipeline import run_sft
 
-    try:
-        result = run_sft(options_from_args(args))
-    except (ModelLoadError, ValueError) as exc:
-        print(f"agentrl sft: {exc}", file=sys.stderr)
-        return 2
+    result = run_sft(options_from_args(args))
     training = result.training
     print(
         f"held-out exact match: {result.exact_match:.3f} on {result.heldout_tasks} tasks "

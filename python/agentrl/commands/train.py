@@ -11,7 +11,6 @@ holds any of them. Under ``torchrun`` each process runs its part of the run
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from agentrl.config import add_config_arguments, config_from_args
@@ -21,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Train a policy to use tools with RL. Values: preset (default tiny, the built-in "
         "CPU run; 'compat' = the compatible defaults), then --config TOML, then flags."
+    )
+    parser.epilog = (
+        "SIGINT (Ctrl-C) or SIGTERM stops the run after the current step: it saves a "
+        "checkpoint (resume with --from_resume 1), then exits 130 (SIGINT) or 143 (SIGTERM); "
+        "a second Ctrl-C stops at once, without saving. "
+        f"{parser.epilog or ''}"
     )
     add_config_arguments(parser)
     parser.add_argument(
@@ -52,24 +57,16 @@ def summary_line(result: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        print(f"agentrl train: {exc}", file=sys.stderr)
-        return 2
+    """Train; the exit code is 0, or 130/143 when SIGINT/SIGTERM stopped the run (saved)."""
+    config = config_from_args(args)
     if args.print_config:
         print(config.to_toml(), end="")
         return 0
-    from agentrl.models.errors import ModelLoadError
     from agentrl.trainer import run_training
 
-    try:
-        result = run_training(config)
-    except (ModelLoadError, ValueError, FileNotFoundError) as exc:
-        print(f"agentrl train: {exc}", file=sys.stderr)
-        return 2
+    result = run_training(config)
     if not result.is_main:
-        return 0
+        return result.exit_code
     print(summary_line(result))
     print(f"run directory: {result.run_dir} (metrics.jsonl, config.toml, checkpoints/)")
     if result.report is not None:
@@ -78,4 +75,4 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"trained policy: {result.policy_export} (agentrl eval --model {result.policy_export})"
         )
-    return 0
+    return result.exit_code

@@ -10,7 +10,6 @@ files, the same tasks next to each other. The page is built by
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 
@@ -37,11 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.observability.viewer import write_view
 
     began = time.perf_counter()
-    try:
-        path, sources = write_view(args.inputs, args.output)
-    except (ValueError, FileNotFoundError, OSError) as exc:
-        print(f"agentrl view: {exc}", file=sys.stderr)
-        return 2
+    path, sources = write_view(args.inputs, args.output)
     episodes = sum(len(s.episodes) for s in sources)
     size = path.stat().st_size / 1e6
     print(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.presets import DEFAULT_PRESET, PRESETS
+from agentrl.errors import UsageError
 from agentrl.observability.trackers import parse_report_to
 from agentrl.rewards.config import RewardConfig
 from agentrl.rl.advantages import ADVANTAGE_ESTIMATORS, ZERO_STD_MODES
@@ -625,9 +626,12 @@ def add_config_arguments(
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The resolved config of a parsed command line."""
+    """The resolved config of a parsed command line; a bad option or file is a UsageError."""
     given = {k: v for k, v in vars(args).items() if k in _OWN or k in _REWARD}
-    return resolve(getattr(args, "preset", None), getattr(args, "config", None), given)
+    try:
+        return resolve(getattr(args, "preset", None), getattr(args, "config", None), given)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 __all__ = [

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -30,6 +31,7 @@ from typing import IO, Any, Literal
 from agentrl.chat import MessageError, normalize_message
 from agentrl.data.instructions import ANSWER_INSTRUCTION
 from agentrl.data.task_text import task_text_from_messages
+from agentrl.errors import UserError
 from agentrl.tools.schema import (
     MATH_TOOL,
     ToolSchemaError,
@@ -66,7 +68,7 @@ PROMPT_KEYS = ("prompt", "question", "query")
 META_KEYS = ("id", "kind", "lang", "difficulty")
 
 
-class PromptPoolError(ValueError):
+class PromptPoolError(UserError, ValueError):
     """A malformed line under ``strict=True``, or a pool with no usable record."""
 
 
@@ -301,6 +303,12 @@ class PromptPool:
 
     def _load(self, path: str) -> bool:
         """Read one file; False once ``max_samples`` is reached."""
+        try:
+            return self._load_lines(path)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a broken .gz file
+            raise PromptPoolError(f"{path}: not a readable gzip file ({exc})") from exc
+
+    def _load_lines(self, path: str) -> bool:
         for number, text, problem in iter_jsonl_lines(path, self.max_line_bytes):
             if self.max_samples > 0 and len(self.samples) >= self.max_samples:
                 return False

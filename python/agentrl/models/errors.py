@@ -1,18 +1,23 @@
 """Errors raised while loading or exporting policies.
 
-All derive from `ModelLoadError` (a `ValueError`) so callers can catch one type, while
-tests and users can tell the three common failures apart by class and by message.
+All derive from `ModelLoadError` (a `ValueError`, and a :class:`agentrl.errors.UserError`
+so the command line reports it in one line) so callers can catch one type, while tests and
+users can tell the three common failures apart by class and by message.
 """
 
 from __future__ import annotations
 
+from agentrl.errors import EXIT_USAGE, UserError
 
-class ModelLoadError(ValueError):
+
+class ModelLoadError(UserError, ValueError):
     """A model spec could not be turned into a model and tokenizer."""
 
 
 class CheckpointNotFoundError(ModelLoadError, FileNotFoundError):
     """A file or directory named by the spec does not exist or lacks a required file."""
+
+    exit_code = EXIT_USAGE  # the spec names nothing usable: the command line is wrong
 
 
 class ShapeMismatchError(ModelLoadError):

@@ -151,6 +151,7 @@ def load_hf_dir(
     path: Path, dtype: torch.dtype, tokenizer: str | os.PathLike[str] | None = None
 ) -> tuple[torch.nn.Module, Any]:
     """A local HF causal-LM directory with its own tokenizer and chat template."""
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -171,11 +172,14 @@ def load_hf_dir(
         raise CheckpointNotFoundError(
             f"{tok_dir}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}); pass tokenizer=DIR"
         )
-    config = AutoConfig.from_pretrained(str(path))
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{config_file}: not a usable model config ({exc})") from exc
     _check_safetensors_shapes(path, config)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
         raise ModelLoadError(f"{path}: model could not be loaded ({exc})") from exc
     if not hasattr(model.config, "agentrl_origin"):
         model.config.agentrl_origin = "hf"
@@ -188,7 +192,7 @@ def _check_safetensors_shapes(path: Path, config: Any) -> None:
     transformers reports mismatches in bulk (or silently re-initialises with a flag); here
     the first offending tensor is named with both shapes.
     """
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
     from transformers import AutoModelForCausalLM
 
     files = sorted(path.glob("*.safetensors"))
@@ -199,15 +203,26 @@ def _check_safetensors_shapes(path: Path, config: Any) -> None:
     expected = {k: tuple(v.shape) for k, v in shell.state_dict().items()}
     bad: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []
     for file in files:
-        with safe_open(str(file), framework="pt") as handle:
-            for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
-                if name in expected:
-                    shape = tuple(handle.get_slice(name).get_shape())
-                    if shape != expected[name]:
-                        bad.append((name, shape, expected[name]))
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
+                    if name in expected:
+                        shape = tuple(handle.get_slice(name).get_shape())
+                        if shape != expected[name]:
+                            bad.append((name, shape, expected[name]))
+        except SafetensorError as exc:  # truncated or not safetensors at all
+            raise ModelLoadError(
+                f"model file {file} is not a valid safetensors file: {_first_line(exc)}"
+            ) from exc
     if bad:
         name, got, want = bad[0]
         raise ShapeMismatchError(name, got, want, str(path), len(bad) - 1)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message on one line (some libraries add context lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _find_minimind_tokenizer(pth: Path, tokenizer: str | os.PathLike[str] | None) -> Path:

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import UsageError, UserError
 from agentrl.utils.atomic import atomic_dir
 from agentrl.utils.tensors import has_nonfinite
 
@@ -40,7 +41,7 @@ _ADAPTER_SEGMENT = re.compile(r"(^|\.)lora_[A-Za-z_]+(\.|$)")
 ADAPTER_NAME = "default"
 
 
-class LoraUnavailableError(ImportError):
+class LoraUnavailableError(UserError, ImportError):
     """`peft` is not installed."""
 
 
@@ -67,11 +68,11 @@ class LoraSettings:
 
     def __post_init__(self) -> None:
         if self.rank < 1:
-            raise ValueError(f"lora_rank must be >= 1, got {self.rank}")
+            raise UsageError(f"lora_rank must be >= 1, got {self.rank}")
         if not self.alpha > 0:
-            raise ValueError(f"lora_alpha must be > 0, got {self.alpha}")
+            raise UsageError(f"lora_alpha must be > 0, got {self.alpha}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"lora_dropout must be in [0, 1), got {self.dropout}")
+            raise UsageError(f"lora_dropout must be in [0, 1), got {self.dropout}")
         targets = parse_target_modules(self.target_modules)
         object.__setattr__(self, "target_modules", targets)
 
@@ -89,7 +90,7 @@ def parse_target_modules(value: str | Sequence[str]) -> tuple[str, ...] | str:
     if not names or names == ["all-linear"]:
         return "all-linear"
     if "all-linear" in names:
-        raise ValueError("lora_target_modules: 'all-linear' cannot be combined with names")
+        raise UsageError("lora_target_modules: 'all-linear' cannot be combined with names")
     return tuple(names)
 
 
@@ -124,7 +125,10 @@ def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modul
     except ValueError as exc:
         names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
                         if isinstance(m, torch.nn.Linear)})  # fmt: skip
-        raise ValueError(f"{exc} (linear layers of this model: {', '.join(names)})") from exc
+        layers = ", ".join(names)
+        raise UsageError(
+            f"lora_target_modules: {exc} (linear layers of this model: {layers})"
+        ) from exc
     return wrapped
 
 

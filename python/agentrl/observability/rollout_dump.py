@@ -28,10 +28,12 @@ import json
 import math
 import os
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.errors import UserError
 from agentrl.trajectory import Trajectory
 
 SCHEMA_VERSION = 1
@@ -202,22 +204,29 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Mapping[str, A
     return out
 
 
+class DumpError(UserError, ValueError):
+    """A dump file that cannot be read back: its message names the file and the line."""
+
+
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every record of a dump file (gzip or plain JSON lines); a bad line is an error."""
+    """Every record of a dump file (gzip or plain JSON lines); a bad line is a DumpError."""
     p = Path(path)
     opener = gzip.open if p.name.endswith(".gz") else open
     records = []
-    with opener(p, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{p}:{number}: not JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{p}:{number}: a record must be a JSON object")
-            records.append(record)
+    try:
+        with opener(p, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, too deep
+                    raise DumpError(f"{p}:{number}: not JSON ({exc})") from None
+                if not isinstance(record, dict):
+                    raise DumpError(f"{p}:{number}: a record must be a JSON object")
+                records.append(record)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DumpError(f"{p}: not a readable gzip file ({exc})") from exc
     return records
 
 
@@ -267,6 +276,7 @@ __all__ = [
     "DUMP_DIR",
     "FINISH_REASONS",
     "SCHEMA_VERSION",
+    "DumpError",
     "RolloutDumper",
     "clean_json",
     "conversation",

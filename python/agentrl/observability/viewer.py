@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrl.errors import UsageError
 from agentrl.observability.metrics_log import read_metrics
 from agentrl.observability.rollout_dump import clean_json, dump_files, read_records
 
@@ -43,7 +44,7 @@ def load_source(path: str | os.PathLike[str]) -> ViewSource:
         config_file, metrics_file = p / "config.toml", p / "metrics.jsonl"
         files = dump_files(p)
         if not files and not metrics_file.is_file():
-            raise FileNotFoundError(
+            raise UsageError(
                 f"{p}: no metrics.jsonl and no rollouts/*.jsonl.gz: not a run directory "
                 "(train with --dump_rollouts N to keep episodes)"
             )
@@ -52,7 +53,7 @@ def load_source(path: str | os.PathLike[str]) -> ViewSource:
         return ViewSource(p.name, p, "run", config, read_metrics(metrics_file), episodes)
     if p.is_file():
         return ViewSource(p.name, p, "dump", "", [], read_records(p))
-    raise FileNotFoundError(f"{p}: no such run directory or dump file")
+    raise UsageError(f"{p}: no such run directory or dump file")
 
 
 def default_output(paths: Sequence[str | os.PathLike[str]]) -> Path:
@@ -112,7 +113,7 @@ def write_view(
 ) -> tuple[Path, list[ViewSource]]:
     """Write the page for one or two inputs; returns its path and what it shows."""
     if not 1 <= len(paths) <= 2:
-        raise ValueError(f"view takes one or two run directories or dump files, got {len(paths)}")
+        raise UsageError(f"view takes one or two run directories or dump files, got {len(paths)}")
     sources = [load_source(p) for p in paths]
     out = Path(output) if output else default_output(paths)
     out.parent.mkdir(parents=True, exist_ok=True)

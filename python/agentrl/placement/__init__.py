@@ -14,6 +14,7 @@ ddp``, or ``trainer_rollout``), in which case it joins the process group first.
 from __future__ import annotations
 
 from agentrl.config import TrainConfig
+from agentrl.errors import UsageError
 from agentrl.placement.adapters import Adapter, FullWeights, LoraAdapter, adapter_for
 from agentrl.placement.base import Placement, RolloutSetup, SingleProcess
 from agentrl.placement.ddp import DataParallel
@@ -51,7 +52,7 @@ def placement_for(config: TrainConfig, ctx: DistContext | None = None) -> Placem
     elif config.multi_gpu_mode == "trainer_rollout":
         placement = TrainerRolloutSplit(ctx)
     else:
-        raise ValueError(f"multi_gpu_mode must be one of {MODES}, got {config.multi_gpu_mode!r}")
+        raise UsageError(f"multi_gpu_mode must be one of {MODES}, got {config.multi_gpu_mode!r}")
     placement.check(config)
     return placement
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from agentrl.config import TrainConfig
+from agentrl.errors import UsageError
 from agentrl.models.loading import policy_origin
 from agentrl.models.lora import (
     AdapterCheckpointView,
@@ -95,7 +96,7 @@ def adapter_for(config: TrainConfig) -> Adapter:
     if config.lora_rank <= 0:
         return FullWeights()
     if config.ref_from_rl_checkpoint:
-        raise ValueError(
+        raise UsageError(
             "ref_from_rl_checkpoint=1 needs a reference policy with weights of its own; with "
             "LoRA the reference is the base model (the adapter off): set it to 0"
         )

@@ -35,6 +35,7 @@ import torch
 
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
+from agentrl.errors import UsageError
 from agentrl.placement.base import Log, RolloutSetup
 from agentrl.placement.runtime import DistContext
 from agentrl.placement.shared import OnRanks, prompts_config, rank_0_first
@@ -151,7 +152,7 @@ class DataParallel(OnRanks):
         if config.fsdp and not self.shards_weights:
             raise ValueError("fsdp=1 needs the FullyShardedDataParallel placement")
         if config.rollout_engine == "sglang":
-            raise ValueError(
+            raise UsageError(
                 "the SGLang engine is one server for one trainer: run a single process "
                 "(the server is the rollout fleet), not torchrun"
             )

@@ -25,10 +25,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from agentrl.errors import UsageError, UserError
+
 DEFAULT_TIMEOUT_S = 1800.0  # 30 minutes
 
 
-class DistributedError(RuntimeError):
+class DistributedError(UserError, RuntimeError):
     """A collective failed: another rank died, hung past the timeout, or disagreed."""
 
 
@@ -230,10 +232,10 @@ def init_distributed(
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     backend = str(backend or "auto").lower()
     if backend not in ("auto", "nccl", "gloo"):
-        raise ValueError(f"dist_backend must be auto, nccl or gloo, got {backend!r}")
+        raise UsageError(f"dist_backend must be auto, nccl or gloo, got {backend!r}")
     cuda = torch.cuda.is_available()
     if backend == "nccl" and not cuda:
-        raise ValueError("dist_backend nccl needs CUDA; use gloo on CPUs")
+        raise UsageError("dist_backend nccl needs CUDA; use gloo on CPUs")
     candidates = ["nccl", "gloo"] if backend == "auto" and cuda else [backend]
     if backend == "auto" and not cuda:
         candidates = ["gloo"]

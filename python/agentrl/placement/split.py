@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterator
 
 from agentrl.config import TrainConfig
+from agentrl.errors import UsageError
 from agentrl.models import frozen_copy, load_policy, resolve_device
 from agentrl.placement.base import RolloutSetup, SingleProcess
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
@@ -53,7 +54,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
 
     def __init__(self, ctx: DistContext) -> None:
         if ctx.world_size < 2:
-            raise ValueError("trainer_rollout needs at least 2 ranks (1 trainer + rollout)")
+            raise UsageError("trainer_rollout needs at least 2 ranks (1 trainer + rollout)")
         super().__init__(ctx)
 
     @property
@@ -64,7 +65,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         if config.fsdp:
             raise ValueError("fsdp=1 shards the data-parallel layout: use multi_gpu_mode ddp")
         if config.rollout_engine != "torch":
-            raise ValueError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
+            raise UsageError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:

@@ -110,14 +110,19 @@ def read_conversations(
     stats = stats if stats is not None else LoadStats()
     out: list[Conversation] = []
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
+        with open(path, "rb") as handle:  # decoded line by line: one bad line is one skip
+            for raw in handle:
+                if not raw.strip():
                     continue
                 stats.loaded += 1
                 try:
+                    line = raw.decode("utf-8-sig")
+                except UnicodeDecodeError:
+                    stats.dropped["bad_encoding"] += 1
+                    continue
+                try:
                     record = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nesting too deep
                     stats.dropped["bad_json"] += 1
                     continue
                 if not isinstance(record, dict):

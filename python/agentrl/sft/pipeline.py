@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentrl.errors import UserError
 from agentrl.sft.tasks import DEFAULT_DEMOS
 from agentrl.sft.train import SFTConfig, SFTResult
 
@@ -54,11 +55,23 @@ class SFTRunResult:
     seconds: float  # setup and training together
 
 
+def check_paths(options: SFTRunOptions) -> None:
+    """The data files exist and the output directory can be made (nothing is written)."""
+    from agentrl.utils.paths import check_creatable_dir, check_readable_file
+
+    for path in options.data:
+        check_readable_file(path, "--data")
+    if options.eval_data:
+        check_readable_file(options.eval_data, "--eval_data")
+    check_creatable_dir(options.train.output_dir, "--output")
+
+
 def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     """Build or load the model, prepare the data, train and save to ``options.train.output_dir``.
 
-    Raises ``ModelLoadError`` for a model that cannot be loaded and ``ValueError`` for
-    options or data that leave nothing to train on.
+    Raises a :class:`agentrl.errors.UserError` for a model that cannot be loaded (a
+    ``ModelLoadError``), a data file that is missing or leaves nothing to train on, or an
+    output directory that cannot be made; paths are checked before the model loads.
     """
     from agentrl.models import load_policy, resolve_device, resolve_dtype
     from agentrl.models.tiny import TinySpec, build_tiny_preset
@@ -67,6 +80,7 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     from agentrl.sft.train import train_sft
     from agentrl.utils.threads import set_cpu_threads
 
+    check_paths(options)
     began = time.perf_counter()
     set_cpu_threads(options.num_threads)
     if options.model == "tiny":
@@ -79,6 +93,9 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     if options.data:
         conversations, loaded = sft_tasks.load_demos(options.data)
         log(f"demonstrations: {loaded.as_dict()}")
+        if not conversations:
+            files = ", ".join(options.data)
+            raise UserError(f"no usable demonstration in {files} ({loaded.as_dict()})")
     else:
         conversations = sft_tasks.generated_demos(options.num_demos)
     if options.eval_data:
@@ -89,7 +106,8 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     stats = LoadStats()
     examples = build_examples(conversations, tokenizer, env.render, options.max_len, stats)
     if not examples:
-        raise ValueError(f"no usable training example ({stats.as_dict()})")
+        files = ", ".join(options.data) or "the generated demonstrations"
+        raise UserError(f"no usable training example in {files} ({stats.as_dict()})")
     params = sum(p.numel() for p in model.parameters())
     tokens = sum(len(e) for e in examples)
     targets = sum(sum(e.loss_mask) for e in examples)
@@ -108,4 +126,4 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     )
 
 
-__all__ = ["DEFAULT_DEMOS", "SFTRunOptions", "SFTRunResult", "run_sft"]
+__all__ = ["DEFAULT_DEMOS", "SFTRunOptions", "SFTRunResult", "check_paths", "run_sft"]

@@ -26,8 +26,9 @@ class PolicyEvaluation:
 def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
     """Load the configured policy (training the built-in warm start if it is asked for and
     missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
-    `agentrl sft` reports on. Raises ``ModelLoadError``, ``ValueError`` or
-    ``FileNotFoundError`` for a policy or prompts that cannot be loaded.
+    `agentrl sft` reports on. Raises a :class:`agentrl.errors.UserError` (a
+    ``ModelLoadError``, a ``PromptPoolError``) for a policy or prompts that cannot be used;
+    a missing prompt file is found before the policy loads.
     """
     from agentrl.data import PromptPool
     from agentrl.models import load_policy
@@ -36,6 +37,7 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
     from agentrl.training.setup import (
         autocast_factory,
         build_tools,
+        check_data_files,
         configure_threads,
         ensure_warm_start,
         episode_config,
@@ -43,6 +45,7 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
         model_spec,
     )
 
+    check_data_files(config)
     spec = model_spec(config)
     configure_threads(config)
     ensure_warm_start(spec, log)

@@ -2,9 +2,11 @@
 
 A checkpoint (written atomically by `agentrl.training.checkpoint`) holds the policy weights,
 the optimizer/scheduler/accumulation state, every RNG state and the trainer's counters:
-step, optimizer step, policy version, reward baseline, beta and its EMA. When the
-rollout engine's weights lag behind the policy (``policy_sync_interval`` > 1) they are
-saved too, so the resumed run samples from exactly the weights the original would have.
+step, optimizer step, policy version, reward baseline, beta and its EMA, and the rollout
+engine's cumulative counters (the ``rollout/*`` metrics), so that they go on counting
+across a resume instead of restarting from zero. When the rollout engine's weights lag
+behind the policy (``policy_sync_interval`` > 1) they are saved too, so the resumed run
+samples from exactly the weights the original would have.
 
 Which weights a checkpoint holds and which the rollout engine loads is the policy's
 :class:`PolicyWeights` (all of them; or, with a LoRA adapter, the adapter alone in the
@@ -13,6 +15,7 @@ checkpoint and the merged weights in the engine).
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
 
+from agentrl.errors import UsageError, UserError
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.optim import Optimization
 from agentrl.training.checkpoint import (
@@ -39,6 +43,7 @@ from agentrl.training.setup import Models
 from agentrl.training.sources import GroupSource
 
 CHECKPOINT_DIR = "checkpoints"
+ROLLOUT_STATS = "rollout_stats"  # the key of the engine's counters in ResumeState.extra
 
 
 class PolicyWeights(Protocol):
@@ -68,6 +73,12 @@ def checkpoint_root(run_dir: Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
+def engine_counters(engine: Any) -> dict[str, Any] | None:
+    """The engine's cumulative counters (``rollout/*``); None for an engine without them."""
+    stats = getattr(engine, "stats", None)
+    return stats if isinstance(stats, dict) else None
+
+
 def save_run(
     run_dir: Path,
     counters: Counters,
@@ -81,6 +92,9 @@ def save_run(
 ) -> Path | None:
     """Write a checkpoint of the current state; None when the weights are not finite."""
     extra: dict[str, Any] = {}
+    stats = engine_counters(source.engine)
+    if stats is not None:
+        extra[ROLLOUT_STATS] = {k: v for k, v in stats.items() if isinstance(v, int | float)}
     if not counters.rollout_current:
         extra["rollout_weights"] = {
             k: v.detach().cpu().clone() for k, v in source.engine.model.state_dict().items()
@@ -151,10 +165,21 @@ def restore_run(
     weights: PolicyWeights,
     reference_too: bool = False,
 ) -> Counters:
-    """Load checkpoint ``path`` into every object; return the counters to continue from."""
-    ckpt = _load(path, models, optimization, weights)
+    """Load checkpoint ``path`` into every object; return the counters to continue from.
+
+    A checkpoint that does not fit the model (another ``--model``, another LoRA setting) or
+    cannot be read is a :class:`UserError` naming it.
+    """
+    try:
+        ckpt = _load(path, models, optimization, weights)
+    except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"checkpoint {path} cannot be resumed (from_resume=1): {detail}; "
+            "resume with the model and options of the run that wrote it"
+        ) from exc
     if reference_too and is_sharded(models.reference):
-        raise ValueError("ref_from_rl_checkpoint=1 with fsdp=1 is not supported")
+        raise UsageError("ref_from_rl_checkpoint=1 with fsdp=1 is not supported")
     resume = ckpt.resume
     beta.load_state_dict({"beta": resume.beta, "beta_ema": resume.beta_ema})
     if reference_too:
@@ -172,6 +197,9 @@ def restore_run(
             source_state = get_model_state_dict(source_state, options=options)
         engine.update_weights(source_state, version=resume.policy_version)
         source.version.set(resume.policy_version)
+        stats = engine_counters(engine)
+        if stats is not None:  # as saved: the reload above is not one of the run's updates
+            stats.update(resume.extra.get(ROLLOUT_STATS, {}))
     restore_rng_state(ckpt.rng)
     return Counters(
         step=resume.step,
@@ -185,6 +213,7 @@ __all__ = [
     "Counters",
     "PolicyWeights",
     "checkpoint_root",
+    "engine_counters",
     "find_resume_point",
     "restore_run",
     "save_run",

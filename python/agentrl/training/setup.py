@@ -32,6 +32,7 @@ from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_devic
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
+from agentrl.utils.paths import check_creatable_dir, check_readable_file
 from agentrl.utils.threads import set_cpu_threads
 
 Log = Callable[[str], None]
@@ -60,6 +61,22 @@ def hardware_notes(config: TrainConfig) -> list[str]:
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         notes.append(f"device={config.device}: no CUDA device here; running on the CPU")
     return notes
+
+
+def check_data_files(config: TrainConfig) -> None:
+    """Fail now, in one line, when a prompt file the config names is not a readable file."""
+    for option, path in (("--data_path", config.data_path),
+                         ("--eval_data_path", config.eval_data_path)):  # fmt: skip
+        if path:
+            check_readable_file(path, option)
+
+
+def preflight(config: TrainConfig) -> None:
+    """Fail now, in one line, when ``save_dir/save_weight`` cannot become the run directory
+    or a prompt file is missing: before the model and data load (which may take minutes),
+    and before anything is written."""
+    check_creatable_dir(config.run_dir, "--save_dir/--save_weight")
+    check_data_files(config)
 
 
 def model_spec(config: TrainConfig) -> str:
@@ -241,6 +258,7 @@ __all__ = [
     "Models",
     "autocast_factory",
     "build_tools",
+    "check_data_files",
     "configure_threads",
     "ensure_warm_start",
     "episode_config",
@@ -250,6 +268,7 @@ __all__ = [
     "load_models",
     "load_prompts",
     "model_spec",
+    "preflight",
     "reference_model",
     "write_generated_prompts",
 ]

@@ -1,5 +1,6 @@
 """Stopping a run cleanly: SIGINT/SIGTERM (or a time limit) finish the current step,
-save a checkpoint and exit normally.
+save a checkpoint and end the run; the signal is remembered (``signum``) so that the
+command exits with 128 + its number (130, 143), as a scheduler expects of a stopped job.
 
 The first signal only sets a flag the loop checks between steps; a second SIGINT means
 "now" and raises KeyboardInterrupt as usual. Handlers are installed only in the main
@@ -24,6 +25,7 @@ class StopRequest:
         self.log = log
         self.started = time.monotonic()
         self.reason: str | None = None
+        self.signum: int | None = None  # the signal that asked to stop, if one did
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -31,6 +33,7 @@ class StopRequest:
             raise KeyboardInterrupt
         name = signal.Signals(signum).name
         self.reason = f"received {name}"
+        self.signum = signum
         self.log(f"{name} received: finishing the current step, then saving and exiting")
 
     def install(self) -> StopRequest:

@@ -21,11 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.errors import UserError
+
 # HTTP statuses worth retrying: timeouts, rate limits and server-side failures.
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
-class RemoteEngineError(RuntimeError):
+class RemoteEngineError(UserError, RuntimeError):
     """A rollout server could not be reached or refused a request; the message says which."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import UserError
 from agentrl.rollout.engine import Generation, WeightSource
 from agentrl.rollout.remote.common import (
     LiveRowsEngine,
@@ -36,7 +37,7 @@ from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 from agentrl.rollout.sampling import SamplingParams
 
 
-class VLLMUnavailableError(ImportError):
+class VLLMUnavailableError(UserError, ImportError):
     """`vllm` is not installed (or cannot be imported on this machine)."""
 
 

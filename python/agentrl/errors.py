@@ -1,0 +1,67 @@
+"""Failures the user caused and can fix, and the exit codes the command line gives them.
+
+Library code raises :class:`UserError` (or a subclass) for a problem in what it was given:
+a bad option, a missing or unusable file, a model or data set it cannot use. The message
+is the whole report: one line naming the file, line or option and what is wrong with it,
+so the command line prints it as is, without a traceback. Any other exception escaping a
+command is a bug in agentrl and is reported as one, traceback included.
+
+Exit codes (`agentrl --help` and the README list them):
+
+- ``0``: done;
+- ``1``: what was given was found but cannot be used (an invalid model file, a data file
+  with no usable record, a checkpoint that does not fit the model), or the work failed on
+  the way through no fault in agentrl (disk full, a rollout server or another rank that
+  failed, an optional package not installed); ``agentrl score`` also exits 1 when it
+  skipped lines;
+- ``2``: the command line or the configuration is wrong: an unknown option, an invalid
+  value, a bad config file, or a path that cannot be used as given (missing, a file where
+  a directory is needed, no permission);
+- ``70``: an unexpected error, that is a bug in agentrl (the traceback is printed);
+- ``130`` / ``143``: stopped by SIGINT / SIGTERM (``agentrl train`` saves a checkpoint
+  first), the shell's ``128 + signal number``.
+"""
+
+from __future__ import annotations
+
+import signal
+
+EXIT_OK = 0
+EXIT_DATA = 1
+EXIT_USAGE = 2
+EXIT_BUG = 70  # sysexits.h EX_SOFTWARE: an internal software error
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit code of a process that stopped because of signal ``signum``."""
+    return 128 + int(signum)
+
+
+class UserError(Exception):
+    """A problem in what the user gave (file, data, model, directory); its message says
+    which and what, in one line. Exit code :data:`EXIT_DATA` unless a subclass says."""
+
+    exit_code: int = EXIT_DATA
+
+
+class UsageError(UserError, ValueError):
+    """A wrong command line or configuration (option name or value, config file, a path
+    that cannot be used as given); a ``ValueError`` too, as the invalid value it is.
+    Exit code :data:`EXIT_USAGE`."""
+
+    exit_code = EXIT_USAGE
+
+
+__all__ = [
+    "EXIT_BUG",
+    "EXIT_DATA",
+    "EXIT_OK",
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "EXIT_USAGE",
+    "UsageError",
+    "UserError",
+    "signal_exit_code",
+]
