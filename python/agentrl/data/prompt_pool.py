@@ -64,6 +64,8 @@ POLICY_REASONS = ("skip_no_gt", "skip_unsupported_tools", "skip_filter")
 GT_KEYS = ("gt", "answer", "answers", "label")
 PROMPT_KEYS = ("prompt", "question", "query")
 META_KEYS = ("id", "kind", "lang", "difficulty")
+# Record fields that are the conversation or its tools; every other field is a column.
+STRUCTURE_KEYS = ("messages", "conversations", "tools", "functions")
 
 
 class PromptPoolError(ValueError):
@@ -96,9 +98,12 @@ class PromptSample:
     calls: list[dict[str, Any]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] | None = None
+    # The record's fields other than the conversation and tools, for reward functions.
+    columns: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
-        if key in ("messages", "tools", "gt", "calls", "meta", "raw", "source", "line"):
+        if key in ("messages", "tools", "gt", "calls", "meta", "raw", "source", "line",
+                   "columns"):  # fmt: skip
             return getattr(self, key)
         raise KeyError(key)
 
@@ -466,6 +471,7 @@ class PromptPool:
             calls=calls if isinstance(calls, list) else None,
             meta={k: record[k] for k in META_KEYS if k in record},
             raw=record if self.keep_raw else None,
+            columns={k: v for k, v in record.items() if k not in STRUCTURE_KEYS},
         )
 
 

@@ -222,6 +222,16 @@ class ToolRegistry:
             return self.register(fn, **options)
         return lambda func: self.register(func, **options)
 
+    def copy(self) -> ToolRegistry:
+        """A registry with the same tools and limits, sharing the call counters: an
+        episode's own tool set (its environment's tools added) without touching this one."""
+        other = ToolRegistry(timeout=self.timeout, max_result_chars=self.max_result_chars)
+        other._tools = dict(self._tools)
+        other._visibility = dict(self._visibility)
+        other._lock = self._lock
+        other.stats = self.stats
+        return other
+
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
         self._visibility.pop(name, None)

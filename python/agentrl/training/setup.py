@@ -26,6 +26,7 @@ import torch
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool, split_prompt_pool
 from agentrl.data.prompt_pool import PromptSample
+from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
@@ -140,10 +141,32 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
     )
 
 
-def build_tools(config: TrainConfig) -> ToolRegistry:
-    """The built-in tools with the seed's active subset, time mode and alias switch."""
+def config_parts(config: TrainConfig) -> TaskParts:
+    """The user's tools, reward functions and environment named in the config."""
+    return task_parts(
+        config_tools=config.tools,
+        config_reward_funcs=config.reward_funcs,
+        config_reward_weights=config.reward_weights,
+        config_environment=config.environment,
+    )
+
+
+def build_tools(config: TrainConfig, parts: TaskParts | None = None) -> ToolRegistry:
+    """The built-in tools (active subset, time mode, alias switch), plus the user's.
+
+    ``parts`` defaults to the ones the config names. With user tools or an environment,
+    the built-ins are still accepted where a prompt lists them, but prompts that list no
+    tools are offered the user's only.
+    """
     names = [n.strip() for n in config.tool_subset.split(",") if n.strip()]
-    return builtin_registry(config.time_mode, names or None, bool(config.augment_calculator_alias))
+    builtin = builtin_registry(
+        config.time_mode, names or None, bool(config.augment_calculator_alias)
+    )
+    parts = parts if parts is not None else config_parts(config)
+    if parts.tools or parts.environment is not None:
+        for name in builtin.supported_names():
+            builtin.set_visibility(name, "hidden")
+    return task_tools(builtin, parts)
 
 
 def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
@@ -217,6 +240,7 @@ __all__ = [
     "Models",
     "autocast_factory",
     "build_tools",
+    "config_parts",
     "configure_threads",
     "ensure_warm_start",
     "episode_config",

@@ -20,7 +20,7 @@ import torch
 
 from agentrl.chat import apply_chat_template
 from agentrl.observability import dashboard_metrics
-from agentrl.rewards import RewardConfig
+from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rl.advantages import AdvantageConfig, compute_advantages, update_reward_baseline
 from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaController
@@ -48,6 +48,7 @@ class StepSettings:
     stale_discount: float
     micro_batch_size: int
     default_tools: list[dict[str, Any]] = field(default_factory=list)
+    rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
 
 
 @dataclass
@@ -113,6 +114,7 @@ def _reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
         "reward/baseline": float(baseline),
     }
     out.update({f"reward_detail/{k}": v for k, v in scores.means.items()})
+    out.update({f"reward_fn/{k}": v for k, v in scores.functions.items()})
     out.update(dashboard_metrics(scores.means, "train"))
     return out
 
@@ -222,7 +224,7 @@ def train_on_groups(
     except EmptyBatchError as exc:
         metrics = {"pack/dropped_groups": float(exc.dropped_groups), "train/skipped": 1.0}
         return StepOutcome(metrics, None, None, None, reward_baseline)
-    scores = score_trajectories(batch.trajectories, settings.reward, step)
+    scores = score_trajectories(batch.trajectories, settings.reward, step, settings.rewards)
     rewards = scores.rewards.to(models.device)
     advantages, adv_metrics = compute_advantages(
         rewards, batch.group_ids, settings.advantage, reward_baseline
