@@ -49,7 +49,7 @@ def test_reward_functions_get_columns_by_keyword_and_none_is_left_out() -> None:
 
     def exact(prompts, completions, answer, level, trajectories, completion_ids, **kwargs):
         seen.update(prompts=prompts, level=level, ids=completion_ids, n=len(trajectories))
-        return [None if a is None else float(a in c) for c, a in zip(completions, answer)]
+        return [None if a is None else float(a in c) for c, a in zip(completions, answer, strict=True)]
 
     def trl_style(completions, **kwargs):  # written for another GRPO trainer, unchanged
         return [len(c) / 100 for c in completions]
