@@ -1,0 +1,112 @@
+"""Tools that cannot take the run down: hung, exiting, flooding and slow tools."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+from agentrl.tools import ToolRegistry
+from agentrl.tools.workers import ResultTooLarge, capped_json, import_reference, shared_workers
+
+
+def sleep_forever() -> str:
+    """Never returns."""
+    while True:
+        time.sleep(3600)
+
+
+def leave() -> str:
+    """Ends its process."""
+    sys.exit(3)
+
+
+def interrupt() -> str:
+    """Raises what Ctrl-C raises."""
+    raise KeyboardInterrupt
+
+
+def flood() -> str:
+    """A 100 MB result."""
+    return "x" * 100_000_000
+
+
+def nap(seconds: float) -> float:
+    """Sleep a while.
+
+    Args:
+        seconds: how long
+    """
+    time.sleep(seconds)
+    return seconds
+
+
+def _registry(timeout: float = 1.0) -> ToolRegistry:
+    registry = ToolRegistry(timeout=timeout, max_result_chars=4096)
+    for fn in (sleep_forever, leave, interrupt, flood, nap):
+        registry.register(fn)
+    return registry
+
+
+def test_a_tool_sleeping_forever_is_stopped_at_its_timeout_and_its_worker_replaced() -> None:
+    registry = _registry(timeout=1.0)
+    assert registry.execute({"name": "nap", "arguments": {"seconds": 0}})["ok"]  # warm
+    threads = threading.active_count()
+    for _ in range(3):
+        began = time.perf_counter()
+        events = registry.execute_many([{"name": "sleep_forever", "arguments": {}}] * 2)
+        took = time.perf_counter() - began
+        assert took < 1.0 + 1.0, took  # the timeout plus at most a second
+        assert [e["result"] for e in events] == [{"error": "timed out after 1s"}] * 2
+        assert shared_workers().busy() == 0  # no worker left running the hung tool
+    time.sleep(0.1)
+    assert threading.active_count() <= threads  # no thread left behind either
+    assert registry.stats["timeouts"] == 6
+    assert registry.execute({"name": "nap", "arguments": {"seconds": 0.01}})["result"] == 0.01
+
+
+def test_system_exit_and_keyboard_interrupt_become_error_events() -> None:
+    registry = _registry()
+    events = registry.execute_many(
+        [{"name": "leave", "arguments": {}}, {"name": "interrupt", "arguments": {}}]
+    )
+    assert [e["ok"] for e in events] == [False, False]
+    assert events[0]["result"] == {"error": "SystemExit: 3"}
+    assert events[1]["result"] == {"error": "KeyboardInterrupt"}
+
+    def local_exit() -> str:  # a closure: runs in a thread, not a worker process
+        raise SystemExit("bye")
+
+    registry.register(local_exit)
+    assert import_reference(local_exit) is None
+    event = registry.execute({"name": "local_exit", "arguments": {}})
+    assert event["result"] == {"error": "SystemExit: bye"}
+
+
+def test_a_100_mb_result_is_refused_without_being_encoded() -> None:
+    registry = _registry()
+    event = registry.execute({"name": "flood", "arguments": {}})
+    assert event["result"] == {"error": "result too large: more than 4096 characters"}
+    assert registry.stats["oversize"] == 1
+    with pytest.raises(ResultTooLarge):
+        capped_json([list(range(100))] * 10_000_000, 1000)  # stops after the first chunks
+    assert capped_json({"a": [1, "é"]}, 100) == '{"a":[1,"é"]}'
+
+
+def test_calls_of_different_episodes_run_at_once() -> None:
+    from agentrl.rollout.episodes import run_episodes
+    from test_rollout_episodes import ScriptedEngine, _call
+
+    def script(turn: int, context: str) -> str:
+        return _call("nap", '{"seconds": 0.6}') if turn == 0 else "<answer>ok</answer>"
+
+    registry = _registry(timeout=5.0)
+    samples = [{"messages": [{"role": "user", "content": f"task {i}"}], "gt": ["x"]} for i in range(2)]
+    registry.execute_many([{"name": "nap", "arguments": {"seconds": 0}}] * 4)  # warm workers
+    began = time.perf_counter()
+    groups = run_episodes(ScriptedEngine(script), samples, registry, num_generations=2)
+    took = time.perf_counter() - began
+    events = [e for g in groups for t in g.trajectories for e in t.tool_events]
+    assert [e["result"] for e in events] == [0.6] * 4
+    assert took < 4 * 0.6, took  # four 0.6 s calls, not one after another
