@@ -48,3 +48,4 @@ def test_example_trains_from_the_command_line(model_dir, tmp_path, monkeypatch, 
     train = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
     assert len(train) == 2
     assert "reward_fn/reward/mean" in train[0] and "reward_fn/reward/none_frac" in train[0]
+    assert "tools/calls_per_episode" in train[0]

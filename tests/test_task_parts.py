@@ -49,7 +49,9 @@ def test_reward_functions_get_columns_by_keyword_and_none_is_left_out() -> None:
 
     def exact(prompts, completions, answer, level, trajectories, completion_ids, **kwargs):
         seen.update(prompts=prompts, level=level, ids=completion_ids, n=len(trajectories))
-        return [None if a is None else float(a in c) for c, a in zip(completions, answer, strict=True)]
+        return [
+            None if a is None else float(a in c) for c, a in zip(completions, answer, strict=True)
+        ]
 
     def trl_style(completions, **kwargs):  # written for another GRPO trainer, unchanged
         return [len(c) / 100 for c in completions]
@@ -226,3 +228,28 @@ def test_prompts_using_registered_tools_are_kept(tmp_path) -> None:
     assert [s["function"]["name"] for s in train[2].tools] == ["shout"]
     assert train.stats["defaulted_tools"] == 2
     assert train[1].columns == {"gt": ["x"], "id": 7}
+
+
+def test_metrics_per_reward_function_and_per_tool(tmp_path) -> None:
+    from agentrl.observability.progress import format_step_line
+    from agentrl.observability.report import reward_function_lines, write_report
+    from agentrl.training.step import tool_metrics
+
+    ok = {"ok": True, "name": "read", "args": {}, "result": 1, "canonical": True}
+    bad = {**ok, "ok": False, "name": "search"}
+    first, second = TRAJECTORIES[0], TRAJECTORIES[1]
+    first.tool_events, second.tool_events = [ok, bad, ok], [bad]
+    metrics = tool_metrics([first, second])
+    assert metrics == {
+        "tools/calls_per_episode": 2.0,
+        "tools/read/calls_per_episode": 1.0,
+        "tools/read/error_rate": 0.0,
+        "tools/search/calls_per_episode": 1.0,
+        "tools/search/error_rate": 1.0,
+    }
+    step = {"reward/mean": 1.0, "reward_fn/exact/mean": 0.5, "reward_fn/exact/std": 0.25,
+            "reward_fn/exact/none_frac": 0.5}  # fmt: skip
+    assert format_step_line(3, 10, step).endswith("| exact 0.500±0.250 None 50%")
+    records = [{"kind": "train", "step": s, **step} for s in (1, 2)]
+    assert reward_function_lines(records) == (("exact", "train", "reward_fn/exact/mean"),)
+    assert write_report(records, tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")

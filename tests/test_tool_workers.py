@@ -102,7 +102,9 @@ def test_calls_of_different_episodes_run_at_once() -> None:
         return _call("nap", '{"seconds": 0.6}') if turn == 0 else "<answer>ok</answer>"
 
     registry = _registry(timeout=5.0)
-    samples = [{"messages": [{"role": "user", "content": f"task {i}"}], "gt": ["x"]} for i in range(2)]
+    samples = [
+        {"messages": [{"role": "user", "content": f"task {i}"}], "gt": ["x"]} for i in range(2)
+    ]
     registry.execute_many([{"name": "nap", "arguments": {"seconds": 0}}] * 4)  # warm workers
     began = time.perf_counter()
     groups = run_episodes(ScriptedEngine(script), samples, registry, num_generations=2)

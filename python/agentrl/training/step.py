@@ -119,6 +119,23 @@ def _reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
     return out
 
 
+def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
+    """Tool calls per episode, and per tool its calls per episode and error rate."""
+    n = max(len(trajectories), 1)
+    calls: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for trajectory in trajectories:
+        for event in trajectory.tool_events:
+            name = str(event.get("name") or "(unparsed)")
+            calls[name] = calls.get(name, 0) + 1
+            failed[name] = failed.get(name, 0) + (0 if event.get("ok") else 1)
+    out = {"tools/calls_per_episode": sum(calls.values()) / n}
+    for name in sorted(calls):
+        out[f"tools/{name}/calls_per_episode"] = calls[name] / n
+        out[f"tools/{name}/error_rate"] = failed[name] / calls[name]
+    return out
+
+
 def _policy_pass(
     batch: PackedBatch,
     advantages: torch.Tensor,
@@ -258,6 +275,8 @@ def train_on_groups(
         )
         beta.update(metrics, report.opt_step)
     metrics.update(_reward_metrics(scores, reward_baseline))
+    if settings.rewards is not None:  # a user task: how its tools are used
+        metrics.update(tool_metrics(batch.trajectories))
     metrics.update(_step_metrics(batch, report, beta))
     return StepOutcome(metrics, report, scores, batch, reward_baseline)
 
@@ -300,5 +319,6 @@ __all__ = [
     "config_sections",
     "host_floats",
     "pack_batch",
+    "tool_metrics",
     "train_on_groups",
 ]
