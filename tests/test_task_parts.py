@@ -253,3 +253,25 @@ def test_metrics_per_reward_function_and_per_tool(tmp_path) -> None:
     records = [{"kind": "train", "step": s, **step} for s in (1, 2)]
     assert reward_function_lines(records) == (("exact", "train", "reward_fn/exact/mean"),)
     assert write_report(records, tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_task_options_from_flags_and_toml(tmp_path) -> None:
+    import argparse
+
+    from agentrl.config import add_config_arguments, config_from_args, resolve
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    args = parser.parse_args(["--tools", "m:a,m:b", "--reward_funcs", "tool_use,m:f",
+                              "--reward_weights", "1,0.5", "--environment", "m:Env",
+                              "--mcp", "server one", "--mcp", "server two"])  # fmt: skip
+    config = config_from_args(args)
+    assert (config.tools, config.reward_funcs, config.reward_weights, config.environment) == (
+        "m:a,m:b", "tool_use,m:f", "1,0.5", "m:Env")  # fmt: skip
+    assert config.mcp == "server one;server two"
+    toml = tmp_path / "run.toml"
+    toml.write_text('[data]\ntools = ["m:a", "m:b"]\n[reward]\nreward_funcs = ["tool_use"]\n'
+                    'reward_weights = [2.0]\n')  # fmt: skip
+    config = resolve(config_file=toml)
+    assert (config.tools, config.reward_funcs, config.reward_weights) == (
+        "m:a,m:b", "tool_use", "2.0")  # fmt: skip

@@ -161,6 +161,9 @@ class TrainConfig:
     environment: str = _opt(
         "data", "", "episode environment factory, pkg.module:Factory (one object per episode)"
     )
+    mcp: str = _opt(
+        "data", "", "stdio MCP server commands whose tools the policy gets ('; '-separated)"
+    )
 
     # ---- rollout ----
     num_generations: int = _opt("rollout", 4, "trajectories per prompt (the group size G)")
@@ -381,9 +384,15 @@ OPTION_NAMES: tuple[str, ...] = (*_OWN, *_REWARD)
 LIST_OPTIONS = ("tools", "reward_funcs", "reward_weights")
 
 
+# Options holding commands (which may contain commas), joined with ";".
+COMMAND_OPTIONS = ("mcp",)
+
+
 def _joined(name: str, value: Any) -> Any:
     if name in LIST_OPTIONS and isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
+    if name in COMMAND_OPTIONS and isinstance(value, list | tuple):
+        return ";".join(str(v) for v in value)
     return value
 
 
@@ -596,13 +605,16 @@ def add_config_arguments(
         if name == "data_path":
             flags.append("--data")
         choices = f.metadata["choices"] or None
+        repeatable = {"action": "append"} if name in COMMAND_OPTIONS else {}
         groups[f.metadata["section"]].add_argument(
             *flags,
             dest=name,
             type=_cli_type(f.default),
             choices=choices,
             default=argparse.SUPPRESS,
-            help=_help(name, f.metadata["doc"], f.default),
+            help=_help(name, f.metadata["doc"], f.default)
+            + (" (repeatable)" if repeatable else ""),
+            **repeatable,
         )
     for name, f in _REWARD.items():
         if name not in wanted:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,6 +30,7 @@ from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
+from agentrl.utils.imports import split_list
 from agentrl.utils.threads import set_cpu_threads
 
 Log = Callable[[str], None]
@@ -163,6 +164,11 @@ def build_tools(config: TrainConfig, parts: TaskParts | None = None) -> ToolRegi
         config.time_mode, names or None, bool(config.augment_calculator_alias)
     )
     parts = parts if parts is not None else config_parts(config)
+    if config.mcp:
+        from agentrl.tools.mcp import mcp_tools
+
+        served, _ = mcp_tools(split_list(config.mcp, ";"), timeout=builtin.timeout)
+        parts = replace(parts, tools=[*parts.tools, *served])
     if parts.tools or parts.environment is not None:
         for name in builtin.supported_names():
             builtin.set_visibility(name, "hidden")
