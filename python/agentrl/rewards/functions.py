@@ -357,6 +357,7 @@ def environment_reward(*, trajectories: Sequence[Any], **extra: Any) -> list[flo
 
 TOOL_USE = "tool_use"
 ENVIRONMENT = "environment"
+environment_reward.__name__ = ENVIRONMENT  # metrics name it as --reward_funcs does
 
 BUILTIN_REWARDS: dict[str, RewardFunction] = {
     TOOL_USE: ToolUseReward(),
