@@ -211,6 +211,9 @@ def test_prompts_using_registered_tools_are_kept(tmp_path) -> None:
         {"messages": [{"role": "user", "content": "no tools listed"}], "gt": ["x"], "id": 7},
         {"messages": [{"role": "user", "content": "?"}], "gt": ["x"],
          "tools": [{"type": "function", "function": {"name": "nowhere", "parameters": {}}}]},
+        {"messages": [{"role": "user", "content": "by name"}], "gt": ["x"], "tools": ["shout"]},
+        {"messages": [{"role": "user", "content": "by entry"}], "gt": ["x"],
+         "tools": [{"name": "shout"}]},
     ]  # fmt: skip
     path = tmp_path / "p.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
@@ -220,7 +223,9 @@ def test_prompts_using_registered_tools_are_kept(tmp_path) -> None:
     )
     tools = build_tools(config)
     train, _ = load_prompts(config, tools, lambda _: None)
-    assert len(train) == 3
+    assert len(train) == 5
+    # A record naming a registered tool gets the registered spec.
+    assert train[3].tools == [shout.spec] and train[4].tools == [shout.spec]
     assert [s["function"]["name"] for s in train[0].tools] == ["shout"]  # the record's own
     # No tools listed: the user's (the built-ins are hidden); an unknown tool is dropped
     # and counted, as for any run.
@@ -275,3 +280,14 @@ def test_task_options_from_flags_and_toml(tmp_path) -> None:
     config = resolve(config_file=toml)
     assert (config.tools, config.reward_funcs, config.reward_weights) == (
         "m:a,m:b", "tool_use", "2.0")  # fmt: skip
+
+
+def test_the_environment_reward_joins_the_given_functions() -> None:
+    from agentrl.envs import TaskParts, reward_plan
+
+    assert reward_plan(TaskParts(), False)[:2] == (["tool_use"], None)
+    assert reward_plan(TaskParts(environment=CounterEnv), True)[:2] == (["environment"], None)
+    given = TaskParts(reward_funcs=["r1_int"], reward_weights=[0.5])
+    functions, weights, line = reward_plan(given, True)
+    assert functions == ["r1_int", "environment"] and weights == [0.5, 1.0]
+    assert line == "reward: r1_int x 0.5, environment x 1"

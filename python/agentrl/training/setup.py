@@ -185,7 +185,15 @@ def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
         "augment_calculator_alias": bool(config.augment_calculator_alias),
         "default_tools": tools.specs(),
         "force_all_tools": bool(config.force_all_tools),
+        "registered_tools": user_tool_specs(tools),
     }
+
+
+def user_tool_specs(tools: ToolRegistry) -> dict[str, dict[str, Any]]:
+    """Specs by name of the tools registered beyond the built-ins (a record may name them)."""
+    builtin = set(builtin_registry())
+    names = [name for name in tools if name not in builtin]
+    return {spec["function"]["name"]: spec for spec in tools.specs(names)}
 
 
 def generated_heldout_samples(n: int) -> list[PromptSample]:
