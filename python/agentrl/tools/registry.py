@@ -76,6 +76,9 @@ class Tool:
     max_result_chars: int | None = None
     raw_args: bool = False
     inline: bool = False
+    # Run in a worker process when it can be imported by name (sync tools only); False
+    # keeps it in this process, e.g. to share module state with the caller.
+    isolate: bool = True
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,10 +96,12 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     max_result_chars: int | None = None,
+    isolate: bool = True,
 ) -> Any:
     """Decorator: build a :class:`Tool` from a function's signature, hints and docstring.
 
-    Usable bare (``@tool``) or with options (``@tool(name="lookup", timeout=2)``).
+    Usable bare (``@tool``) or with options (``@tool(name="lookup", timeout=2)``);
+    ``isolate=False`` runs a sync tool in a thread of this process, not a worker process.
     """
 
     def build(func: Callable[..., Any]) -> Tool:
@@ -107,6 +112,7 @@ def tool(
             spec=function_schema(func, name=tool_name, description=description),
             timeout=timeout,
             max_result_chars=max_result_chars,
+            isolate=isolate,
         )
 
     return build(fn) if fn is not None else build
@@ -220,6 +226,7 @@ class ToolRegistry:
                     max_result_chars=fn.max_result_chars,
                     raw_args=fn.raw_args,
                     inline=fn.inline,
+                    isolate=fn.isolate,
                 )
             if timeout is not None:
                 item.timeout = timeout
@@ -390,7 +397,7 @@ class ToolRegistry:
                 return asyncio.run(limited())
 
         else:
-            reference = import_reference(item.fn) if self.isolate else None
+            reference = import_reference(item.fn) if self.isolate and item.isolate else None
             if reference is not None:
                 module, qualname = reference
                 _, cap = self._limits(item)
