@@ -105,7 +105,10 @@ def task_tools(base: ToolRegistry, parts: TaskParts) -> ToolRegistry:
         return base
     registry = base.copy()
     for item in parts.tools:
-        registry.register(item)
+        try:
+            registry.register(item)
+        except TypeError as exc:  # a signature no JSON object of arguments can call
+            raise ValueError(str(exc)) from None
     if parts.environment is not None:
         return EnvironmentTools(registry, parts.environment)
     return registry

@@ -13,7 +13,11 @@ appended. The per-trajectory bookkeeping:
   by `agentrl.chat.observation_delta`): mask 0, log-prob 0.0, version -1;
 * an episode ends when a turn has no tool call, or after ``max_turns`` turns with a call
   (``unfinished``; the last observation is rendered without a generation prompt);
-* the generation context is the last ``max_context_len`` tokens of the rendering.
+* the generation context is the last ``max_context_len`` tokens of the rendering;
+* with an episode environment (`agentrl.envs.EnvironmentTools`), every episode gets its
+  own object: reset with the sample (its observation becomes a user turn), its tools
+  bound to that object, its ``reward`` read into the trajectory, and ``close()`` called
+  for every object however the batch ends.
 """
 
 from __future__ import annotations
