@@ -118,8 +118,12 @@ def score_trajectories(
     chosen = rewards if rewards is not None else reward_set()
     functions = [scored_tool_use if isinstance(f, ToolUseReward) else f for f in chosen.functions]
     combined = combine(functions, chosen.weights.tolist())
-    prompts, completions, answers, extra = reward_arguments(trajectories, at_step)
-    totals = combined(prompts, completions, answers, **extra)
+    if all(f is scored_tool_use for f in functions):  # nothing reads the arguments
+        n = len(trajectories)
+        totals = combined([None] * n, [""] * n, [None] * n)
+    else:
+        prompts, completions, answers, extra = reward_arguments(trajectories, at_step)
+        totals = combined(prompts, completions, answers, **extra)
     values = torch.tensor(totals.totals, dtype=torch.float32)
     per_function: dict[str, float] = {}
     if not is_default(rewards):
