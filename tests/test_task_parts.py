@@ -291,3 +291,21 @@ def test_the_environment_reward_joins_the_given_functions() -> None:
     functions, weights, line = reward_plan(given, True)
     assert functions == ["r1_int", "environment"] and weights == [0.5, 1.0]
     assert line == "reward: r1_int x 0.5, environment x 1"
+
+
+def test_run_training_hands_the_task_to_the_trainer(monkeypatch) -> None:
+    from agentrl import trainer as trainer_module
+    from agentrl.config import resolve
+    from agentrl.placement import SingleProcess
+
+    monkeypatch.setattr(trainer_module.Trainer, "run", lambda self: self.parts)
+    parts = trainer_module.run_training(
+        resolve(preset="tiny"),
+        tools=[shout],
+        reward_funcs=["r1_int"],
+        reward_weights=[0.5],
+        environment=CounterEnv,
+        placement=SingleProcess(),
+    )
+    assert parts.tools == [shout] and parts.reward_funcs == ["r1_int"]
+    assert parts.reward_weights == [0.5] and parts.environment is CounterEnv
