@@ -8,8 +8,11 @@ exception (``SystemExit`` and ``KeyboardInterrupt`` included) becomes an error m
 and the result is encoded to JSON with its size cap checked while encoding, so a 100 MB
 result is refused without being encoded (or sent back) in full.
 
-Workers are started with ``spawn`` (a fresh interpreter: forking a process that runs
-torch threads is not safe) and kept warm between calls.
+Workers are fresh interpreters (``python -c``, with this process's ``sys.path``): forking
+a process that runs torch threads is not safe, and unlike ``multiprocessing``'s spawn they
+never re-run the main script, so a training script needs no ``__main__`` guard. Requests
+and replies are length-prefixed pickles on the worker's stdin and a copy of its stdout;
+what a tool prints goes to stderr. Workers are kept warm between calls.
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from __future__ import annotations
 import atexit
 import importlib
 import json
-import multiprocessing
 import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import IO, Any
 
 # Chunks of JSON text the capped encoder joins; a text longer than the cap stops encoding.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
@@ -76,38 +82,99 @@ def resolve_reference(module: str, qualname: str) -> Callable[..., Any]:
     return inner if callable(inner) and hasattr(value, "spec") else value
 
 
-def _serve(conn: Connection) -> None:
+_HEADER = struct.Struct("<Q")
+
+
+def _write_frame(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
+    chunks, left = [], n
+    while left > 0:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the stream ended")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return pickle.loads(_read_exact(stream, size))
+
+
+def _answer(request: tuple[str, str, dict[str, Any], bool, int]) -> tuple[str, str]:
+    module, qualname, args, raw, cap = request
+    try:
+        fn = resolve_reference(module, qualname)
+        value = fn(args) if raw else fn(**args)
+        return ("ok", capped_json(value, cap))
+    except BaseException as exc:  # every failure of a tool is the caller's error event
+        return ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+def serve_stdio() -> None:
     """A worker's loop: (module, qualname, args, raw, cap) in, ("ok"|"error", text) out."""
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # tools read no protocol bytes
+    os.dup2(2, 1)  # and what they print goes to stderr
+    sys.stdout = sys.stderr
     while True:
         try:
-            request = conn.recv()
+            request = _read_frame(requests)
         except (EOFError, OSError):
             return
-        module, qualname, args, raw, cap = request
         try:
-            fn = resolve_reference(module, qualname)
-            value = fn(args) if raw else fn(**args)
-            reply = ("ok", capped_json(value, cap))
-        except BaseException as exc:  # every failure of a tool is the caller's error event
-            reply = ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        try:
-            conn.send(reply)
-        except (OSError, ValueError):
+            _write_frame(replies, _answer(request))
+        except OSError:
             return
+
+
+_BOOT = "from agentrl.tools.workers import serve_stdio; serve_stdio()"
 
 
 class _Worker:
-    def __init__(self, context: Any) -> None:
-        self.conn, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child,), daemon=True)
-        self.process.start()
-        child.close()
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), *sys.path) if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            bufsize=0, env=env,
+        )  # fmt: skip
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests: IO[bytes] = self.process.stdin
+        self.replies: IO[bytes] = self.process.stdout
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, request: Any) -> None:
+        _write_frame(self.requests, request)
+
+    def poll(self, timeout: float | None) -> bool:
+        ready, _, _ = select.select([self.replies], [], [], timeout)
+        return bool(ready)
+
+    def recv(self) -> Any:
+        return _read_frame(self.replies)
 
     def stop(self) -> None:
-        if self.process.is_alive():
+        if self.alive():
             self.process.kill()
-        self.process.join(timeout=5)
-        self.conn.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.requests, self.replies):
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 class ToolCallTimeout(TimeoutError):
@@ -119,7 +186,6 @@ class ToolWorkers:
 
     def __init__(self, size: int = 8) -> None:
         self.size = max(1, int(size))
-        self._context = multiprocessing.get_context("spawn")
         self._idle: list[_Worker] = []
         self._busy = 0
         self._cond = threading.Condition()
@@ -143,11 +209,11 @@ class ToolWorkers:
         deadline = time.monotonic() + timeout if timeout > 0 else None
         worker = self._acquire(deadline, timeout)
         try:
-            worker.conn.send((module, qualname, dict(args), raw, cap))
+            worker.send((module, qualname, dict(args), raw, cap))
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            answered = worker.conn.poll(left)
+            answered = worker.poll(left)
             if answered:
-                kind, text = worker.conn.recv()
+                kind, text = worker.recv()
         except (EOFError, OSError) as exc:
             self._discard(worker)
             raise RuntimeError(f"the tool's worker process died ({type(exc).__name__})") from None
@@ -175,9 +241,12 @@ class ToolWorkers:
                 self._cond.wait(left)
             self._busy += 1
             worker = self._idle.pop() if self._idle else None
-        if worker is None or not worker.process.is_alive():
+        if worker is not None and not worker.alive():
+            worker.stop()
+            worker = None
+        if worker is None:
             try:
-                worker = _Worker(self._context)
+                worker = _Worker()
             except BaseException:
                 with self._cond:
                     self._busy -= 1
@@ -227,5 +296,6 @@ __all__ = [
     "capped_json",
     "import_reference",
     "resolve_reference",
+    "serve_stdio",
     "shared_workers",
 ]
