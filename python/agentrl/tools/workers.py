@@ -18,6 +18,7 @@ what a tool prints goes to stderr. Workers are kept warm between calls.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -166,15 +167,11 @@ class _Worker:
     def stop(self) -> None:
         if self.alive():
             self.process.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         for stream in (self.requests, self.replies):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
 
 
 class ToolCallTimeout(TimeoutError):
