@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.deps-stamp
 
-.PHONY: setup dev train test test-rust test-python lint bench clean
+.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,20 @@ lint: dev
 test-python: dev
 	$(BIN)/python -m pytest
 
-test: test-rust lint test-python
+# The Python tests without those marked slow (training runs, fresh processes, long property
+# tests): a quick check while editing. `make test` runs everything.
+test-fast: dev
+	$(BIN)/python -m pytest -m "not slow"
+
+# tests/test_view_browser.py opens `agentrl view`'s page in headless Chromium (Debian's
+# chromium package): installed here when missing; without it the test run stops, saying why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  sudo=""; if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi; \
+	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium; } \
+	  || { echo "could not install chromium, which tests/test_view_browser.py needs" >&2; exit 1; }; }
+
+test: browser test-rust lint test-python
 
 bench: dev
 	$(BIN)/python benches/bench_parsing.py

@@ -57,24 +57,18 @@ def tasks(n: int, seed: int) -> list[dict[str, Any]]:
 
 def random_20m(tokenizer: Any) -> torch.nn.Module:
     """A ~20M-parameter random Qwen3 over the tiny preset's tokenizer."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from agentrl.models.tiny import TinySpec, build_model
 
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
+    size = TinySpec(
         hidden_size=512,
         intermediate_size=1408,
-        num_hidden_layers=6,
-        num_attention_heads=8,
-        num_key_value_heads=4,
+        num_layers=6,
+        num_heads=8,
+        num_kv_heads=4,
         head_dim=64,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        max_positions=4096,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return Qwen3ForCausalLM(config).eval()
+    return build_model(size, len(tokenizer))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -104,7 +98,7 @@ def bench_loop(
         max_turns=args.max_turns,
         max_new_tokens=args.max_new_tokens,
         max_context_len=args.max_context_len,
-        sampling=SamplingParams.seed_defaults(),
+        sampling=SamplingParams.compat_defaults(),
     )
     registry = builtin_registry()
 
@@ -150,7 +144,7 @@ def bench_first_turn(
         ]
         for s in samples
     ]
-    params = SamplingParams.seed_defaults()
+    params = SamplingParams.compat_defaults()
     eos = sorted(engine.eos_token_ids)
 
     def ours() -> int:

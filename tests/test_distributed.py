@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+# Every test here launches two processes under torchrun and trains: tens of seconds each.
+pytestmark = pytest.mark.slow
+
 # A launch (two processes importing torch, a tiny model, a few steps) takes 15-30 s on a
 # busy 2-core machine; the limit only catches a launch that never ends.
 TIMEOUT_S = 120
@@ -29,24 +32,6 @@ HERE = Path(__file__).resolve()
 
 
 # ---------------------------------------------------------------- the launcher side
-
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> Path:
-    """A tiny model directory and a prompt file shared by every launch."""
-    import torch
-    from agentrl.data.synthetic import TaskGenerator, write_tasks
-    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
-
-    root = tmp_path_factory.mktemp("dist")
-    torch.manual_seed(0)
-    spec = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
-                    intermediate_size=64, corpus_tasks=150)  # fmt: skip
-    model, tokenizer = build_tiny_preset(spec)
-    save_preset(model, tokenizer, root / "model")
-    generator = TaskGenerator(seed=5)
-    write_tasks(str(root / "prompts.jsonl"), list(generator.tasks(24)), generator.tools())
-    return root
 
 
 def _launch(
@@ -73,8 +58,8 @@ def _result(out: Path, rank: int) -> dict[str, Any]:
     return json.loads((out / f"rank{rank}.json").read_text())
 
 
-def test_ddp_matches_one_process_and_keeps_replicas_identical(assets, tmp_path):
-    code, output, _ = _launch("ddp", assets, tmp_path)
+def test_ddp_matches_one_process_and_keeps_replicas_identical(run_files, tmp_path):
+    code, output, _ = _launch("ddp", run_files, tmp_path)
     assert code == 0, output[-4000:]
     r0, r1 = _result(tmp_path, 0), _result(tmp_path, 1)
     # One trainer class: the single-process reference and the data-parallel run are both
@@ -96,8 +81,8 @@ def test_ddp_matches_one_process_and_keeps_replicas_identical(assets, tmp_path):
     assert r0["resumed_checksums"][0] == r0["resumed_checksums"][1]
 
 
-def test_trainer_rollout_trains_on_groups_from_rank_1(assets, tmp_path):
-    code, output, _ = _launch("split", assets, tmp_path)
+def test_trainer_rollout_trains_on_groups_from_rank_1(run_files, tmp_path):
+    code, output, _ = _launch("split", run_files, tmp_path)
     assert code == 0, output[-4000:]
     trainer, roller = _result(tmp_path, 0), _result(tmp_path, 1)
     assert trainer["steps_done"] == 3
@@ -110,8 +95,8 @@ def test_trainer_rollout_trains_on_groups_from_rank_1(assets, tmp_path):
     assert roller["checksum"] == trainer["checksum"]  # rank 1 holds exactly the trained policy
 
 
-def test_a_killed_rank_fails_the_run_quickly(assets, tmp_path):
-    code, output, _ = _launch("kill", assets, tmp_path)
+def test_a_killed_rank_fails_the_run_quickly(run_files, tmp_path):
+    code, output, _ = _launch("kill", run_files, tmp_path)
     assert code != 0
     # Rank 0 saw its peer vanish and stopped with a clear error, well within the timeout.
     seen = _result(tmp_path, 0)
@@ -120,8 +105,8 @@ def test_a_killed_rank_fails_the_run_quickly(assets, tmp_path):
     assert "exitcode" in output and ("-9" in output or "SIGKILL" in output), output[-4000:]
 
 
-def test_a_hung_rank_fails_the_run_with_a_clear_error(assets, tmp_path):
-    code, output, _ = _launch("hang", assets, tmp_path)
+def test_a_hung_rank_fails_the_run_with_a_clear_error(run_files, tmp_path):
+    code, output, _ = _launch("hang", run_files, tmp_path)
     assert code != 0
     seen = _result(tmp_path, 0)
     assert f"did not answer within the {HANG_TIMEOUT_S:.0f}s" in seen["error"]
@@ -134,17 +119,10 @@ def test_a_hung_rank_fails_the_run_with_a_clear_error(assets, tmp_path):
 
 
 def _config(assets: Path, out: Path, name: str, **overrides: Any) -> Any:
-    from agentrl.config import resolve
+    from helpers import short_run_config
 
-    values = dict(model=str(assets / "model"), data_path=str(assets / "prompts.jsonl"),
-                  filter_mode="all", save_dir=str(out), save_weight=name, total_steps=4,
-                  batch_size=2, num_generations=2, max_turns=1, max_gen_len=8,
-                  max_context_len=384, max_total_len=448, async_workers=0, eval_before_train=0,
-                  eval_interval=0, eval_ratio=0.0, progress=0, report=0, save_interval=0,
-                  learning_rate=1e-3, accumulation_steps=1, bc_coef=0.0, seed=11,
-                  use_wandb=False, multi_gpu_mode="ddp")  # fmt: skip
-    values.update(overrides)
-    return resolve(preset="tiny", overrides=values)
+    values = dict(total_steps=4, max_gen_len=8, bc_coef=0.0, seed=11, multi_gpu_mode="ddp")
+    return short_run_config(assets, out, name, **{**values, **overrides})
 
 
 def _checksum(model: Any) -> float:

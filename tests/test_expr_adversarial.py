@@ -9,11 +9,11 @@ Timings take the best of three runs to ignore scheduling noise on a shared machi
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 
 import pytest
 from agentrl.parsing import canonicalize_expression, extract_expressions, safe_eval
+from helpers import fastest_seconds
 
 MB = 1_000_000
 BUDGET_SECONDS = 0.100
@@ -47,13 +47,11 @@ FUNCTIONS: dict[str, Callable[[str], object]] = {
 
 
 def best_of_three(function: Callable[[str], object], text: str) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
+    def run() -> None:
         with contextlib.suppress(ValueError):
             function(text)
-        best = min(best, time.perf_counter() - start)
-    return best
+
+    return fastest_seconds(run)
 
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))

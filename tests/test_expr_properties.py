@@ -26,6 +26,7 @@ from agentrl.parsing import (
     format_number,
     safe_eval,
 )
+from helpers import same_float
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -242,18 +243,13 @@ def expected_value(node: Node, canonical: str) -> float | None:
         return None
 
 
-def same_float(a: float, b: float) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-
-
 def test_name_variants_normalise_to_the_ascii_letter() -> None:
     for letter, variants in NAME_VARIANTS.items():
         for v in variants:
             assert unicodedata.normalize("NFKC", v) == letter
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(TREES, st.randoms(use_true_random=False))
 def test_safe_eval_agrees_with_python_float_arithmetic(node: Node, rnd: random.Random) -> None:
@@ -309,6 +305,7 @@ FILLER = st.text(alphabet=CJK + "abcdefghijklmnopqrstuvwxyzABC ，。？！", ma
 TO_FULLWIDTH = {"+": "＋", "*": "×", "/": "÷", "(": "（", ")": "）", "%": "％", "^": "＾"}
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     embeddable_expressions(),
@@ -342,6 +339,7 @@ def only_documented_errors(text: str) -> None:
             function(text)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.text(max_size=200))
 def test_random_text_raises_only_value_or_overflow_errors(text: str) -> None:

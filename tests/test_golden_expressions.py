@@ -10,10 +10,8 @@ strings "nan", "inf", "-inf".
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agentrl._core import SafeEvalError
@@ -23,28 +21,17 @@ from agentrl.parsing import (
     format_number,
     safe_eval,
 )
+from helpers import read_jsonl, same_float
 
 GOLDEN = Path(__file__).parent / "data" / "expressions.jsonl"
 
 
-def load_rows() -> list[dict[str, Any]]:
-    with GOLDEN.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-ROWS = load_rows()
+ROWS = read_jsonl(GOLDEN)
 
 
 def as_float(value: float | str) -> float:
     """Golden values are JSON numbers, or "nan" / "inf" / "-inf" strings."""
     return float(value)
-
-
-def same_float(a: float, b: float) -> bool:
-    """Bit-level agreement: NaN equals NaN, and 0.0 differs from -0.0."""
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def report(mismatches: list[str]) -> str:

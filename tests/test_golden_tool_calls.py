@@ -7,46 +7,23 @@ with their Python types (``1``, ``1.0`` and ``True`` are different) and dict key
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentrl.parsing import parse_tool_calls
+from helpers import read_jsonl, typed
 
 GOLDEN = Path(__file__).parent / "data" / "tool_calls.jsonl"
 
 
-def typed(value: Any) -> Any:
-    """A comparable form that keeps types, key order and treats NaN as equal to itself."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int):
-        return ("int", value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ("str", "nan")
-        if math.isinf(value):
-            return ("str", "inf" if value > 0 else "-inf")
-        return ("float", value)
-    if isinstance(value, str):
-        return ("str", value)
-    if value is None:
-        return ("none", None)
-    if isinstance(value, list):
-        return ("list", [typed(v) for v in value])
-    if isinstance(value, dict):
-        return ("dict", [(k, typed(v)) for k, v in value.items()])
-    raise TypeError(f"unexpected {type(value).__name__} in tool-call output")
+ROWS = read_jsonl(GOLDEN)
 
 
-def load_rows() -> list[dict[str, Any]]:
-    with GOLDEN.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-ROWS = load_rows()
+def golden_form(value: Any) -> Any:
+    """Comparable as the golden file writes it (non-finite floats as strings)."""
+    return typed(value, nonfinite_as_text=True)
 
 
 def test_golden_file_is_present_and_substantial() -> None:
@@ -59,7 +36,7 @@ def test_every_golden_row_matches() -> None:
     mismatches = []
     for i, row in enumerate(ROWS):
         got = parse_tool_calls(row["text"])
-        if typed(got) != typed(row["calls"]):
+        if golden_form(got) != golden_form(row["calls"]):
             mismatches.append((i, row["text"][:120], got, row["calls"]))
     assert not mismatches, f"{len(mismatches)} of {len(ROWS)} differ; first: {mismatches[0]}"
 
@@ -98,7 +75,7 @@ def test_every_golden_row_matches() -> None:
     ],
 )
 def test_python_json_semantics_survive_the_binding(text: str, expected: list) -> None:
-    assert typed(parse_tool_calls(text)) == typed(expected)
+    assert golden_form(parse_tool_calls(text)) == golden_form(expected)
 
 
 def test_parse_error_entries_keep_the_golden_key_order() -> None:

@@ -13,36 +13,21 @@ import torch
 peft = pytest.importorskip("peft", reason="LoRA needs peft (pip install 'agentrl[lora]')")
 
 from agentrl.models import lora  # noqa: E402
-from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset  # noqa: E402
+from helpers import short_run_config  # noqa: E402
 
-SPEC = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
-                intermediate_size=64, corpus_tasks=150)  # fmt: skip
 # peft asks transformers a deprecated question; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")
 IDS = torch.tensor([[1, 5, 9, 14, 3, 7]])
 
 
-@pytest.fixture(scope="module")
-def preset(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("lora")
-    torch.manual_seed(0)
-    model, tokenizer = build_tiny_preset(SPEC)
-    save_preset(model, tokenizer, root / "model")
-    from agentrl.data.synthetic import TaskGenerator, write_tasks
-
-    generator = TaskGenerator(seed=9)
-    write_tasks(str(root / "prompts.jsonl"), list(generator.tasks(16)), generator.tools())
-    return root
-
-
-def _load(preset: Path):
+def _load(run_files: Path):
     from agentrl.models import load_policy
 
-    return load_policy(str(preset / "model"), "float32", "cpu")
+    return load_policy(str(run_files / "model"), "float32", "cpu")
 
 
-def _wrapped(preset: Path, **kwargs):
-    model, tok = _load(preset)
+def _wrapped(run_files: Path, **kwargs):
+    model, tok = _load(run_files)
     return lora.apply_lora(model, lora.LoraSettings(rank=4, alpha=8, **kwargs)), tok
 
 
@@ -59,16 +44,16 @@ def _logits(model, ids=IDS) -> torch.Tensor:
         return model(input_ids=ids).logits
 
 
-def test_only_adapter_weights_are_trainable_and_start_as_a_no_op(preset):
-    base, _ = _load(preset)
-    policy, _ = _wrapped(preset)
+def test_only_adapter_weights_are_trainable_and_start_as_a_no_op(run_files):
+    base, _ = _load(run_files)
+    policy, _ = _wrapped(run_files)
     trainable = [n for n, p in policy.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     assert torch.allclose(_logits(policy), _logits(base), atol=1e-6)
 
 
-def test_target_modules_and_settings_are_validated(preset):
-    policy, _ = _wrapped(preset, target_modules="q_proj,v_proj")
+def test_target_modules_and_settings_are_validated(run_files):
+    policy, _ = _wrapped(run_files, target_modules="q_proj,v_proj")
     names = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n, _ in policy.named_parameters()
              if "lora_A" in n}  # fmt: skip
     assert names == {"q_proj", "v_proj"}
@@ -76,14 +61,14 @@ def test_target_modules_and_settings_are_validated(preset):
         lora.LoraSettings(rank=0)
     with pytest.raises(ValueError, match="all-linear"):
         lora.LoraSettings(target_modules="all-linear,q_proj")
-    model, _ = _load(preset)
+    model, _ = _load(run_files)
     with pytest.raises(ValueError, match=r"linear layers of this model: .*q_proj"):
         lora.apply_lora(model, lora.LoraSettings(target_modules="no_such_layer"))
 
 
-def test_reference_view_is_the_base_model_without_weights_of_its_own(preset):
-    base, _ = _load(preset)
-    policy, _ = _wrapped(preset)
+def test_reference_view_is_the_base_model_without_weights_of_its_own(run_files):
+    base, _ = _load(run_files)
+    policy, _ = _wrapped(run_files)
     _perturb_adapter(policy)
     reference = lora.ReferenceView(policy)
     assert list(reference.parameters()) == []
@@ -94,8 +79,8 @@ def test_reference_view_is_the_base_model_without_weights_of_its_own(preset):
     assert not torch.allclose(_logits(policy), _logits(base), atol=1e-4)  # adapter back on
 
 
-def test_merged_weights_match_peft_merge_without_touching_the_model(preset):
-    policy, _ = _wrapped(preset)
+def test_merged_weights_match_peft_merge_without_touching_the_model(run_files):
+    policy, _ = _wrapped(run_files)
     _perturb_adapter(policy)
     before = {k: v.clone() for k, v in policy.state_dict().items()}
     merged = lora.merged_state_dict(policy)
@@ -107,22 +92,22 @@ def test_merged_weights_match_peft_merge_without_touching_the_model(preset):
     assert set(merged) == set(reference)
     for key, value in reference.items():
         assert torch.allclose(merged[key], value, atol=1e-6), key
-    plain, _ = _load(preset)
+    plain, _ = _load(run_files)
     plain.load_state_dict(merged)
     assert torch.allclose(_logits(plain), _logits(policy), atol=1e-5)
 
 
-def test_adapter_only_checkpoints_round_trip(preset, tmp_path):
+def test_adapter_only_checkpoints_round_trip(run_files, tmp_path):
     from agentrl.training.checkpoint import ResumeState, load_checkpoint, save_checkpoint
 
-    policy, _ = _wrapped(preset)
+    policy, _ = _wrapped(run_files)
     _perturb_adapter(policy)
     saved = lora.save_adapter(policy, tmp_path / "adapter")
     assert (saved / "adapter_config.json").is_file()
-    base_size = sum(f.stat().st_size for f in (preset / "model").glob("*.safetensors"))
+    base_size = sum(f.stat().st_size for f in (run_files / "model").glob("*.safetensors"))
     adapter_size = sum(f.stat().st_size for f in saved.glob("*.safetensors"))
     assert 0 < adapter_size < base_size / 3
-    fresh, _ = _load(preset)
+    fresh, _ = _load(run_files)
     restored = lora.load_adapter(fresh, saved)
     assert torch.allclose(_logits(restored), _logits(policy), atol=1e-6)
     # The trainer's checkpoint format, through the adapter-only view.
@@ -131,17 +116,17 @@ def test_adapter_only_checkpoints_round_trip(preset, tmp_path):
     )
     weights = torch.load(path / "model.pt", weights_only=True)
     assert weights and all("lora_" in k for k in weights)
-    other, _ = _wrapped(preset)
+    other, _ = _wrapped(run_files)
     load_checkpoint(path, lora.AdapterCheckpointView(other))
     assert torch.allclose(_logits(other), _logits(policy), atol=1e-6)
 
 
-def test_merged_export_reloads_without_peft_and_generates(preset, tmp_path):
+def test_merged_export_reloads_without_peft_and_generates(run_files, tmp_path):
     from agentrl.models import load_policy
     from agentrl.rollout import SamplingParams
     from agentrl.rollout.engine import TorchEngine
 
-    policy, tok = _wrapped(preset)
+    policy, tok = _wrapped(run_files)
     _perturb_adapter(policy)
     out = lora.export_merged(policy, tok, tmp_path / "merged")
     assert not (out / "adapter_config.json").exists()
@@ -154,11 +139,11 @@ def test_merged_export_reloads_without_peft_and_generates(preset, tmp_path):
     assert len(gen.token_ids) + (gen.end_token_id is not None) > 0
 
 
-def test_rollout_engine_takes_the_merged_weights(preset):
+def test_rollout_engine_takes_the_merged_weights(run_files):
     from agentrl.models import frozen_copy
     from agentrl.rollout.engine import TorchEngine
 
-    base, tok = _load(preset)
+    base, tok = _load(run_files)
     engine = TorchEngine(frozen_copy(base), tok)
     policy = lora.apply_lora(base, lora.LoraSettings(rank=4, alpha=8))
     _perturb_adapter(policy)
@@ -166,20 +151,16 @@ def test_rollout_engine_takes_the_merged_weights(preset):
     assert torch.allclose(_logits(engine.model), _logits(policy), atol=1e-5)
 
 
-def test_a_short_lora_run_changes_only_adapter_weights(preset, tmp_path):
-    from agentrl.config import resolve
+@pytest.mark.slow
+def test_a_short_lora_run_changes_only_adapter_weights(run_files, tmp_path):
     from agentrl.models import load_policy
     from agentrl.placement import LoraAdapter
     from agentrl.trainer import Trainer
 
-    config = resolve(preset="tiny", overrides=dict(
-        model=str(preset / "model"), data_path=str(preset / "prompts.jsonl"),
-        filter_mode="all", save_dir=str(tmp_path), save_weight="lora", total_steps=3,
-        batch_size=2, num_generations=2, max_turns=1, max_gen_len=8, max_context_len=384,
-        max_total_len=448, async_workers=0, eval_before_train=0, eval_interval=0,
-        eval_ratio=0.0, progress=0, report=0, save_interval=0, learning_rate=5e-2,
-        accumulation_steps=1, bc_max_examples=2, bc_max_len=256, use_wandb=False,
-        lora_rank=4, lora_alpha=8, lora_target_modules="q_proj,v_proj", seed=3))  # fmt: skip
+    config = short_run_config(run_files, tmp_path, "lora", total_steps=3, max_gen_len=8,
+                              learning_rate=5e-2, bc_max_examples=2, bc_max_len=256,
+                              lora_rank=4, lora_alpha=8, lora_target_modules="q_proj,v_proj",
+                              seed=3)  # fmt: skip
     trainer = Trainer(config)
     assert isinstance(trainer.adapter, LoraAdapter)  # the config's lora_* options, read as they are
     result = trainer.run()
@@ -187,7 +168,7 @@ def test_a_short_lora_run_changes_only_adapter_weights(preset, tmp_path):
     policy = trainer.models.policy
     assert lora.is_lora_model(policy)
     assert isinstance(trainer.models.reference, lora.ReferenceView)
-    base, _ = _load(preset)
+    base, _ = _load(run_files)
     trained = policy.get_base_model().state_dict()
     for key, value in base.state_dict().items():
         name = key.replace("q_proj.", "q_proj.base_layer.").replace("v_proj.", "v_proj.base_layer.")

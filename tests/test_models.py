@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -22,8 +23,7 @@ from agentrl.models import (
     resolve_dtype,
 )
 from agentrl.models.tiny import build_model, save_preset
-from small_models import SMALL_SPEC, fresh_small_tokenizer
-from small_models import small_tokenizer as shared_small_tokenizer
+from helpers import SMALL_SPEC, fresh_small_tokenizer
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -34,11 +34,6 @@ from transformers import (
 )
 
 SMALL = SMALL_SPEC
-
-
-@pytest.fixture(scope="module")
-def small_tokenizer():
-    return shared_small_tokenizer()
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +85,7 @@ def test_tiny_preset_build_is_deterministic(small_tokenizer):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_tiny_tokenizer_is_identical_in_a_fresh_process(small_tokenizer):
     code = (
         "from agentrl.models.tiny import TinySpec, build_tokenizer, demo_corpus\n"
@@ -117,36 +113,31 @@ def test_tiny_preset_round_trips_through_an_hf_directory(tmp_path, small_tokeniz
 # ---- MiniMind checkpoints ----
 
 
-def _rope() -> dict:
-    return {"rope_type": "default", "rope_theta": 1e6}
+def _random_model(model_class: Any, config_class: Any, vocab: int, **sizes: Any) -> Any:
+    """A random 2-layer model with tied embeddings, as MiniMind builds them."""
+    rope = {"rope_type": "default", "rope_theta": 1e6}
+    config = config_class(vocab_size=vocab, num_hidden_layers=2, num_key_value_heads=2,
+                          tie_word_embeddings=True, rope_parameters=rope, **sizes)  # fmt: skip
+    return model_class(config).eval()
 
 
 def _minimind3(vocab: int) -> Qwen3ForCausalLM:
-    cfg = Qwen3Config(
-        vocab_size=vocab, hidden_size=48, intermediate_size=160, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, rope_parameters=_rope(),
-    )  # fmt: skip
-    return Qwen3ForCausalLM(cfg).eval()
+    return _random_model(Qwen3ForCausalLM, Qwen3Config, vocab, hidden_size=48,
+                         intermediate_size=160, num_attention_heads=4, head_dim=12,
+                         rms_norm_eps=1e-6)  # fmt: skip
 
 
 def _minimind2(vocab: int) -> LlamaForCausalLM:
-    cfg = LlamaConfig(
-        vocab_size=vocab, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-        num_attention_heads=8, num_key_value_heads=2, rms_norm_eps=1e-5,
-        tie_word_embeddings=True, rope_parameters=_rope(),
-    )  # fmt: skip
-    return LlamaForCausalLM(cfg).eval()
+    return _random_model(LlamaForCausalLM, LlamaConfig, vocab, hidden_size=64,
+                         intermediate_size=192, num_attention_heads=8,
+                         rms_norm_eps=1e-5)  # fmt: skip
 
 
 def _minimind3_moe(vocab: int) -> Qwen3MoeForCausalLM:
-    cfg = Qwen3MoeConfig(
-        vocab_size=vocab, hidden_size=48, intermediate_size=96, moe_intermediate_size=96,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
-        num_experts=4, num_experts_per_tok=1, norm_topk_prob=True, tie_word_embeddings=True,
-        rope_parameters=_rope(),
-    )  # fmt: skip
-    return Qwen3MoeForCausalLM(cfg).eval()
+    return _random_model(Qwen3MoeForCausalLM, Qwen3MoeConfig, vocab, hidden_size=48,
+                         intermediate_size=96, moe_intermediate_size=96, num_attention_heads=4,
+                         head_dim=12, num_experts=4, num_experts_per_tok=1,
+                         norm_topk_prob=True)  # fmt: skip
 
 
 def _save_minimind_layout(model: torch.nn.Module, path: Path) -> None:

@@ -1,14 +1,14 @@
-"""Run outputs: metrics JSONL, progress lines, optional sinks, debug samples, PNG report."""
+"""Run outputs: metrics JSONL, progress lines, trackers, debug samples, PNG report."""
 
 from __future__ import annotations
 
 import io
 import json
 import sys
+from typing import ClassVar
 
 import pytest
 from agentrl.observability import (
-    ExternalSinks,
     MetricsLog,
     ProgressDisplay,
     RunObserver,
@@ -18,8 +18,18 @@ from agentrl.observability import (
     read_metrics,
     write_report,
 )
+from agentrl.observability import trackers as trackers_module
 from agentrl.observability.report import moving_average, series
-from agentrl.observability.sinks import installed
+from agentrl.observability.trackers import (
+    TABLE_COLUMNS,
+    TRACKERS,
+    TrackerError,
+    Trackers,
+    check_installed,
+    installed,
+    parse_report_to,
+    tracker_names,
+)
 from agentrl.trajectory import RolloutGroup, Trajectory
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -85,14 +95,67 @@ def test_details_average_and_map_to_the_eval_metric_names():
     assert out["eval/unfinished_rate"] == 0.0
 
 
-@pytest.mark.skipif(installed("tensorboard") or installed("wandb"), reason="sinks installed")
-def test_missing_dashboards_are_reported_once_and_never_required():
-    notes: list[str] = []
-    sinks = ExternalSinks(tensorboard_dir="tb", use_wandb=True, log=notes.append)
-    sinks.log({"a": 1.0}, step=1)
-    sinks.close()
-    assert sinks.active == []
-    assert len(notes) == 2 and "tensorboard" in notes[0] and "wandb" in notes[1]
+def test_report_to_names_are_checked_and_missing_packages_name_the_extra():
+    assert parse_report_to(" wandb,tensorboard,wandb ") == ["wandb", "tensorboard"]
+    with pytest.raises(TrackerError, match="unknown tracker 'neptune'"):
+        parse_report_to("neptune")
+    missing = [n for n in TRACKERS if not installed(TRACKERS[n][0])]
+    if not missing:
+        pytest.skip("every tracker package is installed")
+    with pytest.raises(TrackerError, match=rf"pip install 'agentrl\[{missing[0]}\]'"):
+        check_installed([missing[0]])
+
+
+def test_old_tracker_options_map_onto_report_to():
+    names, warning = tracker_names("", tensorboard_dir="tb", use_wandb=False)
+    assert names == ["tensorboard"] and warning == ""
+    names, warning = tracker_names("trackio", tensorboard_dir="", use_wandb=True)
+    if installed("wandb"):
+        assert names == ["trackio", "wandb"] and warning == ""
+    else:
+        assert names == ["trackio"] and "wandb is not installed" in warning
+
+
+class _FakeTracker:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def store_init_configuration(self, values):
+        self.calls.append(("config", values))
+
+    def log(self, values, step=None):
+        self.calls.append(("log", values, step))
+
+    def log_table(self, name, columns, data, step=None):
+        self.calls.append(("table", name, columns, data, step))
+
+    def finish(self):
+        self.calls.append(("finish",))
+
+
+def test_trackers_get_config_scalars_and_a_sample_table(monkeypatch):
+    made: dict[str, _FakeTracker] = {}
+
+    def start(name, run_name, log_dir, project):
+        made[name] = _FakeTracker()
+        return made[name]
+
+    monkeypatch.setattr(trackers_module, "installed", lambda module: True)
+    trackers = Trackers(["wandb", "tensorboard"], run_name="r", log_dir="x",
+                        config={"lr": 0.1, "tags": [1]}, start=start)  # fmt: skip
+    trackers.log({"reward/mean": 1.5, "bad": float("nan"), "text": "x"}, step=3)
+    record = {"step": 3, "group": 0, "reward": 2.0, "advantage": 0.5,
+              "finish_reason": "answered", "tool_calls": [{}],
+              "messages": [{"role": "assistant", "content": "a|b"}]}  # fmt: skip
+    trackers.log_samples("train_episodes", [record], step=3)
+    trackers.close()
+    wandb, tb = made["wandb"].calls, made["tensorboard"].calls
+    assert wandb[0] == ("config", {"lr": 0.1}) and wandb[1] == ("log", {"reward/mean": 1.5}, 3)
+    assert wandb[2] == ("table", "train_episodes", TABLE_COLUMNS,
+                        [[3, 0, 2.0, 0.5, "answered", 1, "a|b"]], 3)  # fmt: skip
+    assert tb[2][0] == "log" and "| 3 | 0 | 2.0 | 0.5 | answered | 1 | a\\|b |" in tb[2][1][
+        "train_episodes"]  # fmt: skip
+    assert wandb[-1] == ("finish",) and tb[-1] == ("finish",)
 
 
 def _records() -> list[dict]:
@@ -106,6 +169,7 @@ def _records() -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_report_is_a_png_with_the_curves(tmp_path):
     path = write_report(_records(), tmp_path / "report.png")
     assert path is not None
@@ -131,6 +195,7 @@ def _group() -> RolloutGroup:
                         trajectories=[traj, traj], created_at=0.0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_observer_writes_metrics_debug_samples_and_report(tmp_path, capsys):
     observer = RunObserver(tmp_path / "run", total_steps=4, progress=False, debug_interval=2)
     observer.evaluation(0, {"eval/exact_match": 0.1, "eval/reward": 0.0}, label="eval-init")
@@ -175,3 +240,36 @@ def test_rare_spikes_do_not_flatten_a_panel():
     top = robust_top([*calm, 12.0])
     assert top is not None and 0.1 < top < 0.2
     assert robust_top([0.0] * 30 + [1.0]) is None  # nothing typical to scale to
+
+
+class _FakeSummaryWriter:
+    """Stands in for torch's SummaryWriter (tensorboard itself is not a test dependency)."""
+
+    made: ClassVar[list[_FakeSummaryWriter]] = []
+
+    def __init__(self, log_dir, **kwargs):
+        self.log_dir, self.calls = log_dir, []
+        _FakeSummaryWriter.made.append(self)
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.calls.append((name, args))
+
+
+def test_accelerates_tensorboard_tracker_starts_outside_an_accelerator(monkeypatch, tmp_path):
+    """The real accelerate tracker class, started the way a run starts it."""
+    import types
+
+    fake = types.ModuleType("torch.utils.tensorboard")
+    fake.SummaryWriter = _FakeSummaryWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+    monkeypatch.setattr(trackers_module, "installed", lambda module: True)
+    trackers = Trackers(["tensorboard"], run_name="r", log_dir=tmp_path, config={"lr": 0.5})
+    trackers.log({"reward/mean": 2.0}, step=4)
+    trackers.log_samples("train_episodes", [{"step": 4, "reward": 1.0, "messages": []}], step=4)
+    trackers.close()
+    (writer,) = _FakeSummaryWriter.made
+    names = [name for name, _ in writer.calls]
+    assert writer.log_dir == str(tmp_path / "r")
+    assert names[0] == "add_hparams" and ("add_scalar", ("reward/mean", 2.0)) in [
+        (n, a[:2]) for n, a in writer.calls]  # fmt: skip
+    assert "add_text" in names and names[-1] == "close"

@@ -8,12 +8,11 @@ not calls), hypothesis round-trips per format, and megabyte inputs.
 from __future__ import annotations
 
 import json
-import math
-import time
 from typing import Any
 
 import pytest
 from agentrl.parsing import MESSAGE_FORMATS, ParsedMessage, parse_message
+from helpers import fastest_seconds, typed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -548,18 +547,10 @@ def render(fmt: str, items: list[tuple[str, dict[str, Any]]]) -> str:
     return "[" + ", ".join(rendered) + "]"
 
 
-def typed(value: Any) -> Any:
-    """Comparable form keeping types (1 != 1.0 != True) and key order."""
-    if isinstance(value, dict):
-        return ("dict", [(k, typed(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return ("list", [typed(v) for v in value])
-    return (type(value).__name__, value)
-
-
 ROUND_TRIP = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", MESSAGE_FORMATS)
 @ROUND_TRIP
 @given(items=call_lists, data=st.data())
@@ -615,9 +606,7 @@ ADVERSARIAL = {
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_megabyte_input_is_fast(name: str) -> None:
     text = ADVERSARIAL[name]
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        parse_message(text, tools=TOOLS)
-        best = min(best, time.perf_counter() - start)
-    assert best < 0.05, f"{name}: {best * 1000:.1f} ms"
+    best = fastest_seconds(lambda: parse_message(text, tools=TOOLS))
+    # Linear parsing takes a few ms here; a quadratic scan of 1 MB takes seconds. The bound
+    # leaves room for a loaded CI machine without letting a quadratic path through.
+    assert best < 0.25, f"{name}: {best * 1000:.1f} ms"

@@ -225,7 +225,7 @@ def test_stop_string_keeps_its_tokens(server, tmp_path):
 def test_episodes_over_the_server_keep_the_alignment_invariants(server, tmp_path):
     from agentrl.rollout.episodes import EpisodeConfig, run_episodes
     from agentrl.tools import builtin_registry
-    from test_rollout_models import tiny_tokenizer
+    from helpers import tiny_tokenizer
 
     tok = tiny_tokenizer()
     server.eos_after = 5
@@ -329,7 +329,7 @@ def test_weight_sync_publishes_atomically_then_loads_and_flushes(server, tmp_pat
 
 
 def test_weights_of_a_model_are_published_with_its_config(server, tmp_path):
-    from test_rollout_models import tiny_model
+    from helpers import tiny_model
 
     engine = _engine(server, tmp_path)
     model = tiny_model()
@@ -460,28 +460,14 @@ def test_missing_vllm_says_how_to_install_it(monkeypatch):
         VLLMEngine("/models/policy", FakeTokenizer())
 
 
-def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, tmp_path):
-    from agentrl.config import resolve
-    from agentrl.data.synthetic import TaskGenerator, write_tasks
-    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, run_files, tmp_path):
     from agentrl.trainer import Trainer
+    from helpers import short_run_config
 
-    torch.manual_seed(0)
-    spec = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
-                    intermediate_size=64, corpus_tasks=150)  # fmt: skip
-    model, tokenizer = build_tiny_preset(spec)
-    save_preset(model, tokenizer, tmp_path / "model")
-    generator = TaskGenerator(seed=4)
-    write_tasks(str(tmp_path / "prompts.jsonl"), list(generator.tasks(8)), generator.tools())
-    config = resolve(preset="tiny", overrides=dict(
-        model=str(tmp_path / "model"), data_path=str(tmp_path / "prompts.jsonl"),
-        filter_mode="all", save_dir=str(tmp_path), save_weight="remote", total_steps=2,
-        batch_size=2, num_generations=2, max_turns=1, max_gen_len=6, max_context_len=384,
-        max_total_len=448, async_workers=0, eval_before_train=0, eval_interval=0,
-        eval_ratio=0.0, progress=0, report=0, save_interval=0, learning_rate=1e-3,
-        accumulation_steps=1, bc_coef=0.0, use_wandb=False, rollout_engine="sglang",
-        hard_kl_stop_mult=0.0, sglang_wait_sec=5.0,
-        sglang_base_url=server.url, sglang_shared_path=str(tmp_path / "shared")))  # fmt: skip
+    config = short_run_config(run_files, tmp_path, "remote", total_steps=2, max_gen_len=6,
+                              bc_coef=0.0, rollout_engine="sglang", hard_kl_stop_mult=0.0,
+                              sglang_wait_sec=5.0, sglang_base_url=server.url,
+                              sglang_shared_path=str(tmp_path / "shared"))  # fmt: skip
     trainer = Trainer(config)
     result = trainer.run()
     assert result.steps_done == 2

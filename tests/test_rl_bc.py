@@ -14,7 +14,7 @@ from agentrl.rl.bc import (
     bc_tensors,
     tokenize_bc_examples,
 )
-from small_models import UniformLogits
+from helpers import UniformLogits
 
 X = IGNORE_INDEX  # unlabelled position
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from agentrl.rollout.engine import TorchEngine, forward_logprobs
 from agentrl.rollout.sampling import SamplingParams
-from test_rollout_models import tiny_model, tiny_tokenizer
+from helpers import tiny_model, tiny_tokenizer
 
 TEXTS = [
     "先算log(27,3) % 48，再算(7-142) * (46.5*5)",
@@ -21,6 +22,7 @@ def _prompts() -> list[list[int]]:
     return [tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
 
 
+@pytest.mark.slow
 def test_greedy_batched_equals_one_at_a_time_with_mixed_lengths_and_budgets() -> None:
     model = tiny_model(seed=1)
     engine = TorchEngine(model, tiny_tokenizer(), compact_fraction=0.0)
@@ -80,6 +82,7 @@ def test_samples_of_a_group_differ_and_seeded_calls_repeat() -> None:
     assert len({tuple(o.token_ids) for o in first}) > 1
 
 
+@pytest.mark.slow
 def test_stop_string_ends_a_row_once_its_text_contains_it() -> None:
     tok = tiny_tokenizer()
     engine = TorchEngine(tiny_model(seed=4), tok)
@@ -180,6 +183,7 @@ def test_generate_leaves_training_mode_unchanged() -> None:
     assert model.training
 
 
+@pytest.mark.slow
 def test_a_prefix_shared_by_all_prompts_is_prefilled_once_without_changing_outputs() -> None:
     tok = tiny_tokenizer()
     model = tiny_model(seed=10)

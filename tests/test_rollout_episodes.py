@@ -11,7 +11,7 @@ from agentrl.rollout.engine import Generation, TorchEngine, forward_logprobs
 from agentrl.rollout.episodes import EpisodeConfig, parse_calls, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from test_rollout_models import tiny_model, tiny_tokenizer
+from helpers import tiny_model, tiny_tokenizer
 
 CALC = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "%s"}}</tool_call>'
 
@@ -34,9 +34,8 @@ class ScriptedEngine:
         prompts: Sequence[Sequence[int]],
         params: SamplingParams | None = None,
         *,
-        num_samples: int = 1,
         max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
+        **_: object,
     ) -> list[Generation]:
         tok = self.tokenizer
         self.calls.append(len(prompts))
@@ -217,6 +216,7 @@ def test_lenient_parser_marks_canonical_calls_and_falls_back_to_function_style()
     assert parse_calls("<answer>3</answer>", None) == []
 
 
+@pytest.mark.slow
 def test_real_engine_episodes_hold_alignment_and_first_turn_logps() -> None:
     tok = tiny_tokenizer()
     model = tiny_model(seed=9)
@@ -234,17 +234,20 @@ def test_real_engine_episodes_hold_alignment_and_first_turn_logps() -> None:
         call_parser=always_call,
     )
     assert engine.stats["prefill_tokens_shared"] > 0
+    compared = 0
     for group in groups:
         assert group.policy_version == 2
         for traj in group.trajectories:
             traj.check_alignment()
             assert traj.unfinished and len(traj.turn_outputs) == 2
             first = traj.response_mask.index(0) if 0 in traj.response_mask else 0
-            if first == 0:
+            if first == 0:  # no observation after the first turn: nothing to cut at
                 continue
             ids = torch.tensor([traj.prompt_ids + traj.response_ids[:first]])
             ref = forward_logprobs(model, ids)[0, len(traj.prompt_ids) - 1 :]
             assert torch.allclose(torch.tensor(traj.response_logps[:first]), ref, atol=1e-4)
+            compared += 1
+    assert compared > 0, "no trajectory had a first turn to compare"
 
 
 def test_mismatched_data_indices_are_refused() -> None:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
 from agentrl.cli import main
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 GOLDEN = Path(__file__).parent / "data" / "reward_parity.jsonl"
 
@@ -96,3 +104,129 @@ def test_bad_settings_exit_with_status_2(
     assert "valid settings are" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "missing.jsonl")]) == 2
     assert main(["score", str(GOLDEN), "--threads", "0"]) == 2
+
+
+# Bad lines of every kind (issue 20): each is reported with its line number and what was
+# expected, and skipped while the other lines are scored; the exit code is then 1.
+BAD_LINES = [
+    (b"\xff\xfe not utf-8 \x80", "not valid UTF-8"),
+    (b"[" * 100_000, "nesting deeper than"),
+    (b'{"task": "x", "gt": {"a": 1}, "completion": ""}', 'field "gt": expected a list'),
+    (b'{"gt": ["1"], "completion": ""}', 'field "messages": missing'),
+    (b'{"task": "x", "gt": [NaN], "completion": ""}', "item 0 is nan, not finite"),
+    (b'{"task": "x", "gt": ["1", Infinity], "completion": ""}', "item 1 is inf"),
+    (b'{"task": "x", "completion": ""}', 'field "gt": missing'),
+    (b'{"task": "x", "gt": [], "completion": null}', "expected a string, got NoneType"),
+    (b'{"task": "x", "gt": [], "completion": "", "tool_events": [1]}', "expected an object"),
+    (b'{"task": "x", "gt": [], "completion": "", "config": {"reward_bsae": 1}}', "reward_bsae"),
+]
+
+
+@pytest.mark.parametrize(("bad", "reason"), BAD_LINES)
+def test_each_bad_line_is_reported_and_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: bytes, reason: str
+) -> None:
+    good = GOLDEN.read_bytes().splitlines()[:2]
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join([good[0], bad, good[1]]) + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "line 2:" in err and reason in err, err
+    assert "Traceback" not in err
+    assert "scored 2 trajectories" in err and "1 lines skipped" in err
+    assert len(_read_jsonl(out)) == 2
+
+
+def test_unreadable_input_or_unwritable_output_leaves_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(tmp_path), "-o", str(out)]) == 2  # a directory as input
+    assert main(["score", str(GOLDEN), "-o", str(tmp_path / "missing" / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "cannot write" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gzip_input(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl.gz"
+    src.write_bytes(gzip.compress(GOLDEN.read_bytes()[:200_000].rsplit(b"\n", 1)[0]))
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "-o", str(out)]) == 0
+    assert len(_read_jsonl(out)) > 10
+
+
+_GOOD_LINES = GOLDEN.read_bytes().splitlines()[:20]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pieces=st.lists(
+        st.one_of(st.binary(max_size=200), st.sampled_from(range(len(_GOOD_LINES)))),
+        max_size=12,
+    )
+)
+def test_fuzz_random_bytes_never_crash(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[bytes | int]
+) -> None:
+    # Random byte lines between good lines: no traceback, exit code 0 or 1, and exactly the
+    # good lines come out scored.
+    folder = tmp_path_factory.mktemp("fuzz")
+    good = sum(isinstance(p, int) for p in pieces)
+    data = b"\n".join(_GOOD_LINES[p] if isinstance(p, int) else p for p in pieces)
+    src, out = folder / "in.jsonl", folder / "out.jsonl"
+    src.write_bytes(data)
+    stderr = io.StringIO()
+    with redirect_stderr(stderr):
+        code = main(["score", str(src), "-o", str(out)])
+    skipped = "lines skipped" in stderr.getvalue() and "(0 lines skipped)" not in stderr.getvalue()
+    assert code == (1 if skipped else 0)
+    assert len(out.read_bytes().splitlines()) == good
+    assert sorted(p.name for p in folder.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
+class _CtrlCStdin(io.RawIOBase):
+    """Standard input on which the user presses Ctrl-C after the first read."""
+
+    def __init__(self) -> None:
+        self.data = io.BytesIO(GOLDEN.read_bytes())
+        self.calls = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        self.calls += 1
+        if self.calls == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.data.read(size)
+
+
+def test_ctrl_c_exits_130_without_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", _CtrlCStdin())
+    out = tmp_path / "out.jsonl"
+    assert main(["score", "-", "-o", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_real_pipe_in_and_out(tmp_path: Path) -> None:
+    # As a user runs it: gzip JSONL on stdin, scored JSONL on stdout, summary on stderr.
+    lines = GOLDEN.read_bytes().splitlines()[:30]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "score", "-", "--threads", "2"],
+        input=gzip.compress(b"\n".join([*lines, b"{bad"]) + b"\n"),
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    scored = [json.loads(line) for line in done.stdout.splitlines()]
+    want = [json.loads(g)["reward"] for g in lines]
+    assert [s["reward"] for s in scored] == pytest.approx(want, abs=1e-9)
+    assert b"line 31:" in done.stderr and b"Traceback" not in done.stderr

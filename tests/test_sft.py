@@ -24,14 +24,14 @@ from agentrl.sft.data import (
 from agentrl.sft.evaluate import EvalTask, answer_region, exact_match, run_episodes
 from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
 from agentrl.sft.train import SFTConfig, lr_factor, masked_loss_sum, train_sft
-from small_models import SMALL_SPEC, small_tokenizer
+from helpers import SMALL_SPEC
 
 SPEC = SMALL_SPEC
 
 
 @pytest.fixture(scope="module")
-def tok():
-    return small_tokenizer()
+def tok(small_tokenizer):
+    return small_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +217,7 @@ def _config(out: Path, **overrides) -> SFTConfig:
     return SFTConfig(**base)
 
 
+@pytest.mark.slow
 def test_short_sft_run_lowers_the_loss(tmp_path, tok, env, demos):
     examples = build_examples(demos, tok, env.render, max_len=1024)
     model = build_model(SPEC, len(tok))
@@ -232,6 +233,7 @@ def test_short_sft_run_lowers_the_loss(tmp_path, tok, env, demos):
         torch.testing.assert_close(loaded(ids).logits, model.eval()(ids).logits)
 
 
+@pytest.mark.slow
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tok, env, demos):
     examples = build_examples(demos, tok, env.render, max_len=1024)
     whole = build_model(SPEC, len(tok))
@@ -289,12 +291,12 @@ def test_tool_loop_runs_tools_and_scores_the_final_answer(tok, env):
     )
     task = EvalTask([{"role": "user", "content": "Compute 6*7."}], None, ["42"])
     lm = ScriptedLM(tok, [call, "<answer>42</answer>"])
-    (episode,) = run_episodes(lm, tok, [task], env.render, env.parse_calls, env.run_tool)
+    (episode,) = run_episodes(lm, tok, [task], env)
     assert episode.finished and episode.exact
     assert [e["result"]["result"] for e in episode.tool_events] == ["42"]
     assert episode.messages[-1] == {"role": "tool", "content": '{"value":42.0,"result":"42"}'}
     wrong = ScriptedLM(tok, [call, "<answer>41</answer>"])
-    (episode,) = run_episodes(wrong, tok, [task], env.render, env.parse_calls, env.run_tool)
+    (episode,) = run_episodes(wrong, tok, [task], env)
     assert episode.finished and not episode.exact
 
 
@@ -302,9 +304,7 @@ def test_episode_stops_after_max_turns(tok, env):
     call = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "1+1"}}</tool_call>'
     task = EvalTask([{"role": "user", "content": "loop"}], None, ["2"])
     lm = ScriptedLM(tok, [call])
-    (episode,) = run_episodes(
-        lm, tok, [task], env.render, env.parse_calls, env.run_tool, max_turns=3
-    )
+    (episode,) = run_episodes(lm, tok, [task], env, max_turns=3)
     assert not episode.finished and len(episode.turns) == 3 and len(episode.tool_events) == 3
 
 
@@ -341,6 +341,7 @@ def test_heldout_tasks_avoid_training_prompts(demos):
 # ---- command line ----
 
 
+@pytest.mark.slow
 def test_sft_command_trains_saves_and_reports(tmp_path, capsys):
     from agentrl.cli import main
 

@@ -14,47 +14,24 @@ from pathlib import Path
 import pytest
 import torch
 from agentrl.cli import main as cli_main
-from agentrl.config import resolve
-from agentrl.data.synthetic import TaskGenerator, write_tasks
-from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
 from agentrl.observability import read_metrics
 from agentrl.trainer import Trainer
 from agentrl.training import step as step_module
 from agentrl.training.checkpoint import latest_checkpoint
 from agentrl.training.sources import step_prompt_indices
+from helpers import short_run_config
 from safetensors.torch import load_file
 
-SPEC = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
-                intermediate_size=64, corpus_tasks=150)  # fmt: skip
 # Metrics that must match bit for bit between an uninterrupted and a resumed run.
 COMPARED = ("reward/mean", "loss/total", "loss/policy", "policy/kl_ref", "policy/entropy",
             "train/lr", "train/beta", "train/beta_ema", "reward/baseline", "bc/loss",
             "policy/version", "train/opt_step")  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("trainer")
-    torch.set_num_threads(1)
-    model, tokenizer = build_tiny_preset(SPEC)
-    save_preset(model, tokenizer, root / "model")
-    generator = TaskGenerator(seed=3)
-    write_tasks(str(root / "prompts.jsonl"), list(generator.tasks(24)), generator.tools())
-    return root / "model", root / "prompts.jsonl"
-
-
-def _config(assets, run_dir: Path, **overrides):
-    model, prompts = assets
-    values = dict(model=str(model), data_path=str(prompts), filter_mode="all",
-                  save_dir=str(run_dir.parent), save_weight=run_dir.name, total_steps=3,
-                  batch_size=2, num_generations=2, max_turns=2, max_gen_len=12,
-                  max_context_len=384, max_total_len=448, async_workers=0, eval_before_train=0,
-                  eval_interval=0, eval_ratio=0.0, progress=0, report=0, save_interval=0,
-                  learning_rate=1e-3, accumulation_steps=2, bc_coef=0.05, bc_max_examples=2,
-                  bc_max_len=256,
-                  seed=7)  # fmt: skip
-    values.update(overrides)
-    return resolve(preset="tiny", overrides=values)
+def _config(files: Path, run_dir: Path, **overrides):
+    values = dict(total_steps=3, max_turns=2, max_gen_len=12, accumulation_steps=2,
+                  bc_coef=0.05, bc_max_examples=2, bc_max_len=256, seed=7)  # fmt: skip
+    return short_run_config(files, run_dir.parent, run_dir.name, **{**values, **overrides})
 
 
 def _train_records(run_dir: Path) -> dict[int, dict]:
@@ -69,8 +46,9 @@ def test_prompts_of_a_step_depend_only_on_seed_and_step():
     assert sorted(seen) == list(range(10))  # one full pass before any prompt repeats
 
 
-def test_stopped_then_resumed_run_reproduces_the_uninterrupted_run(assets, tmp_path):
-    whole = Trainer(_config(assets, tmp_path / "whole")).run()
+@pytest.mark.slow
+def test_stopped_then_resumed_run_reproduces_the_uninterrupted_run(run_files, tmp_path):
+    whole = Trainer(_config(run_files, tmp_path / "whole")).run()
     assert whole.steps_done == 3 and whole.stopped is None
 
     def interrupt(trainer, step, outcome):
@@ -79,12 +57,12 @@ def test_stopped_then_resumed_run_reproduces_the_uninterrupted_run(assets, tmp_p
 
     # Whatever handler the process had (a background job's SIGINT is ignored) comes back.
     before = signal.getsignal(signal.SIGINT)
-    part = Trainer(_config(assets, tmp_path / "split"), callbacks=[interrupt]).run()
+    part = Trainer(_config(run_files, tmp_path / "split"), callbacks=[interrupt]).run()
     assert part.steps_done == 1 and "SIGINT" in (part.stopped or "")
     assert latest_checkpoint(tmp_path / "split" / "checkpoints").name == "step-0000001"
     assert signal.getsignal(signal.SIGINT) is before
 
-    resumed = Trainer(_config(assets, tmp_path / "split", from_resume=1)).run()
+    resumed = Trainer(_config(run_files, tmp_path / "split", from_resume=1)).run()
     assert resumed.steps_done == 3
     a, b = _train_records(tmp_path / "whole"), _train_records(tmp_path / "split")
     assert sorted(b) == [1, 2, 3]  # one history, no duplicated step
@@ -97,10 +75,11 @@ def test_stopped_then_resumed_run_reproduces_the_uninterrupted_run(assets, tmp_p
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def test_dynamic_sampling_logs_its_rounds_and_stays_reproducible(assets, tmp_path):
+@pytest.mark.slow
+def test_dynamic_sampling_logs_its_rounds_and_stays_reproducible(run_files, tmp_path):
     runs = []
     for name in ("a", "b"):
-        config = _config(assets, tmp_path / name, total_steps=2, dynamic_sampling_rounds=2,
+        config = _config(run_files, tmp_path / name, total_steps=2, dynamic_sampling_rounds=2,
                          bc_coef=0.0)  # fmt: skip
         assert Trainer(config).run().steps_done == 2
         runs.append(_train_records(tmp_path / name))
@@ -114,7 +93,8 @@ def test_dynamic_sampling_logs_its_rounds_and_stays_reproducible(assets, tmp_pat
             assert runs[1][step][key] == record[key], (step, key)
 
 
-def test_nan_loss_skips_the_update_and_leaves_the_weights(assets, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_nan_loss_skips_the_update_and_leaves_the_weights(run_files, tmp_path, monkeypatch):
     real = step_module.policy_loss
 
     def poisoned(*args, **kwargs):
@@ -123,7 +103,7 @@ def test_nan_loss_skips_the_update_and_leaves_the_weights(assets, tmp_path, monk
         return result
 
     monkeypatch.setattr(step_module, "policy_loss", poisoned)
-    config = _config(assets, tmp_path / "nan", total_steps=2, accumulation_steps=1)
+    config = _config(run_files, tmp_path / "nan", total_steps=2, accumulation_steps=1)
     result = Trainer(config).run()
     records = _train_records(tmp_path / "nan")
     assert [records[s]["train/skipped"] for s in (1, 2)] == [1.0, 1.0]
@@ -135,8 +115,9 @@ def test_nan_loss_skips_the_update_and_leaves_the_weights(assets, tmp_path, monk
     assert state["optimization"]["optimizer"]["state"] == {}  # Adam moments never touched
 
 
-def test_cli_train_and_eval_run_and_report(assets, tmp_path, capsys):
-    model, prompts = assets
+@pytest.mark.slow
+def test_cli_train_and_eval_run_and_report(run_files, tmp_path, capsys):
+    model, prompts = run_files / "model", run_files / "prompts.jsonl"
     run_dir = tmp_path / "cli"
     code = cli_main(["train", "--model", str(model), "--data", str(prompts), "--filter_mode",
                      "all", "--save_dir", str(tmp_path), "--save_weight", "cli", "--total_steps",
@@ -153,7 +134,7 @@ def test_cli_train_and_eval_run_and_report(assets, tmp_path, capsys):
     out_json = tmp_path / "eval.json"
     code = cli_main(["eval", "--model", str(run_dir / "policy"), "--data", str(prompts),
                      "--filter_mode", "all", "--eval_samples", "3", "--max_turns", "1",
-                     "--eval_max_gen_len", "8", "--output", str(out_json)])  # fmt: skip
+                     "--eval_max_gen_len", "8", "--metrics_output", str(out_json)])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "on 3 prompts" in out and "eval/tool_success_rate" in out
     assert json.loads(out_json.read_text())["eval/tasks"] == 3.0

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 from agentrl.config import resolve
-from agentrl.models.tiny import TinySpec, build_tiny_preset
+from agentrl.models.tiny import build_model
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams, Trajectory
@@ -34,15 +34,12 @@ from agentrl.training.step import (
     row_chunks,
     train_on_groups,
 )
-
-SPEC = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
-                intermediate_size=64, corpus_tasks=150)  # fmt: skip
+from helpers import SMALL_SPEC
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    torch.set_num_threads(1)
-    return build_tiny_preset(SPEC)
+def tiny(small_tokenizer):
+    return build_model(SMALL_SPEC, len(small_tokenizer)), small_tokenizer
 
 
 def test_row_chunks_group_similar_lengths_and_cover_every_row_once():
@@ -89,6 +86,7 @@ def _prepared_step(tiny, micro: int):
     return step
 
 
+@pytest.mark.slow
 def test_micro_batches_give_the_full_batch_update(tiny):
     results = []
     for micro in (0, 2):
@@ -127,6 +125,7 @@ def _count_host_reads(monkeypatch, run):
     return out, counts
 
 
+@pytest.mark.slow
 def test_a_step_reads_its_metrics_on_the_host_once(tiny, monkeypatch):
     """Loss metrics stay tensors until one conversion per step (``host_floats``).
 
@@ -171,7 +170,7 @@ def test_scores_carry_the_reward_detail_columns():
 
 def test_eval_decoding_is_greedy_with_the_eval_length():
     base = EpisodeConfig(max_new_tokens=192, thinking_ratio=0.5,
-                         sampling=SamplingParams.seed_defaults())  # fmt: skip
+                         sampling=SamplingParams.compat_defaults())  # fmt: skip
     cfg = eval_episode_config(base, temperature=0.0, max_gen_len=64)
     assert cfg.sampling.is_greedy and cfg.max_new_tokens == 64 and cfg.thinking_ratio == 0.0
     assert eval_episode_config(base, 0.0, 0).max_new_tokens == 192  # 0: the rollout length

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from agentrl.rl.bc import BCConfig
@@ -13,7 +14,7 @@ from agentrl.training.demonstrations import (
     canonical_tool_call,
     compute_bc_aux_loss,
 )
-from small_models import UniformLogits
+from helpers import UniformLogits
 
 
 def test_canonical_tool_call_is_compact_json_keeping_non_ascii() -> None:
@@ -24,9 +25,10 @@ def test_canonical_tool_call_is_compact_json_keeping_non_ascii() -> None:
     assert "时区" in canonical_tool_call("t", {"z": "时区"})
 
 
-def test_template_call_style_is_what_the_chat_template_writes_for_tool_calls() -> None:
+def test_template_call_style_is_what_the_chat_template_writes_for_tool_calls(
+    small_tokenizer: Any,
+) -> None:
     from agentrl.chat import apply_chat_template
-    from small_models import small_tokenizer
 
     class _NoTemplate:  # forces agentrl's built-in rendering, which mirrors the template
         chat_template = None
@@ -38,7 +40,7 @@ def test_template_call_style_is_what_the_chat_template_writes_for_tool_calls() -
         {"role": "assistant", "content": "", "tool_calls": [call, call]},
     ]
     spelled = canonical_tool_call("calculate_math", {"expression": "１＋2"}, "template")
-    for tokenizer in (small_tokenizer(), _NoTemplate()):
+    for tokenizer in (small_tokenizer, _NoTemplate()):
         rendered = apply_chat_template(tokenizer, messages, None, False, False)
         assert "</think>\n\n" + spelled + "\n" + spelled + "<|im_end|>" in rendered
     with pytest.raises(ValueError, match="bc_call_style"):

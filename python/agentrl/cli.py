@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("agentrl.commands.score", "Score trajectories (JSONL) with the tool-use reward."),
     "train": ("agentrl.commands.train", "RL training of tool use (no arguments: built-in run)."),
     "eval": ("agentrl.commands.eval", "Held-out evaluation of a policy (greedy, tool loop)."),
+    "view": ("agentrl.commands.view", "HTML browser of a run's episodes, curves and evals."),
 }
 
 

@@ -23,10 +23,18 @@ from typing import Any
 from agentrl.config import TrainConfig
 from agentrl.envs import EnvironmentFactory, EnvironmentTools, TaskParts, reward_plan, task_parts
 from agentrl.observability import QuietObserver, RunObserver
-from agentrl.placement import DistributedError, Placement, SingleProcess, placement_for
+from agentrl.observability.trackers import check_installed, tracker_names
+from agentrl.placement import (
+    DistributedError,
+    Placement,
+    RolloutSetup,
+    SingleProcess,
+    placement_for,
+)
 from agentrl.placement.adapters import adapter_for
 from agentrl.rl.pack import EmptyBatchError
 from agentrl.training import resume as resume_io
+from agentrl.training.dumps import step_records
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.scoring import reward_set
@@ -101,6 +109,10 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self.last_saved_step = -1
         self.sampling_metrics: dict[str, float] = {}
+        self.trackers, self.tracker_warning = tracker_names(
+            config.report_to, tensorboard_dir=config.tensorboard_dir, use_wandb=config.use_wandb
+        )
+        check_installed(self.trackers)  # before any model loads: a missing package is an error
 
     # ------------------------------------------------------------------ the loop
 
@@ -165,8 +177,8 @@ class Trainer:
                                                self.total_steps)  # fmt: skip
         self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
-        self.source = place.rollout_source(cfg, self.models, self.train_pool, self.tools,
-                                           self.episode, log)  # fmt: skip
+        self.source = place.rollout_source(RolloutSetup(cfg, self.models, self.train_pool,
+                                                        self.tools, self.episode, log))  # fmt: skip
         self.evaluator = Evaluator(
             self.eval_pool,
             self.tools,
@@ -223,13 +235,17 @@ class Trainer:
             log_interval=cfg.log_interval,
             debug_interval=cfg.debug_interval,
             report=bool(cfg.report),
-            tensorboard_dir=cfg.tensorboard_dir,
-            use_wandb=cfg.use_wandb,
-            wandb_project=cfg.wandb_project,
+            report_to=self.trackers,
+            tracker_dir=cfg.tensorboard_dir,
+            tracker_project=cfg.wandb_project,
+            dump_rollouts=cfg.dump_rollouts,
+            max_turns=cfg.max_turns,
             run_name=cfg.save_weight,
             config=cfg.flat(),
         )
         self.observer.log(self._banner())
+        if self.tracker_warning:
+            self.observer.log(self.tracker_warning)
 
     def _banner(self) -> str:
         cfg, m = self.config, self.models
@@ -260,6 +276,8 @@ class Trainer:
         self.first_eval = self.first_eval or metrics
         self.last_eval = metrics
         self.observer.evaluation(step, metrics, label)
+        if self.config.dump_rollouts > 0:
+            self.observer.dump("eval", step, self.evaluator.records(step))
 
     def _evaluate_before_training(self) -> None:
         if self.config.eval_before_train:
@@ -370,6 +388,8 @@ class Trainer:
         if outcome.scores is not None and outcome.batch is not None:
             rewards = outcome.scores.rewards.tolist()
             self.observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
+        if self.observer.dump_due(step):
+            self.observer.dump("train", step, step_records(outcome, step, self.config.max_turns))
 
     def _evaluate_if_due(self, step: int) -> None:
         interval = self.config.eval_interval

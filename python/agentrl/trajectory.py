@@ -37,6 +37,10 @@ class Trajectory:
     response_versions: list[int] = field(default_factory=list)
     turn_outputs: list[str] = field(default_factory=list)
     tool_events: list[dict[str, Any]] = field(default_factory=list)
+    # Per tool event: the assistant turn that made the call and the wall time of that turn's
+    # calls (the calls of one turn run together), for rollout dumps and the episode view.
+    tool_turns: list[int] = field(default_factory=list)
+    tool_seconds: list[float] = field(default_factory=list)
     unfinished: bool = False
     policy_version: int = 0
     data_index: int = -1

@@ -1,6 +1,7 @@
 //! agentrl's Rust core.
 //!
-//! The pure modules (`pychar`, `expr`, `numfmt`, `pyjson`, `toolcall`, `message`, `reward`)
+//! The pure modules (`pychar`, `expr`, `numfmt`, `pyjson`, `toolcall`, `message`, `reward`,
+//! `scorefile`)
 //! hold all the logic and are tested with `cargo test`. `bindings` is the thin PyO3 layer
 //! that converts types and, in `bindings::error`, turns errors into Python exceptions; it
 //! contains no logic of its own.
@@ -19,4 +20,5 @@ mod numfmt;
 mod pychar;
 mod pyjson;
 mod reward;
+mod scorefile;
 mod toolcall;

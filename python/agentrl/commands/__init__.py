@@ -3,5 +3,5 @@
 Each module defines ``add_arguments(parser)`` and ``run(args) -> int``: it parses the
 command line, calls one library function and prints the result; the work itself lives in
 the library (`agentrl.sft.pipeline`, `agentrl.training.policy_eval`,
-`agentrl.rewards.stream`, `agentrl.data.synthetic`, the trainer).
+`agentrl.rewards.score_file`, `agentrl.data.synthetic`, the trainer).
 """

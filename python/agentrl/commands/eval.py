@@ -2,7 +2,8 @@
 
 ``agentrl eval --model SPEC --data prompts.jsonl`` plays every scored prompt with the
 trainer's eval decoding (greedy unless ``--eval_temperature``) through the tool loop and
-prints the eval metrics (exact match, answer coverage, tool success, ...). Without
+prints the eval metrics (exact match, answer coverage, tool success, ...); ``--output FILE``
+also writes every episode as a rollout dump record (`agentrl view FILE` shows them). Without
 ``--data`` it scores the built-in 200 held-out tasks; without ``--model`` the built-in warm
 start. It takes the options that shape an evaluation; a ``--config`` TOML may hold any
 training option (one file can describe both). The work is
@@ -32,7 +33,13 @@ EVAL_OPTIONS = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Evaluate a policy on held-out prompts (full tool loop)."
     add_config_arguments(parser, EVAL_OPTIONS)
-    parser.add_argument("--output", default=None, help="also write the metrics as JSON here")
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="write one record per evaluated episode here (JSON lines, gzip when the name "
+        "ends in .gz; the rollout dump record, for agentrl view)",
+    )
+    parser.add_argument("--metrics_output", default=None, help="write the metrics as JSON here")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
         f"model {result.spec}: exact match {100 * metrics.get('eval/exact_match', 0):.1f}%"
         f" on {int(metrics.get('eval/tasks', 0))} prompts{sampled}"
     )
+    if args.metrics_output:
+        Path(args.metrics_output).write_text(json.dumps(metrics, indent=1, sort_keys=True))
     if args.output:
-        Path(args.output).write_text(json.dumps(metrics, indent=1, sort_keys=True))
+        from agentrl.observability.rollout_dump import write_records
+
+        print(f"episodes: {write_records(args.output, result.records)} (agentrl view)")
     return 0

@@ -1,27 +1,33 @@
 """``agentrl score``: score trajectories from a JSONL file with the tool-use reward.
 
 Each input line is a JSON object in the golden reward file's schema; the output repeats it
-with ``reward`` and ``details`` added (:func:`agentrl.rewards.stream.score_jsonl`). A line's
-own ``config`` object overrides the settings (``--config``/``--set``) for that line, so the
-golden file scores to its own rewards. Scored lines go to ``-o`` or, without it, to stdout;
-the summary (and ``--explain``) goes to stderr so that stdout stays valid JSONL. A line that
-is not a JSON object, or that the scorer rejects, is reported with its line number and
-skipped, and the exit code is then 1.
+with ``reward`` and ``details`` added. A line's own ``config`` object overrides the settings
+(``--config``/``--set``) for that line, so the golden file scores to its own rewards.
+Reading, checking, scoring and writing run in Rust on worker threads (``score_file``);
+the input may be gzip-compressed. Scored lines go to ``-o`` (written to a temporary file
+and renamed when complete, so a failed run leaves no file) or, without it, to stdout; the
+summary (and ``--explain``) goes to stderr so that stdout stays valid JSONL.
+
+Exit codes: 0 when every line was scored; 1 when some lines were skipped (each is reported
+with its line number and the reason: undecodable bytes, invalid JSON, nesting too deep, a
+field missing or of the wrong type, a non-finite answer, a bad setting) while the others
+were scored; 2 when nothing could be scored (bad settings or options, unreadable input,
+unwritable output); 130 when stopped by Ctrl-C (an output file is then not written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import IO, Any
 
 import numpy as np
 
-from agentrl.rewards import RewardConfig, ScoreResult
-from agentrl.rewards.stream import score_jsonl
+from agentrl.rewards import FileScoreSummary, LineExplanation, RewardConfig, score_file
 
+# Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 HISTOGRAM_BINS = 12
 BAR_WIDTH = 40
 
@@ -44,63 +50,73 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@contextmanager
-def _open_input(path: str) -> Iterator[TextIO]:
-    if path == "-":
-        yield sys.stdin
-    else:
-        with open(path, encoding="utf-8") as handle:
-            yield handle
+def _stdin() -> IO[Any]:
+    """Standard input as bytes when it has a byte layer (so no decoding happens in Python)."""
+    return getattr(sys.stdin, "buffer", None) or sys.stdin
 
 
-@contextmanager
-def _open_output(path: str | None) -> Iterator[TextIO]:
-    if path is None:
-        yield sys.stdout
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
-            yield handle
+def _stdout() -> IO[Any]:
+    """Standard output as bytes when it has a byte layer, after any text already written."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        return sys.stdout
+    sys.stdout.flush()
+    return buffer
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, highlight=False)
     try:
         config = RewardConfig.load(args.config, args.sets)
     except (OSError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     if args.threads is not None and args.threads < 1:
         console.print("[red]error:[/red] --threads must be at least 1")
         return 2
 
-    def explain(numbers: list[int], result: ScoreResult) -> None:
-        for row, number in enumerate(numbers):
-            _print_explanation(console, number, result, row)
-
+    source = _stdin() if args.input == "-" else args.input
+    sink = _stdout() if args.output is None else args.output
     try:
-        with _open_input(args.input) as source, _open_output(args.output) as sink:
-            scored = score_jsonl(
-                source, sink, config, args.threads, explain if args.explain else None
-            )
+        summary = score_file(source, sink, config, args.threads, explain=args.explain)
     except OSError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
-    for number, message in scored.errors:
-        console.print(f"[yellow]line {number}:[/yellow] skipped: {message}")
-    _print_summary(console, scored.rewards, scored.term_means, len(scored.errors))
-    return 1 if scored.errors else 0
+    except KeyboardInterrupt:
+        written = "" if args.output is None else " (no output file written)"
+        console.print(f"[red]interrupted[/red]{written}")
+        return INTERRUPTED
+    finally:
+        if args.output is None:
+            # A closed pipe was reported above; flushing again must not raise.
+            with contextlib.suppress(OSError):
+                sys.stdout.flush()
+
+    for explanation in summary.explanations:
+        _print_explanation(console, explanation)
+    _print_skipped(console, summary, escape)
+    _print_summary(console, summary.rewards, summary.term_means, summary.skipped_count)
+    return 1 if summary.skipped_count else 0
 
 
-def _print_explanation(console: Any, number: int, result: ScoreResult, row: int) -> None:
+def _print_skipped(console: Any, summary: FileScoreSummary, escape: Any) -> None:
+    for number, message in summary.skipped:
+        console.print(f"[yellow]line {number}:[/yellow] skipped: {escape(message)}")
+    unlisted = summary.skipped_count - len(summary.skipped)
+    if unlisted:
+        console.print(f"[yellow]{unlisted} more lines skipped[/yellow] (not listed)")
+
+
+def _print_explanation(console: Any, explanation: LineExplanation) -> None:
     """One line's reward as the sum of its terms."""
-    details = result.details
     console.print(
-        f"[bold]line {number}[/bold]: reward {details['reward'][row]:+.4f}"
-        f" (raw {details['raw_reward'][row]:+.4f})"
+        f"[bold]line {explanation.line}[/bold]: reward {explanation.reward:+.4f}"
+        f" (raw {explanation.raw_reward:+.4f})"
     )
-    for key, value in result.explain(row):
+    for key, value in explanation.terms:
         console.print(f"    {key:<22} {value:+.4f}")
 
 

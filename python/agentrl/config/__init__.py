@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config.presets import DEFAULT_PRESET, PRESETS
+from agentrl.observability.trackers import parse_report_to
 from agentrl.rewards.config import RewardConfig
 from agentrl.rl.advantages import ADVANTAGE_ESTIMATORS, ZERO_STD_MODES
 from agentrl.rl.kl_control import CONTROL_METRICS
@@ -98,12 +99,25 @@ class TrainConfig:
         ("bfloat16", "float16", "float32"),
     )
     use_compile: int = _opt("run", 0, "torch.compile the trained model", _FLAG)
-    use_wandb: bool = _opt("run", True, "log to wandb when it is installed (never required)")
-    wandb_project: str = _opt("run", "MiniMind-Agentic-Async-RL", "wandb project name")
+    use_wandb: bool = _opt(
+        "run", True, "add wandb to report_to when it is installed (a warning when it is not)"
+    )
+    wandb_project: str = _opt("run", "MiniMind-Agentic-Async-RL", "wandb / trackio project name")
+    report_to: str = _opt(
+        "run", "", "trackers, comma-separated: wandb, tensorboard, trackio ('': none)"
+    )
+    dump_rollouts: int = _opt(
+        "run", 0, "steps between rollout dumps to run_dir/rollouts, for agentrl view (0: off)"
+    )
     debug_interval: int = _opt("run", 0, "steps between printed sample trajectories (0: off)")
     keep_last: int = _opt("run", 3, "checkpoints kept (0: all)")
     progress: int = _opt("run", 1, "show a progress bar on a terminal", _FLAG)
-    tensorboard_dir: str = _opt("run", "", "TensorBoard log dir when installed ('': off)")
+    tensorboard_dir: str = _opt(
+        "run",
+        "",
+        "TensorBoard log dir, logs in DIR/<run name> (set: adds tensorboard to report_to; "
+        "'': run_dir/trackers)",
+    )
     report: int = _opt("run", 1, "write report.png with the curves at the end", _FLAG)
     max_time: float = _opt("run", 0.0, "stop cleanly after this many seconds (0: none)")
     num_threads: int = _opt(
@@ -239,18 +253,21 @@ class TrainConfig:
     loss_reduction: str = _opt(
         "loss",
         "sequence",
-        "token/sequence (seed); grpo, bnpo, dr_grpo, dapo (ours)",
+        "how token losses are averaged over the batch",
         tuple(REDUCTIONS),
     )
     importance_sampling_level: str = _opt(
-        "loss", "token", "(ours) token ratio or GSPO sequence ratio", tuple(OBJECTIVE_BY_LEVEL)
+        "loss",
+        "token",
+        "importance ratio per token or per sequence (GSPO)",
+        tuple(OBJECTIVE_BY_LEVEL),
     )
-    kl_estimator: str = _opt("loss", "k3", "(ours) KL estimator", tuple(KL_ESTIMATORS))
-    max_completion_length: int = _opt("loss", 0, "(ours) dr_grpo length (0: max_gen_len)")
+    kl_estimator: str = _opt("loss", "k3", "KL estimator", tuple(KL_ESTIMATORS))
+    max_completion_length: int = _opt("loss", 0, "dr_grpo's constant length (0: max_gen_len)")
     advantage_mode: str = _opt(
         "loss",
         "mixed",
-        "group, baseline, mixed (seed); grpo (ours)",
+        "how rewards become advantages",
         tuple(ADVANTAGE_ESTIMATORS),
     )
     adv_min_std: float = _opt("loss", 0.10, "group std below this counts as zero")
@@ -455,7 +472,7 @@ _AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of st
 ).split()
 _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "
-    "num_threads dynamic_sampling_rounds "
+    "num_threads dynamic_sampling_rounds dump_rollouts "
     "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
     "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
     "warmup_steps "
@@ -494,6 +511,7 @@ def validate(config: TrainConfig) -> None:
         raise _fail("max_total_len", config.max_total_len, "at least 2")
     if config.beta_min > config.beta_max:
         raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
+    parse_report_to(config.report_to)
     for name, reason in COMPAT_ONLY.items():
         value, default = getattr(config, name), _OWN[name].default
         if value != default:

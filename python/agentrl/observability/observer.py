@@ -1,8 +1,9 @@
 """One object the trainer reports to; it fans out to every output of a run.
 
-Per step: the metrics JSONL, the progress display, TensorBoard/wandb. Per evaluation: the
-same, plus a log line. At the end: the PNG report from the metrics file, so a resumed run's
-report shows the whole history, not only its own part.
+Per step: the metrics JSONL, the progress display, the trackers (``report_to``). Per
+evaluation: the same, plus a log line. Every ``dump_rollouts`` steps: the step's episodes
+(and each evaluation's) as a dump file, with a sample table to the trackers. At the end: the
+PNG report from the metrics file, so a resumed run's report shows the whole history.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from agentrl.observability.debug import format_debug_sample, should_log
 from agentrl.observability.metrics_log import MetricsLog, read_metrics
 from agentrl.observability.progress import ProgressDisplay, format_eval_line
 from agentrl.observability.report import write_report
-from agentrl.observability.sinks import ExternalSinks
+from agentrl.observability.rollout_dump import RolloutDumper
+from agentrl.observability.trackers import Trackers
 from agentrl.trajectory import RolloutGroup
 
 METRICS_FILE = "metrics.jsonl"
@@ -37,9 +39,11 @@ class RunObserver:
         log_interval: int = 1,
         debug_interval: int = 0,
         report: bool = True,
-        tensorboard_dir: str = "",
-        use_wandb: bool = False,
-        wandb_project: str = "",
+        report_to: Sequence[str] = (),
+        tracker_dir: str = "",
+        tracker_project: str = "",
+        dump_rollouts: int = 0,
+        max_turns: int = 1,
         run_name: str = "",
         config: Mapping[str, Any] | None = None,
     ) -> None:
@@ -50,17 +54,19 @@ class RunObserver:
         self.report = bool(report)
         self.run_name = run_name or self.run_dir.name
         self.started = time.perf_counter()
+        self.trackers = Trackers(
+            report_to,
+            run_name=self.run_name,
+            log_dir=tracker_dir or self.run_dir / "trackers",
+            project=tracker_project,
+            config=config,
+        )
+        self.dumper = RolloutDumper(self.run_dir, dump_rollouts, max_turns)
+        if resumed:
+            self.dumper.drop_after(start_step)
         self.metrics = MetricsLog(self.run_dir / METRICS_FILE, start_step if resumed else None)
         self.display = ProgressDisplay(
             total_steps, start_step, enabled=progress, log_interval=log_interval
-        )
-        self.sinks = ExternalSinks(
-            tensorboard_dir=tensorboard_dir,
-            use_wandb=use_wandb,
-            wandb_project=wandb_project,
-            run_name=self.run_name,
-            config=config,
-            log=self.log,
         )
 
     def log(self, message: str) -> None:
@@ -71,14 +77,14 @@ class RunObserver:
 
     def train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
         self.metrics.write(step, "train", metrics, time=self._elapsed())
-        self.sinks.log(metrics, step)
+        self.trackers.log(metrics, step)
         self.display.update(step, metrics)
 
     def evaluation(self, step: int, metrics: Mapping[str, Any], label: str = "eval") -> None:
         if not metrics:
             return
         self.metrics.write(step, "eval", metrics, time=self._elapsed(), label=label)
-        self.sinks.log(metrics, step)
+        self.trackers.log(metrics, step)
         self.log(format_eval_line(label, step, metrics))
 
     def debug_sample(
@@ -94,6 +100,18 @@ class RunObserver:
         n = len(groups[0].trajectories)
         self.log(format_debug_sample(step, groups[0], rewards[:n], details[:n]))
 
+    def dump_due(self, step: int) -> bool:
+        """Whether this step's episodes are to be dumped (``dump_rollouts``)."""
+        return self.dumper.due(step)
+
+    def dump(self, kind: str, step: int, records: Sequence[Mapping[str, Any]]) -> Path | None:
+        """Write a dump file of ``records`` and log a sample table of them to the trackers."""
+        if not records:
+            return None
+        path = self.dumper.write(kind, step, records)
+        self.trackers.log_samples(f"{kind}_episodes", records, step)
+        return path
+
     def history(self) -> list[dict[str, Any]]:
         """Every record of the run so far (a resumed run's included)."""
         return read_metrics(self.run_dir / METRICS_FILE)
@@ -101,13 +119,13 @@ class RunObserver:
     def abort(self) -> None:
         """Stop the display and close the files without a report (the run failed)."""
         self.display.close()
-        self.sinks.close()
+        self.trackers.close()
         self.metrics.close()
 
     def close(self) -> Path | None:
         """Stop the display and dashboards; write the report. Returns the report path."""
         self.display.close()
-        self.sinks.close()
+        self.trackers.close()
         self.metrics.close()
         if not self.report:
             return None
@@ -145,6 +163,12 @@ class QuietObserver:
         rewards: Sequence[float],
         details: Sequence[Mapping[str, Any]],
     ) -> None:
+        return None
+
+    def dump_due(self, step: int) -> bool:
+        return False
+
+    def dump(self, kind: str, step: int, records: Sequence[Mapping[str, Any]]) -> Path | None:
         return None
 
     def history(self) -> list[dict[str, Any]]:

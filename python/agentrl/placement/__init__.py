@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from agentrl.config import TrainConfig
 from agentrl.placement.adapters import Adapter, FullWeights, LoraAdapter, adapter_for
-from agentrl.placement.base import Placement, SingleProcess
+from agentrl.placement.base import Placement, RolloutSetup, SingleProcess
 from agentrl.placement.ddp import DataParallel
 from agentrl.placement.runtime import (
     DEFAULT_TIMEOUT_S,
@@ -57,6 +57,7 @@ __all__ = [
     "FullWeights",
     "LoraAdapter",
     "Placement",
+    "RolloutSetup",
     "SingleProcess",
     "TrainerRolloutSplit",
     "adapter_for",

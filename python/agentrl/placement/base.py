@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -46,6 +47,24 @@ from agentrl.training.sources import GroupSource, local_source
 from agentrl.training.step import StepOutcome
 
 Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RolloutSetup:
+    """What a placement builds the run's rollout source from."""
+
+    config: TrainConfig
+    models: Models
+    prompts: PromptPool
+    tools: ToolRegistry
+    episode: EpisodeConfig
+    log: Log
+
+    def local_source(self, *, seed: int) -> GroupSource:
+        """Groups sampled in this process by the engine ``config.rollout_engine`` names."""
+        engine = rollout_engine(self.config, self.models, seed=seed)
+        return local_source(engine, self.prompts, self.tools, self.episode, self.config,
+                            seed=seed)  # fmt: skip
 
 
 class Placement(Protocol):
@@ -86,15 +105,7 @@ class Placement(Protocol):
         """Make every process's models start from the same weights."""
         ...
 
-    def rollout_source(
-        self,
-        config: TrainConfig,
-        models: Models,
-        prompts: PromptPool,
-        tools: ToolRegistry,
-        episode: EpisodeConfig,
-        log: Log,
-    ) -> GroupSource:
+    def rollout_source(self, setup: RolloutSetup) -> GroupSource:
         """Where the training groups come from and where synced weights go."""
         ...
 
@@ -165,17 +176,8 @@ class SingleProcess:
     def share_weights(self, models: Models) -> None:
         return None
 
-    def rollout_source(
-        self,
-        config: TrainConfig,
-        models: Models,
-        prompts: PromptPool,
-        tools: ToolRegistry,
-        episode: EpisodeConfig,
-        log: Log,
-    ) -> GroupSource:
-        engine = rollout_engine(config, models, seed=config.seed)
-        return local_source(engine, prompts, tools, episode, config, seed=config.seed)
+    def rollout_source(self, setup: RolloutSetup) -> GroupSource:
+        return setup.local_source(seed=setup.config.seed)
 
     def optimization(
         self, policy: torch.nn.Module, config: OptimConfig, total_steps: int
@@ -206,4 +208,4 @@ class SingleProcess:
         raise RuntimeError("a single process trains; it has no rollout worker to run")
 
 
-__all__ = ["Log", "Placement", "SingleProcess"]
+__all__ = ["Log", "Placement", "RolloutSetup", "SingleProcess"]

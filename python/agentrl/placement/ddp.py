@@ -35,18 +35,16 @@ import torch
 
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
-from agentrl.placement.base import Log
-from agentrl.placement.engines import rollout_engine
+from agentrl.placement.base import Log, RolloutSetup
 from agentrl.placement.runtime import DistContext
-from agentrl.placement.shared import prompts_config, rank_0_first
+from agentrl.placement.shared import OnRanks, prompts_config, rank_0_first
 from agentrl.rl.advantages import update_reward_baseline
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization, StepReport
-from agentrl.rollout import EpisodeConfig
 from agentrl.tools import ToolRegistry
 from agentrl.training.setup import Models, load_prompts
 from agentrl.training.signals import StopRequest
-from agentrl.training.sources import GroupSource, local_source
+from agentrl.training.sources import GroupSource
 from agentrl.training.step import StepOutcome
 
 
@@ -135,17 +133,10 @@ class DistributedBeta(BetaController):
         return super().update(self._agreed(metrics), opt_step)
 
 
-class DataParallel:
+class DataParallel(OnRanks):
     """Every rank rolls out on its shard and trains; gradients averaged (see module doc)."""
 
     name = "ddp"
-
-    def __init__(self, ctx: DistContext) -> None:
-        self.ctx = ctx
-
-    @property
-    def is_main(self) -> bool:
-        return self.ctx.rank == 0
 
     @property
     def is_rollout_rank(self) -> bool:
@@ -180,19 +171,9 @@ class DataParallel:
                 seen.add(id(module))
                 broadcast_module_(self.ctx, module)
 
-    def rollout_source(
-        self,
-        config: TrainConfig,
-        models: Models,
-        prompts: PromptPool,
-        tools: ToolRegistry,
-        episode: EpisodeConfig,
-        log: Log,
-    ) -> GroupSource:
+    def rollout_source(self, setup: RolloutSetup) -> GroupSource:
         """This rank's shard with its own random stream (the same split and evaluation)."""
-        seed = config.seed + self.ctx.rank
-        engine = rollout_engine(config, models, seed=seed)
-        return local_source(engine, prompts, tools, episode, config, seed=seed)
+        return setup.local_source(seed=setup.config.seed + self.ctx.rank)
 
     def optimization(
         self, policy: torch.nn.Module, config: OptimConfig, total_steps: int

@@ -30,6 +30,17 @@ def rank_0_first(ctx: DistContext) -> Iterator[None]:
         ctx.barrier(WAIT_FOR_RANK_0, PREPARE_TIMEOUT_S)
 
 
+class OnRanks:
+    """A placement over the ranks of one process group: rank 0 logs, evaluates and writes."""
+
+    def __init__(self, ctx: DistContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def is_main(self) -> bool:
+        return self.ctx.rank == 0
+
+
 def prompts_config(config: TrainConfig, rank: int) -> TrainConfig:
     """The config rank ``rank`` loads its prompts with: rank 0's generated file on ranks > 0
     (they never evaluate, so they load no held-out set)."""
@@ -40,4 +51,4 @@ def prompts_config(config: TrainConfig, rank: int) -> TrainConfig:
                                eval_data_path="")  # fmt: skip
 
 
-__all__ = ["PREPARE_TIMEOUT_S", "prompts_config", "rank_0_first"]
+__all__ = ["PREPARE_TIMEOUT_S", "OnRanks", "prompts_config", "rank_0_first"]

@@ -15,17 +15,19 @@ import contextlib
 from collections.abc import Iterator
 
 from agentrl.config import TrainConfig
-from agentrl.data import PromptPool
 from agentrl.models import frozen_copy, load_policy, resolve_device
-from agentrl.placement.base import Log, SingleProcess
+from agentrl.placement.base import RolloutSetup, SingleProcess
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
 from agentrl.placement.runtime import DistContext
-from agentrl.placement.shared import PREPARE_TIMEOUT_S, WAIT_FOR_RANK_0, prompts_config
-from agentrl.rollout import AsyncRollout, EpisodeConfig, PolicyVersion
+from agentrl.placement.shared import (
+    PREPARE_TIMEOUT_S,
+    WAIT_FOR_RANK_0,
+    OnRanks,
+    prompts_config,
+)
+from agentrl.rollout import AsyncRollout, PolicyVersion
 from agentrl.rollout.engine import TorchEngine
-from agentrl.tools import ToolRegistry
 from agentrl.training.setup import (
-    Models,
     autocast_factory,
     build_tools,
     episode_config,
@@ -44,7 +46,7 @@ def split_version_gap(config: TrainConfig) -> int:
                min(max(2, int(config.policy_sync_interval) * 2), 4))  # fmt: skip
 
 
-class TrainerRolloutSplit(SingleProcess):
+class TrainerRolloutSplit(OnRanks, SingleProcess):
     """Rank 0 trains as one process does, on groups from ranks 1..N-1 (see module doc)."""
 
     name = "trainer_rollout"
@@ -52,11 +54,7 @@ class TrainerRolloutSplit(SingleProcess):
     def __init__(self, ctx: DistContext) -> None:
         if ctx.world_size < 2:
             raise ValueError("trainer_rollout needs at least 2 ranks (1 trainer + rollout)")
-        self.ctx = ctx
-
-    @property
-    def is_main(self) -> bool:
-        return self.ctx.rank == 0
+        super().__init__(ctx)
 
     @property
     def is_rollout_rank(self) -> bool:
@@ -72,16 +70,9 @@ class TrainerRolloutSplit(SingleProcess):
         yield
         self.ctx.barrier(WAIT_FOR_RANK_0, PREPARE_TIMEOUT_S)
 
-    def rollout_source(
-        self,
-        config: TrainConfig,
-        models: Models,
-        prompts: PromptPool,
-        tools: ToolRegistry,
-        episode: EpisodeConfig,
-        log: Log,
-    ) -> GroupSource:
+    def rollout_source(self, setup: RolloutSetup) -> GroupSource:
         """Groups gathered from the rollout ranks; rank 0's own engine only evaluates."""
+        config, models = setup.config, setup.models
         engine = TorchEngine(models.rollout, models.tokenizer, device=models.device,
                              autocast=models.autocast, seed=config.seed)  # fmt: skip
         return GatheredSource(
@@ -91,7 +82,7 @@ class TrainerRolloutSplit(SingleProcess):
             max_version_gap=split_version_gap(config),
             fetch_timeout_s=config.fetch_timeout_sec,
             version=PolicyVersion(0),
-            log=log,
+            log=setup.log,
         )
 
     def rollout_worker(self, config: TrainConfig) -> RolloutWorker:

@@ -1,7 +1,9 @@
 """Rewards: the tool-use reward scored in batches in Rust, and a reward-function API.
 
-- :class:`RewardConfig`: every weight, penalty, cap and schedule.
-- :func:`score_batch`: score many trajectories in one call, with per-term detail columns.
+- :class:`RewardConfig`: every weight, penalty, cap and schedule (the command line's names).
+- :func:`score_batch`: score many trajectories (dicts or JSON lines) in one call, with the
+  detail columns.
+- :func:`score_file`: score a JSONL file end to end in Rust, streaming, with a summary.
 - :func:`combine` and the built-in reward functions: callables over prompts, completions
   and answers, weighted into one total.
 
@@ -9,6 +11,7 @@ Turning rewards into advantages is RL math: see :mod:`agentrl.rl.advantages`.
 """
 
 from agentrl.rewards.config import RewardConfig
+from agentrl.rewards.files import FileScoreSummary, LineExplanation, score_file
 from agentrl.rewards.functions import (
     BUILTIN_REWARDS,
     ENVIRONMENT,
@@ -46,6 +49,8 @@ __all__ = [
     "TOOL_USE",
     "CombinedReward",
     "CombinedRewards",
+    "FileScoreSummary",
+    "LineExplanation",
     "RewardConfig",
     "RewardFunction",
     "ScoreResult",
@@ -64,4 +69,5 @@ __all__ = [
     "reward_functions",
     "reward_weights",
     "score_batch",
+    "score_file",
 ]

@@ -28,7 +28,7 @@ TERM_KEYS: tuple[str, ...] = tuple(_core.reward_term_keys())
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """Rewards and the reward's detail columns for a batch, as float64 arrays."""
+    """Rewards and the detail columns for a batch, as float64 arrays."""
 
     rewards: np.ndarray
     details: dict[str, np.ndarray]
@@ -39,7 +39,7 @@ class ScoreResult:
         return len(self.rewards)
 
     def to_records(self) -> list[dict[str, float]]:
-        """One dict per row with every detail key (the golden file's ``details`` shape)."""
+        """One dict per row with every detail key, in the golden file's detail order."""
         columns = [self.details[key].tolist() for key in DETAIL_KEYS]
         return [dict(zip(DETAIL_KEYS, row, strict=True)) for row in zip(*columns, strict=True)]
 
@@ -61,7 +61,8 @@ def _columns(buffer: bytearray, keys: Sequence[str], n: int) -> dict[str, np.nda
     return {key: columns[j] for j, key in enumerate(keys)}
 
 
-def _config_dict(config: RewardConfig | Mapping[str, Any] | None) -> dict[str, Any] | None:
+def config_dict(config: RewardConfig | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Settings as the Rust core takes them (checked against the known names)."""
     if config is None:
         return None
     if isinstance(config, RewardConfig):
@@ -69,8 +70,11 @@ def _config_dict(config: RewardConfig | Mapping[str, Any] | None) -> dict[str, A
     return RewardConfig.from_dict(config).to_dict()
 
 
+JsonLine = str | bytes | bytearray | memoryview
+
+
 def score_batch(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any]] | Iterable[JsonLine],
     config: RewardConfig | Mapping[str, Any] | None = None,
     threads: int | None = None,
     *,
@@ -78,16 +82,25 @@ def score_batch(
 ) -> ScoreResult:
     """Score every record with one Rust call (GIL released, rows spread over threads).
 
-    ``config`` defaults to the compatible settings with finished schedules; a record's own
-    ``config`` mapping overrides it for that row. Raises ``ValueError`` naming the record
-    index for a malformed record or setting.
+    Records are dicts, or JSON lines (``str`` or ``bytes``, one record each), which are
+    decoded in Rust with Python's ``json`` semantics so that no dicts are built; a batch is
+    all one or all the other. ``config`` defaults to the compatible settings with finished
+    schedules; a record's own ``config`` mapping overrides it for that row. Raises
+    ``ValueError`` naming the record index for a malformed record, line or setting.
     """
     if threads is not None and (isinstance(threads, bool) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    rows = [r if isinstance(r, dict) else dict(r) for r in records]
-    n, details, contributions = _core.reward_score_batch(
-        rows, _config_dict(config), threads, explain
-    )
+    items = records if isinstance(records, list) else list(records)
+    if items and isinstance(items[0], str | bytes | bytearray | memoryview):
+        lines = [bytes(x) if isinstance(x, bytearray | memoryview) else x for x in items]
+        n, details, contributions = _core.reward_score_lines(
+            lines, config_dict(config), threads, explain
+        )
+    else:
+        rows = [r if isinstance(r, dict) else dict(r) for r in items]
+        n, details, contributions = _core.reward_score_batch(
+            rows, config_dict(config), threads, explain
+        )
     columns = _columns(details, DETAIL_KEYS, n)
     terms = _columns(contributions, TERM_KEYS, n) if contributions is not None else None
     return ScoreResult(rewards=columns["reward"], details=columns, contributions=terms)

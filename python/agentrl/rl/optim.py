@@ -4,8 +4,8 @@ One training step may be split into micro-batches (bounded activation memory) an
 optimizer step may span several training steps (gradient accumulation). Two promises:
 
 - Micro-batching does not change the objective: each micro-batch's loss is weighted by
-  its share of the reduction's denominator (the second seed's rule: rows for
-  grpo/dr_grpo, tokens for bnpo; likewise for the other reductions), so the weighted
+  its share of the reduction's denominator (rows for grpo/dr_grpo, tokens for
+  bnpo; likewise for the other reductions), so the weighted
   sum is the full-batch loss.
 - A step whose loss or gradient is not finite is skipped and reported, and nothing else
   moves: the parameters, the optimizer state, the scheduler and the gradient already
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class OptimConfig:
-    """Optimizer options under the first seed's flag names and defaults."""
+    """Optimizer options under their command-line names and compatible defaults."""
 
     learning_rate: float = 2e-7
     weight_decay: float = 0.01
@@ -53,12 +53,12 @@ class OptimConfig:
     grad_clip: float = 0.5
     accumulation_steps: int = 2
     micro_batch_size: int = 0  # rows per micro-batch; 0 = the whole batch at once
-    # (ours) Optimizer steps of linear warm-up before the cosine (0: none, as the seed).
+    # Optimizer steps of linear warm-up before the cosine (0: none).
     warmup_steps: int = 0
 
 
 def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.AdamW:
-    """AdamW over the trainable parameters, betas (0.9, 0.95) as in the seed.
+    """AdamW over the trainable parameters, betas (0.9, 0.95) by default.
 
     A larger ``adam_epsilon`` damps the steps of weights whose gradients are tiny (Adam
     otherwise moves every weight by about ``lr``, noise or not): the update of a weight

@@ -5,7 +5,7 @@ Every per-token array is laid out for next-token prediction: position ``t`` of a
 prediction of ``input_ids[:, t + 1]`` from the prefix ending at ``t``. That is why a
 sequence of ``n`` tokens carries ``n - 1`` behaviour log-probs.
 
-Rules (the first seed's ``pack_groups``):
+Rules:
 
 - a sequence longer than ``max_total_len`` keeps its *last* ``max_total_len`` tokens
   (the response is what we learn from, the head of the prompt is what we can lose);
@@ -104,8 +104,8 @@ def cut_after_first_eos(
 
     A segment is a maximal run of mask == 1 (one assistant turn). Tokens sampled after
     the model said EOS are padding the sampler did not stop in time; they must not be
-    trained on. For single-turn data this is exactly the seed's "cut after the first
-    EOS"; cutting per segment keeps later turns of a multi-turn episode whose turns each
+    trained on. For single-turn data this is a plain "cut after the first EOS";
+    cutting per segment keeps later turns of a multi-turn episode whose turns each
     end in EOS. Shapes: ``mask`` and ``target_ids`` are [B, L].
     """
     if eos_id is None or mask.numel() == 0:

@@ -20,6 +20,7 @@ wait for a running `generate`), skipping weights with non-finite values.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import inspect
 import math
@@ -106,23 +107,89 @@ def tokenizer_end_ids(tokenizer: Any) -> list[int]:
     return ids
 
 
-def _new_stats() -> dict[str, int]:
-    return {
-        "sequences": 0,
-        "generate_calls": 0,
-        "forward_calls": 0,
-        "prefill_tokens": 0,
-        "prefill_tokens_shared": 0,
-        "decode_rows": 0,
-        "generated_tokens": 0,
-        "compactions": 0,
-        "nonfinite_rows": 0,
-        "nonfinite_steps": 0,
-        "fallback_rows": 0,
-        "bad_prompt_ids": 0,
-        "weight_updates": 0,
-        "weight_updates_skipped": 0,
-    }
+WeightSource = Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str]
+
+
+class BatchEngine(abc.ABC):
+    """What every rollout engine shares around its own sampling and weight loading.
+
+    One lock serializes ``generate`` and ``update_weights``; counters are named in
+    ``STAT_NAMES``. ``generate`` expands prompts into rows and budgets, reseeds when asked
+    and counts calls and rows; a subclass samples the rows in `_sample_rows`.
+    ``update_weights`` keeps the version and counters; a subclass loads the weights in
+    `_load_weights`.
+    """
+
+    STAT_NAMES: tuple[str, ...] = ("sequences", "generate_calls", "weight_updates",
+                                   "weight_updates_skipped")  # fmt: skip
+    lock: threading.RLock
+    stats: dict[str, int]
+    version: int
+
+    def _fresh_stats(self) -> dict[str, int]:
+        return dict.fromkeys(self.STAT_NAMES, 0)
+
+    def reset_stats(self) -> dict[str, int]:
+        """Return the counters and start new ones."""
+        with self.lock:
+            old, self.stats = self.stats, self._fresh_stats()
+        return old
+
+    @abc.abstractmethod
+    def reseed(self, seed: int) -> None:
+        """Restart the sampling randomness: the same seed and calls give the same tokens."""
+
+    @abc.abstractmethod
+    def _sample_rows(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams
+    ) -> list[Generation]:
+        """One `Generation` per row, in order (called holding the lock)."""
+
+    @abc.abstractmethod
+    def _load_weights(self, source: WeightSource, version: int, *, strict: bool) -> bool:
+        """Load ``source`` as weights ``version`` (holding the lock); False, with the
+        weights left alone, when any floating tensor is not finite."""
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        num_samples: int = 1,
+        max_new_tokens: int | Sequence[int] | None = None,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major).
+
+        ``max_new_tokens``: one budget for all, or one per output row (length
+        ``len(prompts) * num_samples``); default ``params.max_new_tokens``.
+        """
+        params = params or SamplingParams()
+        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
+        with self.lock:
+            if seed is not None:
+                self.reseed(seed)
+            results = self._sample_rows(rows, budgets, params)
+            self.stats["generate_calls"] += 1
+            self.stats["sequences"] += len(rows)
+        return results
+
+    def update_weights(
+        self, source: WeightSource, version: int | None = None, *, strict: bool = False
+    ) -> bool:
+        """Load new policy weights (a state dict, a module, or a path the engine reads).
+
+        Returns False, and leaves the weights alone, when any floating tensor is not
+        finite. Otherwise sets ``version`` (default: current + 1) and returns True.
+        """
+        with self.lock:
+            new_version = self.version + 1 if version is None else int(version)
+            if not self._load_weights(source, new_version, strict=strict):
+                self.stats["weight_updates_skipped"] += 1
+                return False
+            self.version = new_version
+            self.stats["weight_updates"] += 1
+        return True
 
 
 def _forward_kwarg_names(model: torch.nn.Module) -> set[str]:
@@ -179,7 +246,7 @@ class _StopMatcher:
         return any(s in text for s in self.stops)
 
 
-class TorchEngine:
+class TorchEngine(BatchEngine):
     """Generate for many prompts at once with a Hugging Face causal LM (see module doc).
 
     ``eos_token_ids`` default: the tokenizer's EOS and pad ids plus the model's generation
@@ -188,6 +255,11 @@ class TorchEngine:
     ``max_batch_rows`` caps rows per forward pass (0: no cap). ``compact_fraction``: drop
     finished rows from the batch once they are at least this share of it.
     """
+
+    STAT_NAMES = (*BatchEngine.STAT_NAMES, "forward_calls", "prefill_tokens",
+                  "prefill_tokens_shared", "decode_rows", "generated_tokens", "compactions",
+                  "nonfinite_rows", "nonfinite_steps", "fallback_rows",
+                  "bad_prompt_ids")  # fmt: skip
 
     def __init__(
         self,
@@ -221,7 +293,7 @@ class TorchEngine:
         self.compact_fraction = min(max(float(compact_fraction), 0.0), 1.0)
         self.version = int(version)
         self.lock = threading.RLock()
-        self.stats = _new_stats()
+        self.stats = self._fresh_stats()
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(int(seed))
         names = _forward_kwarg_names(model)
@@ -261,83 +333,43 @@ class TorchEngine:
         """Restart the sampling random stream (same seed + same calls = same tokens)."""
         self._generator.manual_seed(int(seed))
 
-    def reset_stats(self) -> dict[str, int]:
-        """Return the counters and start new ones."""
-        with self.lock:
-            old, self.stats = self.stats, _new_stats()
-        return old
-
     # ---- weights ----
 
-    def update_weights(
-        self,
-        source: Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str],
-        version: int | None = None,
-        *,
-        strict: bool = False,
-    ) -> bool:
-        """Load policy weights (state dict, module, or a .safetensors/.pt file).
-
-        Returns False, and leaves the weights alone, when any floating tensor is not
-        finite. Otherwise sets ``version`` (default: current + 1) and returns True.
-        """
+    def _load_weights(self, source: WeightSource, version: int, *, strict: bool) -> bool:
         state = _state_dict_of(source)
         if has_nonfinite(state):
-            with self.lock:
-                self.stats["weight_updates_skipped"] += 1
             return False
-        with self.lock, torch.no_grad():
+        with torch.no_grad():
             own = self.model.state_dict()
-            matched = [k for k in state if k in own]
-            if not matched:
+            if not any(k in own for k in state):
                 raise ValueError(
                     "no parameter of the given weights matches the rollout model "
                     f"(first given key: {next(iter(state), None)!r})"
                 )
             result = self.model.load_state_dict(state, strict=strict)
-            unexpected = list(getattr(result, "unexpected_keys", []))
-            if unexpected and strict:
-                raise ValueError(f"unexpected weight names: {unexpected[:5]}")
-            self.version = self.version + 1 if version is None else int(version)
-            self.stats["weight_updates"] += 1
+        unexpected = list(getattr(result, "unexpected_keys", []))
+        if unexpected and strict:
+            raise ValueError(f"unexpected weight names: {unexpected[:5]}")
         return True
 
     # ---- generation ----
 
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams | None = None,
-        *,
-        num_samples: int = 1,
-        max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
+    def _sample_rows(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams
     ) -> list[Generation]:
-        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major).
-
-        ``max_new_tokens``: one budget for all, or one per output row (length
-        ``len(prompts) * num_samples``); default ``params.max_new_tokens``.
-        """
-        params = params or SamplingParams()
-        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
         results: list[Generation | None] = [None] * len(rows)
-        with self.lock:
-            if seed is not None:
-                self.reseed(seed)
-            was_training = self.model.training
-            self.model.eval()
-            try:
-                with torch.inference_mode():
-                    for chunk in self._chunks(rows):
-                        outs = self._generate_rows(
-                            [rows[i] for i in chunk], [budgets[i] for i in chunk], params
-                        )
-                        for i, out in zip(chunk, outs, strict=True):
-                            results[i] = out
-            finally:
-                self.model.train(was_training)
-            self.stats["generate_calls"] += 1
-            self.stats["sequences"] += len(rows)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for chunk in self._chunks(rows):
+                    outs = self._generate_rows(
+                        [rows[i] for i in chunk], [budgets[i] for i in chunk], params
+                    )
+                    for i, out in zip(chunk, outs, strict=True):
+                        results[i] = out
+        finally:
+            self.model.train(was_training)
         return [r for r in results if r is not None]
 
     def _chunks(self, rows: list[list[int]]) -> list[list[int]]:

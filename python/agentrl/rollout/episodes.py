@@ -80,7 +80,7 @@ class EpisodeConfig:
     keep_eos: bool = False
     tool_workers: int = 8
     call_parser: Literal["lenient", "reward"] = "lenient"
-    sampling: SamplingParams = field(default_factory=SamplingParams.seed_defaults)
+    sampling: SamplingParams = field(default_factory=SamplingParams.compat_defaults)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -155,6 +155,8 @@ class _Episode:
         self.versions: list[int] = []
         self.turn_outputs: list[str] = []
         self.tool_events: list[dict[str, Any]] = []
+        self.tool_turns: list[int] = []
+        self.tool_seconds: list[float] = []
         self.unfinished = False
         self.done = False
         self.first_version: int | None = None
@@ -202,7 +204,10 @@ def _run_tools(episodes: list[_Episode], workers: int) -> list[list[dict[str, An
     """Execute every episode's pending calls; user tools of all episodes run concurrently."""
 
     def one(ep: _Episode) -> list[dict[str, Any]]:
-        return list(ep.registry.execute_many(ep.pending_calls, ep.valid_names))
+        began = time.perf_counter()
+        events = list(ep.registry.execute_many(ep.pending_calls, ep.valid_names))
+        ep.tool_seconds.extend([time.perf_counter() - began] * len(events))
+        return events
 
     def inline_only(ep: _Episode) -> bool:
         for call in ep.pending_calls:
@@ -392,6 +397,7 @@ def _play(
         for ep, evs in zip(with_calls, events, strict=True):
             ep.stats["tool_s"] += tool_s
             ep.tool_events.extend(evs)
+            ep.tool_turns.extend([turn] * len(evs))
             for ev in evs:
                 ep.messages.append(
                     {
@@ -456,6 +462,8 @@ def _groups(
                 response_versions=ep.versions,
                 turn_outputs=ep.turn_outputs,
                 tool_events=ep.tool_events,
+                tool_turns=ep.tool_turns,
+                tool_seconds=ep.tool_seconds,
                 unfinished=ep.unfinished,
                 policy_version=ep.first_version if ep.first_version is not None else 0,
                 data_index=indices[s],

@@ -77,7 +77,7 @@ class SamplingParams:
         return replace(self, greedy=True)
 
     @classmethod
-    def seed_defaults(cls) -> SamplingParams:
+    def compat_defaults(cls) -> SamplingParams:
         """The compatible rollout defaults (temperature 0.7, top-p 0.88, top-k 40, 1.03)."""
         return cls(temperature=0.7, top_p=0.88, top_k=40, repetition_penalty=1.03)
 

@@ -4,9 +4,9 @@
 """
 
 from agentrl.sft.data import Conversation, Example, build_examples, read_conversations
-from agentrl.sft.evaluate import EvalTask, evaluate, exact_match
+from agentrl.sft.evaluate import EvalEnv, EvalTask, evaluate, exact_match
 from agentrl.sft.pipeline import SFTRunOptions, SFTRunResult, run_sft
-from agentrl.sft.train import EvalEnv, SFTConfig, SFTResult, train_sft
+from agentrl.sft.train import SFTConfig, SFTResult, train_sft
 
 __all__ = [
     "Conversation",

@@ -25,6 +25,16 @@ CallParser = Callable[[str], list[dict[str, Any]]]
 # run_tool(parsed call, tool specs of the task) -> event {ok, name, args, result, canonical}
 ToolRunner = Callable[[dict[str, Any], list[dict[str, Any]] | None], dict[str, Any]]
 
+
+@dataclass(frozen=True)
+class EvalEnv:
+    """How held-out episodes are rendered, parsed and answered by tools."""
+
+    render: Renderer
+    parse_calls: CallParser
+    run_tool: ToolRunner
+
+
 _IM_START_RE = re.compile(r"<\|im_start\|>[^\n]*\n?")
 _TOOL_BLOCK_RE = re.compile(r"<tool_call>.*?</tool_call>|<tool_response>.*?</tool_response>", re.S)
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
@@ -144,9 +154,7 @@ def run_episodes(
     model: torch.nn.Module,
     tokenizer: Any,
     tasks: Sequence[EvalTask],
-    render: Renderer,
-    parse_calls: CallParser,
-    run_tool: ToolRunner,
+    env: EvalEnv,
     max_turns: int = 4,
     max_new_tokens: int = 96,
     max_context: int = 2048,
@@ -163,20 +171,20 @@ def run_episodes(
                 break
             prompts = []
             for ep in active:
-                text = render(ep.messages, ep.task.tools, True)
+                text = env.render(ep.messages, ep.task.tools, True)
                 ids = tokenizer(text, add_special_tokens=False)["input_ids"]
                 prompts.append(ids[-max_context:])
             outputs = greedy_generate(model, tokenizer, prompts, max_new_tokens, batch_size)
             for ep, ids in zip(active, outputs, strict=True):
                 text = tokenizer.decode(ids, skip_special_tokens=True)
                 ep.turns.append(text)
-                calls = parse_calls(text)
+                calls = env.parse_calls(text)
                 if not calls:
                     ep.finished = True
                     continue
                 ep.messages.append({"role": "assistant", "content": text})
                 for call in calls:
-                    event = run_tool(call, ep.task.tools)
+                    event = env.run_tool(call, ep.task.tools)
                     ep.tool_events.append(event)
                     ep.messages.append({"role": "tool", "content": tool_message(event["result"])})
     finally:
@@ -206,12 +214,10 @@ def evaluate(
     model: torch.nn.Module,
     tokenizer: Any,
     tasks: Sequence[EvalTask],
-    render: Renderer,
-    parse_calls: CallParser,
-    run_tool: ToolRunner,
+    env: EvalEnv,
     **kwargs: Any,
 ) -> tuple[dict[str, float], list[Episode]]:
     """Run the episodes and return (metrics, episodes)."""
     start = time.perf_counter()
-    episodes = run_episodes(model, tokenizer, tasks, render, parse_calls, run_tool, **kwargs)
+    episodes = run_episodes(model, tokenizer, tasks, env, **kwargs)
     return summarize(episodes, time.perf_counter() - start), episodes

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.sft.data import Conversation, LoadStats, read_conversations
-from agentrl.sft.evaluate import EvalTask
-from agentrl.sft.train import EvalEnv
+from agentrl.sft.evaluate import EvalEnv, EvalTask
 
 # Stream seeds of the built-in data: training demonstrations and held-out tasks differ.
 TRAIN_SEED = 0

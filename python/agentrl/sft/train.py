@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
-from agentrl.sft.evaluate import CallParser, EvalTask, Renderer, ToolRunner, evaluate
+from agentrl.sft.evaluate import EvalEnv, EvalTask, evaluate
 from agentrl.utils.schedule import lr_factor
 
 
@@ -56,15 +56,6 @@ class SFTConfig:
     seed: int = 0
     progress: bool = True
     resume: bool = False
-
-
-@dataclass
-class EvalEnv:
-    """How held-out episodes are rendered, parsed and answered by tools."""
-
-    render: Renderer
-    parse_calls: CallParser
-    run_tool: ToolRunner
 
 
 @dataclass
@@ -251,8 +242,7 @@ class _Run:
     def evaluate(self, tasks: Sequence[EvalTask]) -> dict[str, float]:
         with autocast_context(self.device, self.weight_dtype):
             scores, _ = evaluate(
-                self.model, self.tokenizer, tasks, self.env.render, self.env.parse_calls,
-                self.env.run_tool, max_turns=self.cfg.max_turns,
+                self.model, self.tokenizer, tasks, self.env, max_turns=self.cfg.max_turns,
                 max_new_tokens=self.cfg.max_new_tokens, batch_size=self.cfg.eval_batch,
             )  # fmt: skip
         self.model.train()

@@ -25,11 +25,13 @@ from typing import Any
 from agentrl.data import build_fixed_eval_indices
 from agentrl.data.prompt_pool import PromptPool
 from agentrl.observability import eval_metrics_from_details
+from agentrl.observability.rollout_dump import episode_records
 from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rollout import EpisodeConfig, run_episodes
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
-from agentrl.training.scoring import score_trajectories
+from agentrl.training.scoring import Scores, score_trajectories
+from agentrl.trajectory import Trajectory
 
 
 def eval_episode_config(
@@ -74,6 +76,24 @@ class Evaluator:
         self.reward = reward
         self.rewards = rewards
         self.indices = build_fixed_eval_indices(pool, samples, seed=seed) if len(pool) else []
+        self._last: tuple[list[Trajectory], Scores, int] | None = None
+
+    def records(self, step: int) -> list[dict[str, Any]]:
+        """The dump records of the last evaluation's episodes (one group per prompt)."""
+        if self._last is None:
+            return []
+        trajectories, scores, version = self._last
+        k = self.generations
+        return episode_records(
+            trajectories,
+            kind="eval",
+            step=step,
+            groups=[i // k for i in range(len(trajectories))],
+            rewards=scores.rewards.tolist(),
+            details=scores.details,
+            max_turns=self.episode.max_turns,
+            trainer_version=version,
+        )
 
     def run(self, engine: TorchEngine) -> dict[str, float]:
         if not self.indices:
@@ -92,6 +112,7 @@ class Evaluator:
             )
         trajectories = [t for g in groups for t in g.trajectories]
         scores = score_trajectories(trajectories, self.reward, None, self.rewards)
+        self._last = (trajectories, scores, int(engine.version))
         metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
         metrics["eval/tasks"] = float(len(groups))
         if self.generations > 1:

@@ -7,7 +7,8 @@ with a run's ``eval/...`` metrics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from agentrl.config import TrainConfig
 from agentrl.training.setup import Log
@@ -19,6 +20,7 @@ class PolicyEvaluation:
 
     spec: str
     metrics: dict[str, float]
+    records: list[dict[str, Any]] = field(default_factory=list)  # one dump record per episode
 
 
 def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
@@ -71,7 +73,8 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
     )
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
     engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
-    return PolicyEvaluation(spec, evaluator.run(engine))
+    metrics = evaluator.run(engine)
+    return PolicyEvaluation(spec, metrics, evaluator.records(step=0))
 
 
 __all__ = ["PolicyEvaluation", "evaluate_policy"]

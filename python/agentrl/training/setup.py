@@ -62,7 +62,7 @@ def hardware_notes(config: TrainConfig) -> list[str]:
 
 
 def model_spec(config: TrainConfig) -> str:
-    """``--model`` when given, else the seed's ``<save_dir>/<from_weight>_<hidden>.pth``."""
+    """``--model`` when given, else the compatible ``<save_dir>/<from_weight>_<hidden>.pth``."""
     if config.model:
         return config.model
     suffix = "_moe" if config.use_moe else ""
@@ -88,7 +88,7 @@ def ensure_warm_start(spec: str, log: Log) -> bool:
 
 
 def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
-    """Mixed precision on CUDA in the configured dtype; CPU runs in float32 (as the seed)."""
+    """Mixed precision on CUDA in the configured dtype; CPU runs in float32."""
     if device.type != "cuda" or dtype == "float32":
         return contextlib.nullcontext
     amp = torch.bfloat16 if dtype == "bfloat16" else torch.float16

@@ -58,6 +58,8 @@ class StepOutcome:
     scores: Scores | None
     batch: PackedBatch | None
     reward_baseline: float
+    advantages: torch.Tensor | None = None  # [rows] per trajectory of ``batch``
+    current_version: int = 0  # the trainer's policy version the step trained against
 
 
 def pack_batch(
@@ -278,7 +280,8 @@ def train_on_groups(
     if settings.rewards is not None:  # a user task: how its tools are used
         metrics.update(tool_metrics(batch.trajectories))
     metrics.update(_step_metrics(batch, report, beta))
-    return StepOutcome(metrics, report, scores, batch, reward_baseline)
+    return StepOutcome(metrics, report, scores, batch, reward_baseline,
+                       advantages.detach(), current_version)  # fmt: skip
 
 
 # The mean reward of the rows trained on, read with the metrics for the reward baseline.

@@ -7,12 +7,15 @@
 use std::fmt::Display;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyOSError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 use crate::expr::EvalError;
 use crate::numfmt::FormatError;
 use crate::reward::{BatchError, ConfigError, RecordError};
+use crate::scorefile::ScoreFileError;
 
 create_exception!(
     _core,
@@ -82,6 +85,24 @@ impl From<FormatError> for PyErr {
 impl From<BatchError> for PyErr {
     fn from(error: BatchError) -> Self {
         value_error(error)
+    }
+}
+
+/// `ValueError` for a batch given as JSON lines, naming the record as `score_batch` does.
+pub(super) fn in_line(error: BatchError) -> PyErr {
+    value_error(format!("record {}: {}", error.row, error.error))
+}
+
+/// A file that cannot be read or written is an `OSError` naming it; a run stopped by a
+/// signal is a `KeyboardInterrupt`; a scoring job that ended without a result is a
+/// `RuntimeError`.
+impl From<ScoreFileError> for PyErr {
+    fn from(error: ScoreFileError) -> Self {
+        match error {
+            ScoreFileError::Io { .. } => PyOSError::new_err(error.to_string()),
+            ScoreFileError::Stopped => PyKeyboardInterrupt::new_err(error.to_string()),
+            ScoreFileError::Internal(_) => PyRuntimeError::new_err(error.to_string()),
+        }
     }
 }
 

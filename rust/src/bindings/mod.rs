@@ -5,6 +5,7 @@ mod expr;
 mod json;
 mod message;
 mod reward;
+mod scorefile;
 mod toolcall;
 
 use pyo3::prelude::*;
@@ -17,5 +18,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     expr::register(m)?;
     toolcall::register(m)?;
     reward::register(m)?;
+    scorefile::register(m)?;
     Ok(())
 }

@@ -12,18 +12,18 @@ use std::sync::{mpsc, Arc};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyIterator, PyList, PyString, PyTuple,
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyIterator, PyList, PyString, PyTuple,
 };
 
-use super::error::{in_record, type_error, unscored_chunk, value_error};
+use super::error::{in_line, in_record, type_error, unscored_chunk, value_error};
 use super::json::{py_str_lossy, value_from_py};
 use crate::pyjson::{Object, Value};
 use crate::reward::config::FieldKind;
 use crate::reward::fast_hash::FastHash;
 use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
-    parallel, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig, ScoringContext,
-    TaskRegistry, Trajectory, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
+    parallel, score_json_lines, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig,
+    ScoringContext, TaskRegistry, Trajectory, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
 };
 
 /// Records converted and scored per step (see `reward_score_batch`).
@@ -407,7 +407,7 @@ fn config_value_from_py(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<ConfigVa
     }
 }
 
-fn config_from_py(settings: Option<&Bound<'_, PyDict>>) -> PyResult<RewardConfig> {
+pub(super) fn config_from_py(settings: Option<&Bound<'_, PyDict>>) -> PyResult<RewardConfig> {
     let mut config = RewardConfig::default();
     if let Some(settings) = settings {
         for (key, value) in settings.iter() {
@@ -484,6 +484,51 @@ fn reward_score_batch<'py>(
         terms.extend(scores.contributions.iter().map(|c| c.values()));
     }
     let contributions = if explain {
+        Some(row_buffer(py, &terms)?)
+    } else {
+        None
+    };
+    Ok((details.len(), row_buffer(py, &details)?, contributions))
+}
+
+/// Scores records given as JSON lines (`str` or `bytes`, one record each), decoded and
+/// scored with the GIL released; no Python objects are built for them. Returns what
+/// `reward_score_batch` returns.
+#[pyfunction]
+#[pyo3(signature = (lines, config = None, threads = None, explain = false))]
+fn reward_score_lines<'py>(
+    py: Python<'py>,
+    lines: &Bound<'py, PyList>,
+    config: Option<&Bound<'py, PyDict>>,
+    threads: Option<usize>,
+    explain: bool,
+) -> PyResult<(
+    usize,
+    Bound<'py, PyByteArray>,
+    Option<Bound<'py, PyByteArray>>,
+)> {
+    let config = config_from_py(config)?;
+    let threads = parallel::resolve_threads(threads);
+    let mut raw: Vec<Vec<u8>> = Vec::with_capacity(lines.len());
+    for (i, item) in lines.iter().enumerate() {
+        if let Ok(bytes) = item.cast::<PyBytes>() {
+            raw.push(bytes.as_bytes().to_vec());
+        } else if let Ok(text) = item.cast::<PyString>() {
+            raw.push(py_text(text)?.as_bytes().to_vec());
+        } else {
+            return Err(type_error(format!(
+                "record {i}: expected a JSON line (str or bytes), got {}",
+                item.get_type().name()?
+            )));
+        }
+    }
+    let scores = py
+        .detach(|| score_json_lines(&config, &raw, threads, explain))
+        .map_err(in_line)?;
+    let details: Vec<[f64; DETAIL_COUNT]> = scores.details.iter().map(|d| d.values()).collect();
+    let contributions = if explain {
+        let terms: Vec<[f64; TERM_COUNT]> =
+            scores.contributions.iter().map(|c| c.values()).collect();
         Some(row_buffer(py, &terms)?)
     } else {
         None
@@ -661,6 +706,7 @@ fn reward_parallelism_disabled() -> bool {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     parallel::register_fork_handler();
     m.add_function(wrap_pyfunction!(reward_score_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(reward_score_lines, m)?)?;
     m.add_function(wrap_pyfunction!(reward_detail_keys, m)?)?;
     m.add_function(wrap_pyfunction!(reward_term_keys, m)?)?;
     m.add_function(wrap_pyfunction!(reward_config_fields, m)?)?;

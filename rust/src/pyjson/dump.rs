@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::scan::find_special;
 use super::value::Value;
 
 /// Formatting choices of `json.dumps` that the reward and the parsers use.
@@ -38,10 +39,28 @@ impl Default for DumpOptions {
     }
 }
 
+/// An object's entries in the order they are written.
+enum Entries<'a> {
+    /// Insertion order (no copy of the entry list).
+    InOrder(std::slice::Iter<'a, (String, Value)>),
+    Sorted(std::vec::IntoIter<&'a (String, Value)>),
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = &'a (String, Value);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Entries::InOrder(it) => it.next(),
+            Entries::Sorted(it) => it.next(),
+        }
+    }
+}
+
 /// A container whose remaining children are still to be written.
 enum Pending<'a> {
     Array(std::slice::Iter<'a, Value>),
-    Object(std::vec::IntoIter<&'a (String, Value)>),
+    Object(Entries<'a>),
 }
 
 impl Value {
@@ -53,12 +72,18 @@ impl Value {
     /// JSON text exactly as `json.dumps(v, ensure_ascii=False, ...)` writes it with these
     /// options (non-finite floats as `NaN`/`Infinity`, as Python's default `allow_nan`).
     pub fn to_json_string_with(&self, opts: &DumpOptions) -> String {
+        let mut out = String::new();
+        self.write_json(&mut out, opts);
+        out
+    }
+
+    /// Appends the text of [`Value::to_json_string_with`] to `out`.
+    pub fn write_json(&self, out: &mut String, opts: &DumpOptions) {
         let (item_sep, key_sep) = if opts.compact {
             (",", ":")
         } else {
             (", ", ": ")
         };
-        let mut out = String::new();
         let mut stack: Vec<Pending<'_>> = Vec::new();
         let mut next: Option<&Value> = Some(self);
         loop {
@@ -79,14 +104,16 @@ impl Value {
                     }
                     Value::Object(obj) => {
                         out.push('{');
-                        let mut entries: Vec<&(String, Value)> = obj.iter().collect();
-                        if opts.sort_keys {
+                        let mut it = if opts.sort_keys {
+                            let mut entries: Vec<&(String, Value)> = obj.iter().collect();
                             entries.sort_by(|a, b| a.0.cmp(&b.0));
-                        }
-                        let mut it = entries.into_iter();
+                            Entries::Sorted(entries.into_iter())
+                        } else {
+                            Entries::InOrder(obj.iter())
+                        };
                         match it.next() {
                             Some((k, v)) => {
-                                write_str(&mut out, k);
+                                write_str(out, k);
                                 out.push_str(key_sep);
                                 next = Some(v);
                                 stack.push(Pending::Object(it));
@@ -94,13 +121,13 @@ impl Value {
                             None => out.push('}'),
                         }
                     }
-                    scalar => write_scalar(&mut out, scalar),
+                    scalar => write_scalar(out, scalar),
                 }
                 continue;
             }
             // The current value is written: move to the next sibling or close containers.
             match stack.last_mut() {
-                None => return out,
+                None => return,
                 Some(Pending::Array(it)) => match it.next() {
                     Some(v) => {
                         out.push_str(item_sep);
@@ -114,7 +141,7 @@ impl Value {
                 Some(Pending::Object(it)) => match it.next() {
                     Some((k, v)) => {
                         out.push_str(item_sep);
-                        write_str(&mut out, k);
+                        write_str(out, k);
                         out.push_str(key_sep);
                         next = Some(v);
                     }
@@ -133,9 +160,7 @@ fn write_scalar(out: &mut String, value: &Value) {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => write_int(out, *i),
         Value::BigInt(digits) => out.push_str(digits),
         Value::Float(f) => write_float(out, *f),
         Value::Str(s) => write_str(out, s),
@@ -147,29 +172,54 @@ fn write_scalar(out: &mut String, value: &Value) {
 /// A JSON string literal with `json.dumps(ensure_ascii=False)` escaping.
 fn write_str(out: &mut String, s: &str) {
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
+    loop {
+        let i = find_special(bytes, start, b'"', true);
+        // Special bytes are ASCII, so `start` and `i` are char boundaries.
         out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
-        } else {
-            out.push_str(escape);
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
         }
         start = i + 1;
     }
-    out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Appends the decimal digits of `n`, as `{n}` would, without the formatting machinery.
+fn write_int(out: &mut String, n: i64) {
+    if let Ok(digit @ 0..=9) = u8::try_from(n) {
+        out.push(char::from(b'0' + digit));
+        return;
+    }
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push('-');
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
 /// `float.__repr__` as `json.dumps` uses it, plus `NaN`/`Infinity`/`-Infinity`.
@@ -182,7 +232,45 @@ fn write_float(out: &mut String, f: f64) {
         out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
         return;
     }
-    out.push_str(&python_float_repr(f));
+    write_float_repr(out, f);
+}
+
+/// Appends Python's `repr(float)` of a finite value (see [`python_float_repr`]).
+pub(crate) fn write_float_repr(out: &mut String, f: f64) {
+    // Integral values below 1e16 print as their integer and ".0": the common case of
+    // reward details (counts and flags), without the general digit search.
+    if f.fract() == 0.0 && f.abs() < 1e16 && f != 0.0 {
+        write_int(out, f as i64);
+        out.push_str(".0");
+        return;
+    }
+    REPR_CACHE.with(|cache| {
+        let Ok(mut cache) = cache.try_borrow_mut() else {
+            out.push_str(&python_float_repr(f));
+            return;
+        };
+        if cache.is_empty() {
+            cache.resize(REPR_SLOTS, (EMPTY_SLOT, String::new()));
+        }
+        let bits = f.to_bits();
+        let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % REPR_SLOTS;
+        let entry = &mut cache[slot];
+        if entry.0 != bits {
+            *entry = (bits, python_float_repr(f));
+        }
+        out.push_str(&entry.1);
+    });
+}
+
+/// Slots of the per-thread cache of float reprs, by bit pattern: reward details repeat a
+/// few fractions over and over, and the shortest-digit search is the costly part.
+const REPR_SLOTS: usize = 1024;
+/// A NaN pattern, never cached (only finite values are), marking an empty slot.
+const EMPTY_SLOT: u64 = u64::MAX;
+
+thread_local! {
+    static REPR_CACHE: std::cell::RefCell<Vec<(u64, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Python's `repr(float)` for a finite value: the shortest digits that round-trip, written
@@ -278,6 +366,12 @@ mod tests {
         ];
         for (f, want) in cases {
             assert_eq!(python_float_repr(*f), *want, "{f:e}");
+            // Twice: computed, then from the cache.
+            for _ in 0..2 {
+                let mut written = String::new();
+                write_float_repr(&mut written, *f);
+                assert_eq!(written, *want, "{f:e}");
+            }
         }
     }
 
@@ -307,6 +401,15 @@ mod tests {
             v.to_json_string_with(&sorted),
             "{\"arguments\": {\"a\": {}, \"b\": [1, 2.5, null, true]}, \"name\": \"f\"}"
         );
+    }
+
+    #[test]
+    fn integers_are_written_in_full() {
+        for n in [0, 7, 9, -1, -7, 10, 1234567890, i64::MAX, i64::MIN] {
+            let mut out = String::new();
+            write_int(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
     }
 
     #[test]

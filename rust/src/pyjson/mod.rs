@@ -22,8 +22,10 @@
 
 mod dump;
 mod parse;
+pub(crate) mod scan;
 mod value;
 
+pub(crate) use dump::write_float_repr;
 pub use dump::DumpOptions;
 pub use parse::{parse, parse_prefix, JsonError, ParseOptions, PYTHON_MAX_DEPTH};
 pub use value::{Object, Value};

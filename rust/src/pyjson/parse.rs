@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::scan::find_special;
 use super::value::{Object, Value};
 
 /// Deepest nesting of arrays/objects accepted in Python mode.
@@ -168,6 +169,16 @@ enum Open {
     Array(Vec<Value>),
     /// The pairs so far and the key whose value is being decoded.
     Object(Vec<(String, Value)>, String),
+}
+
+/// The raw length of a string's remaining text from `at` (a backslash) to its closing quote
+/// (or to where the text ends or a control character stops it).
+fn escaped_len(bytes: &[u8], at: usize, quote: u8, controls: bool) -> usize {
+    let mut i = at;
+    while bytes.get(i) == Some(&b'\\') {
+        i = find_special(bytes, i + 2, quote, controls);
+    }
+    i.min(bytes.len()) - at
 }
 
 struct Parser<'a> {
@@ -431,15 +442,23 @@ impl<'a> Parser<'a> {
     /// A string delimited by `quote`; `self.pos` is at the opening quote.
     fn string(&mut self, quote: u8) -> Result<String, JsonError> {
         self.pos += 1;
-        let mut out = String::new();
+        let controls = !self.opts.control_chars;
+        let first_special = find_special(self.bytes, self.pos, quote, controls);
+        let mut out = if self.bytes.get(first_special) == Some(&b'\\') {
+            // Escapes ahead: size the text once (decoding only shortens it) instead of
+            // growing it escape by escape.
+            let plain = first_special - self.pos;
+            String::with_capacity(plain + escaped_len(self.bytes, first_special, quote, controls))
+        } else {
+            String::new()
+        };
+        let mut next_special = Some(first_special);
         loop {
             let chunk = self.pos;
-            while let Some(&b) = self.bytes.get(self.pos) {
-                if b == quote || b == b'\\' || (b < 0x20 && !self.opts.control_chars) {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = match next_special.take() {
+                Some(found) => found,
+                None => find_special(self.bytes, self.pos, quote, controls),
+            };
             // The scan stops only at ASCII bytes or the end: both are char boundaries.
             out.push_str(self.src.get(chunk..self.pos).unwrap_or_default());
             match self.peek() {

@@ -106,6 +106,12 @@ impl Object {
     /// first position and takes its last value. Linear time in the number of pairs.
     pub fn from_pairs(pairs: Vec<(String, Value)>) -> Self {
         if pairs.len() <= SMALL_OBJECT {
+            // Nearly always the keys are distinct: then the pairs are the entries as they are.
+            let distinct =
+                (1..pairs.len()).all(|i| pairs[..i].iter().all(|(k, _)| *k != pairs[i].0));
+            if distinct {
+                return Object { entries: pairs };
+            }
             let mut obj = Object {
                 entries: Vec::with_capacity(pairs.len()),
             };

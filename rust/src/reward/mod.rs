@@ -9,6 +9,7 @@
 mod answer;
 pub(crate) mod config;
 pub(crate) mod fast_hash;
+pub(crate) mod json_lines;
 pub(crate) mod parallel;
 mod pyvalue;
 pub(crate) mod record;
@@ -24,6 +25,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use config::{ConfigError, ConfigValue, RewardConfig};
+pub use json_lines::score_json_lines;
 pub use record::{RecordError, Task, ToolEvent, Trajectory};
 pub use score::{Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS};
 
@@ -31,11 +33,32 @@ use fast_hash::FastHash;
 use score::GroundTruth;
 use task::TaskMath;
 
+/// Why one row of a batch could not be scored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowError {
+    /// A setting in the row's `config` is unknown or has a wrong value.
+    Config(ConfigError),
+    /// A field of the row has the wrong type, or `completion` is missing.
+    Record(RecordError),
+    /// A row given as a JSON line that is not valid UTF-8 or not valid JSON.
+    Json(String),
+}
+
+impl fmt::Display for RowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RowError::Config(error) => error.fmt(f),
+            RowError::Record(error) => error.fmt(f),
+            RowError::Json(message) => f.write_str(message),
+        }
+    }
+}
+
 /// A batch could not be scored because of one row; `row` is its index in the batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchError {
     pub row: usize,
-    pub error: ConfigError,
+    pub error: RowError,
 }
 
 impl fmt::Display for BatchError {
@@ -114,6 +137,10 @@ impl TaskRegistry {
     }
 }
 
+/// Distinct task texts whose arithmetic a context keeps; past this the cache starts over,
+/// so that scoring a file of millions of distinct tasks keeps bounded memory.
+const MAX_CACHED_TEXTS: usize = 1 << 16;
+
 /// What scoring a chunk needs besides its rows; shared by all the threads scoring chunks.
 #[derive(Debug)]
 pub struct ScoringContext {
@@ -138,6 +165,11 @@ impl ScoringContext {
         self.threads
     }
 
+    /// The batch's settings (before any row's overrides).
+    pub fn config(&self) -> &RewardConfig {
+        &self.config
+    }
+
     /// Scores a chunk of rows whose tasks were registered (`tasks[i]` is row `i`'s);
     /// `first_row` is the index of `rows[0]` in the whole batch, for error messages.
     pub fn score_chunk(
@@ -160,7 +192,7 @@ impl ScoringContext {
                     .map(|config| Some(Box::new(config)))
                     .map_err(|error| BatchError {
                         row: first_row + i,
-                        error,
+                        error: RowError::Config(error),
                     })
             })
             .collect::<Result<_, _>>()?;
@@ -224,6 +256,9 @@ impl ScoringContext {
         // Extracted outside the lock; two threads may race on one text, harmlessly.
         let math = Arc::new(TaskMath::from_task(text));
         if let Ok(mut cache) = self.by_text.lock() {
+            if cache.len() >= MAX_CACHED_TEXTS {
+                cache.clear();
+            }
             cache.insert(text.to_string(), Arc::clone(&math));
         }
         math

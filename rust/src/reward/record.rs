@@ -152,24 +152,36 @@ pub fn config_value(value: &Value) -> Option<ConfigValue> {
 }
 
 impl Trajectory {
-    /// Reads a row from a JSON object. Unknown keys (such as a previous `reward`) are
-    /// ignored; a known key with the wrong type is an error; `completion` is required.
-    #[cfg(test)]
+    /// Reads a row from a JSON object as `score_batch` reads a dict. Unknown keys (such as a
+    /// previous `reward`) are ignored; a known key with the wrong type is an error;
+    /// `completion` is required. The task text is `prompt` unless it is missing or null,
+    /// else `task`.
     pub fn from_value(value: Value) -> Result<Trajectory, RecordError> {
         let Value::Object(obj) = value else {
             return Err(wrong_type("<row>", "a JSON object", &value));
         };
         let mut row = Trajectory::default();
         let mut has_completion = false;
+        let mut prompt = None;
+        let mut task = None;
         for (key, value) in obj.into_pairs() {
-            has_completion |= key == "completion";
-            row.set_field(&key, value)?;
+            match key.as_str() {
+                "prompt" => prompt = Some(value),
+                "task" => task = Some(value),
+                _ => {
+                    has_completion |= key == "completion";
+                    row.set_field(&key, value)?;
+                }
+            }
         }
         if !has_completion {
             return Err(RecordError {
                 field: "completion",
                 message: "missing".to_string(),
             });
+        }
+        if let Some(text) = prompt.filter(|p| *p != Value::Null).or(task) {
+            Arc::make_mut(&mut row.task).set_field("prompt", text)?;
         }
         Ok(row)
     }
@@ -280,6 +292,16 @@ mod tests {
         assert_eq!(t.tool_events, None);
         let t = row(r#"{"gt":null,"completion":"x","tool_events":null}"#).unwrap();
         assert!(t.task.gt.is_empty() && t.tool_events.is_none());
+    }
+
+    #[test]
+    fn prompt_wins_over_task_unless_null() {
+        let t = row(r#"{"task":"A","prompt":"B","completion":""}"#).unwrap();
+        assert_eq!(t.task.prompt, "B");
+        let t = row(r#"{"task":"A","prompt":null,"completion":""}"#).unwrap();
+        assert_eq!(t.task.prompt, "A");
+        let t = row(r#"{"prompt":"","task":"A","completion":""}"#).unwrap();
+        assert_eq!(t.task.prompt, "");
     }
 
     #[test]

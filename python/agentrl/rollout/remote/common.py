@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import abc
 import math
-import threading
-from collections.abc import Sequence, Set
+from collections.abc import Set
 from typing import Any
 
 from agentrl.rollout.engine import (
     FINISH_EOS,
     FINISH_LENGTH,
     FINISH_STOP,
+    BatchEngine,
     Generation,
     generation_rows,
     tokenizer_end_ids,
@@ -94,31 +94,16 @@ def finish_generation(
     )
 
 
-class LiveRowsEngine(abc.ABC):
-    """``generate`` for engines that hand whole batches of rows to another generator.
+class LiveRowsEngine(BatchEngine):
+    """`BatchEngine` for engines that hand whole batches of rows to another generator.
 
-    It expands prompts into rows and budgets, reseeds when asked, gives zero-budget rows
-    an empty `Generation` without asking the backend, counts calls (the per-call seed
-    depends on the count) and keeps the engine lock across the whole call. A subclass
-    names its counters in ``STAT_NAMES`` and implements `_generate_live` for the rows
-    that have a token budget.
+    Zero-budget rows get an empty `Generation` without asking the backend; calls are
+    counted (the per-call seed depends on the count). A subclass names its counters in
+    ``STAT_NAMES`` and implements `_generate_live` for the rows that have a token budget.
     """
 
-    STAT_NAMES: tuple[str, ...] = ()
-    lock: threading.RLock
-    version: int
-    stats: dict[str, int]
     _seed: int | None
     _calls: int
-
-    def _fresh_stats(self) -> dict[str, int]:
-        return dict.fromkeys(self.STAT_NAMES, 0)
-
-    def reset_stats(self) -> dict[str, int]:
-        """Return the counters and start new ones."""
-        with self.lock:
-            old, self.stats = self.stats, self._fresh_stats()
-        return old
 
     def reseed(self, seed: int) -> None:
         """Restart the per-call seeds: the same seed and calls give the same request seeds."""
@@ -137,35 +122,20 @@ class LiveRowsEngine(abc.ABC):
     ) -> list[Generation]:
         """One `Generation` per row, in order; every budget is positive."""
 
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams | None = None,
-        *,
-        num_samples: int = 1,
-        max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
+    def _sample_rows(
+        self, rows: list[list[int]], budgets: list[int], params: SamplingParams
     ) -> list[Generation]:
-        """Generate for every prompt, ``num_samples`` times each (outputs prompt-major)."""
-        params = params or SamplingParams()
-        rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
-        with self.lock:
-            if seed is not None:
-                self.reseed(seed)
-            version = self.version
-            live = [i for i in range(len(rows)) if budgets[i] > 0]
-            made: dict[int, Generation] = {}
-            if live:
-                outs = self._generate_live(
-                    [rows[i] for i in live], [budgets[i] for i in live], params, version
-                )
-                made = dict(zip(live, outs, strict=True))
-            results = [made[i] if i in made else empty_generation(version, len(row))
-                       for i, row in enumerate(rows)]  # fmt: skip
-            self._calls += 1
-            self.stats["generate_calls"] += 1
-            self.stats["sequences"] += len(rows)
-        return results
+        version = self.version
+        live = [i for i in range(len(rows)) if budgets[i] > 0]
+        made: dict[int, Generation] = {}
+        if live:
+            outs = self._generate_live(
+                [rows[i] for i in live], [budgets[i] for i in live], params, version
+            )
+            made = dict(zip(live, outs, strict=True))
+        self._calls += 1
+        return [made[i] if i in made else empty_generation(version, len(row))
+                for i, row in enumerate(rows)]  # fmt: skip
 
 
 __all__ = [

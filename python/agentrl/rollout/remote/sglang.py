@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from agentrl.rollout.engine import Generation
+from agentrl.rollout.engine import Generation, WeightSource
 from agentrl.rollout.remote.common import (
     LiveRowsEngine,
     finish_generation,
@@ -164,42 +164,31 @@ class SGLangEngine(LiveRowsEngine):
 
     # ---- weights ----
 
-    def update_weights(
-        self,
-        source: Mapping[str, torch.Tensor] | torch.nn.Module | str | os.PathLike[str],
-        version: int | None = None,
-        *,
-        strict: bool = False,
-    ) -> bool:
-        """Publish ``source`` and have the server load it; False for non-finite weights.
+    def _load_weights(self, source: WeightSource, version: int, *, strict: bool) -> bool:
+        """Publish ``source`` and have the server load it.
 
         ``source`` may be a model, a state dict, or a directory already in the server's
         reach (loaded as it is). A server that fails to load the weights raises
         RemoteEngineError: rollouts must not go on silently with the old weights.
+        ``strict`` is not needed: the server checks names and shapes itself.
         """
-        del strict  # the server checks names and shapes itself
-        new_version = self.version + 1 if version is None else int(version)
-        with self.lock:
-            if isinstance(source, str | os.PathLike):
-                path = Path(source)
-            else:
-                state = policy_state_dict(source)
-                if has_nonfinite(state):
-                    self.stats["weight_updates_skipped"] += 1
-                    return False
-                path = publish_weights(
-                    state,
-                    self.shared_dir,
-                    new_version,
-                    keep=self.keep_published,
-                    config_dir=self.model_path,
-                    model_config=model_config_of(source),
-                )
-            self._load_from_disk(path, new_version)
-            self.flush_cache()
-            self.published_path = path
-            self.version = new_version
-            self.stats["weight_updates"] += 1
+        if isinstance(source, str | os.PathLike):
+            path = Path(source)
+        else:
+            state = policy_state_dict(source)
+            if has_nonfinite(state):
+                return False
+            path = publish_weights(
+                state,
+                self.shared_dir,
+                version,
+                keep=self.keep_published,
+                config_dir=self.model_path,
+                model_config=model_config_of(source),
+            )
+        self._load_from_disk(path, version)
+        self.flush_cache()
+        self.published_path = path
         return True
 
     def _load_from_disk(self, path: Path, version: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from agentrl.rollout.engine import Generation
+from agentrl.rollout.engine import Generation, WeightSource
 from agentrl.rollout.remote.common import (
     LiveRowsEngine,
     finish_generation,
@@ -131,27 +131,17 @@ class VLLMEngine(LiveRowsEngine):
             "before starting so the model runs in this process"
         )
 
-    def update_weights(
-        self,
-        source: Mapping[str, torch.Tensor] | torch.nn.Module,
-        version: int | None = None,
-        *,
-        strict: bool = False,
-    ) -> bool:
-        """Push ``source`` (HF parameter names) into vLLM; False for non-finite weights."""
-        del strict  # vLLM's load_weights maps HF names to its fused layout itself
+    def _load_weights(self, source: WeightSource, version: int, *, strict: bool) -> bool:
+        """Push ``source`` (HF parameter names) into vLLM; ``strict`` is not needed: vLLM's
+        load_weights maps HF names to its fused layout itself."""
         state = policy_state_dict(source)
         if has_nonfinite(state):
-            with self.lock:
-                self.stats["weight_updates_skipped"] += 1
             return False
-        with self.lock, torch.no_grad():
+        with torch.no_grad():
             self.model.load_weights(weights=list(state.items()))
-            reset = getattr(self.llm, "reset_prefix_cache", None)
-            if callable(reset):
-                reset()
-            self.version = self.version + 1 if version is None else int(version)
-            self.stats["weight_updates"] += 1
+        reset = getattr(self.llm, "reset_prefix_cache", None)
+        if callable(reset):
+            reset()
         return True
 
     # ---- generation ----

@@ -1,0 +1,202 @@
+"""`agentrl score` end to end against the reference trainer's Python scoring loop.
+
+Writes a JSONL file of N trajectories (100,000 by default): the golden reward file's rows
+(tests/data/reward_parity.jsonl, without their scores and per-line settings), each repeated
+in a run of consecutive lines as the completions of one prompt are. Then, in one run:
+
+- the reference loop: the reference implementation's per-trajectory scorer (loaded at run
+  time by benches/reference_baseline.py or benches/seed_baseline.py) over a slice of the
+  rows, in CPU seconds per trajectory;
+- `agentrl score FILE -o OUT --threads T` as a child process for each T (1 and 2 by
+  default), start-up included: wall seconds, CPU seconds and peak resident memory (from
+  the child's own rusage);
+- a memory run on a larger generated file (``--memory-mb``, 200 by default).
+
+It prints trajectories per second, the ratios to the reference loop and between thread
+counts, and the peak RSS of each run. Targets: at least 50x the reference loop end to end,
+at least 1.8x from 1 to 2 threads, under 300 MB resident on a 1 GB input.
+
+On a shared machine wall-clock rates and thread scaling depend on the load; the CPU-time
+rate (trajectories per CPU second of the child, start-up included) much less, and is printed
+next to them. The reference loop is timed in CPU seconds and scores only (no JSON reading
+or writing), so both ratios favour it.
+
+Run: ``.venv/bin/python benches/bench_score_file.py [--rows N] [--threads 1,2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE.parent / "tests" / "data" / "reward_parity.jsonl"
+ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished")
+sys.path.insert(0, str(HERE))
+
+
+def _baseline_module() -> Any:
+    """The module that loads the reference implementation (whichever name it has)."""
+    for name in ("reference_baseline", "seed_baseline"):
+        if (HERE / f"{name}.py").exists():
+            return importlib.import_module(name)
+    raise SystemExit("benches/reference_baseline.py is missing")
+
+
+def _golden_rows() -> list[dict[str, Any]]:
+    with open(GOLDEN, encoding="utf-8") as handle:
+        return [{k: json.loads(line)[k] for k in ROW_KEYS} for line in handle]
+
+
+def write_corpus(path: Path, rows: int, golden: list[dict[str, Any]], group: int) -> int:
+    """Writes ``rows`` lines (each golden row repeated ``group`` times in a row); returns
+    the file's size in bytes."""
+    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in golden]
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(rows):
+            handle.write(lines[(i // group) % len(lines)])
+    return path.stat().st_size
+
+
+def _reference_arguments(reference: dict[str, Any]) -> argparse.Namespace:
+    """The reference trainer's own defaults, with finished schedules as `agentrl score`."""
+    reference.setdefault(
+        "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
+    )
+    saved = sys.argv
+    sys.argv = ["reference"]
+    try:
+        args = reference["build_args"]()
+    finally:
+        sys.argv = saved
+    args.current_step = 10**6
+    return args
+
+
+def reference_rate(rows: list[dict[str, Any]]) -> tuple[float, list[float]] | None:
+    """Trajectories per CPU second of the reference loop over ``rows``, and its rewards."""
+    baseline = _baseline_module()
+    loader = getattr(baseline, "load_reference", None) or baseline.load_seed
+    reference = loader()
+    if reference is None:
+        return None
+    score = reference["score_one_trajectory"]
+    args = _reference_arguments(reference)
+    start = time.process_time()
+    rewards = [
+        score(args, "", r["completion"], r["gt"], None, r["tool_events"], r["unfinished"],
+              None, r["messages"])[0]
+        for r in rows
+    ]  # fmt: skip
+    return len(rows) / (time.process_time() - start), rewards
+
+
+@dataclass
+class Run:
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    exit_code: int
+
+
+def run_score(src: Path, dst: Path, threads: int) -> Run:
+    """`agentrl score` in a child process, with that child's own resource usage."""
+    command = [sys.executable, "-m", "agentrl.cli", "score", str(src), "-o", str(dst)]
+    command += ["--threads", str(threads)]
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return Run(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=usage.ru_maxrss / 1024,  # kilobytes on Linux
+        exit_code=child.returncode,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--group", type=int, default=8, help="consecutive lines per task")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument(
+        "--reference-rows", type=int, default=6_000, help="rows for the reference loop (0: skip)"
+    )
+    parser.add_argument("--memory-mb", type=int, default=200, help="0 skips the memory run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per thread count (best)")
+    args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+
+    golden = _golden_rows()
+    with tempfile.TemporaryDirectory(prefix="bench-score-") as folder:
+        src, dst = Path(folder) / "in.jsonl", Path(folder) / "out.jsonl"
+        size = write_corpus(src, args.rows, golden, args.group)
+        print(f"input: {args.rows:,} trajectories, {size / 1e6:.1f} MB, groups of {args.group}")
+
+        ref_rows = [golden[(i // args.group) % len(golden)] for i in range(args.reference_rows)]
+        reference = reference_rate(ref_rows) if ref_rows else None
+        if not ref_rows:
+            print("reference loop skipped (--reference-rows 0)")
+        elif reference is None:
+            absent = getattr(_baseline_module(), "absent_message", None)
+            print(absent() if absent else "reference implementation not found: no baseline")
+        else:
+            print(
+                f"reference loop (Python, {len(ref_rows):,} rows): {reference[0]:,.0f} traj/s CPU"
+            )
+
+        runs: dict[int, Run] = {}
+        for t in threads:
+            tries = [run_score(src, dst, t) for _ in range(args.repeat)]
+            runs[t] = min(tries, key=lambda r: r.wall_s)
+        print(f"{'agentrl score':18} {'wall traj/s':>12} {'CPU traj/s':>11} {'peak RSS':>9}"
+              f" {'wall vs ref':>12} {'CPU vs ref':>11}")  # fmt: skip
+        for t, run in runs.items():
+            wall_rate, cpu_rate = args.rows / run.wall_s, args.rows / run.cpu_s
+            ratios = (
+                f"{wall_rate / reference[0]:11.1f}x {cpu_rate / reference[0]:10.1f}x"
+                if reference
+                else f"{'-':>12} {'-':>11}"
+            )
+            print(f"{t} thread(s){'':8} {wall_rate:12,.0f} {cpu_rate:11,.0f}"
+                  f" {run.peak_rss_mb:7.0f}MB {ratios}")  # fmt: skip
+            if run.exit_code != 0:
+                raise SystemExit(f"agentrl score exited with {run.exit_code}")
+        if 1 in runs and 2 in runs:
+            print(f"1 -> 2 threads: {runs[1].wall_s / runs[2].wall_s:.2f}x (wall clock)")
+        if reference is not None:
+            _check_rewards(dst, reference[1])
+
+        if args.memory_mb:
+            big_rows = int(args.rows * args.memory_mb * 1e6 / size)
+            big_size = write_corpus(src, big_rows, golden, args.group)
+            run = run_score(src, dst, max(threads))
+            print(f"memory: {big_size / 1e6:.0f} MB input ({big_rows:,} lines), "
+                  f"{max(threads)} threads: peak RSS {run.peak_rss_mb:.0f} MB, "
+                  f"{big_rows / run.wall_s:,.0f} traj/s")  # fmt: skip
+
+
+def _check_rewards(dst: Path, reference: list[float]) -> None:
+    """The rewards written agree with the reference loop's on the rows it scored."""
+    with open(dst, encoding="utf-8") as handle:
+        ours = [json.loads(next(handle))["reward"] for _ in reference]
+    bad = sum(abs(float(a) - b) > 1e-9 for a, b in zip(ours, reference, strict=True))
+    print(f"rewards equal to the reference loop's: {len(reference) - bad}/{len(reference)}")
+    if bad:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

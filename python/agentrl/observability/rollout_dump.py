@@ -1,0 +1,281 @@
+"""Rollout dumps: every episode of a step written out whole, to be read by `agentrl view`.
+
+Debugging RL is reading trajectories, so every ``dump_rollouts`` steps the trainer writes one
+record per episode of the step to ``<run>/rollouts/step-<step>.jsonl.gz`` (and, at each
+evaluation, the eval episodes to ``eval-<step>.jsonl.gz``); `agentrl eval --output FILE`
+writes the same record per sample. A record (schema version :data:`SCHEMA_VERSION`):
+
+- ``kind`` ("train" | "eval"), ``step``, ``episode`` (index in the file), ``group`` (the
+  episode's group in the step: the G episodes of one prompt share it), ``prompt_index``;
+- ``messages``: the whole conversation (prompt, each assistant turn, each tool result);
+- ``tool_calls``: per call ``turn``, ``name``, ``arguments``, ``ok``, ``result`` or
+  ``error``, ``seconds`` (wall time of that turn's calls, which run together);
+- ``tokens``: ``prompt``, ``generated``, ``observation``;
+- ``reward`` and ``reward_terms`` (every detail the scorer returned for the episode);
+- ``advantage`` (train only), ``policy_version`` (that sampled the episode),
+  ``trainer_version`` and ``staleness`` (versions between the two), ``finish_reason``
+  (``answered``, ``turn_limit`` or ``token_limit``), ``turns``, ``seconds``, ``gt``;
+- eval records also carry ``passed`` (exact match).
+
+Non-finite numbers are written as null so every line is valid JSON. Under data parallel
+training the reporting process dumps its own share of the batch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl.trajectory import Trajectory
+
+SCHEMA_VERSION = 1
+DUMP_DIR = "rollouts"
+FINISH_REASONS = ("answered", "turn_limit", "token_limit")
+_STEP_FILE = re.compile(r"^(step|eval)-(\d+)\.jsonl\.gz$")
+
+
+def clean_json(value: Any) -> Any:
+    """``value`` with non-finite floats as None and anything unknown as its text."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    if hasattr(value, "item"):
+        return clean_json(value.item())
+    return str(value)
+
+
+def finish_reason(traj: Trajectory, max_turns: int) -> str:
+    """Why the episode ended: with an answer (a turn without tool calls), or cut off by the
+    turn limit or the token budget while it was still calling tools."""
+    if not traj.unfinished:
+        return "answered"
+    return "turn_limit" if len(traj.turn_outputs) >= max_turns else "token_limit"
+
+
+def tool_calls(traj: Trajectory) -> list[dict[str, Any]]:
+    """One entry per executed call, in order, with its turn, result or error and time."""
+    out = []
+    for i, event in enumerate(traj.tool_events):
+        result = event.get("result")
+        ok = bool(event.get("ok"))
+        call: dict[str, Any] = {
+            "turn": traj.tool_turns[i] if i < len(traj.tool_turns) else None,
+            "name": str(event.get("name", "")),
+            "arguments": event.get("args", {}),
+            "ok": ok,
+            "seconds": traj.tool_seconds[i] if i < len(traj.tool_seconds) else None,
+        }
+        if ok:
+            call["result"] = result
+        else:
+            error = result.get("error") if isinstance(result, Mapping) else result
+            call["error"] = str(error)
+        out.append(call)
+    return out
+
+
+def conversation(traj: Trajectory, calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The prompt messages, then each assistant turn followed by the results of its calls."""
+    messages = [dict(m) for m in traj.messages]
+    by_turn: dict[int | None, list[Mapping[str, Any]]] = {}
+    for call in calls:
+        by_turn.setdefault(call["turn"], []).append(call)
+    for turn, text in enumerate(traj.turn_outputs):
+        made = by_turn.pop(turn, [])
+        messages.append({"role": "assistant", "content": text, "tool_calls": len(made)})
+        messages.extend(_tool_message(call) for call in made)
+    for made in by_turn.values():  # calls whose turn is unknown: after every turn
+        messages.extend(_tool_message(call) for call in made)
+    return messages
+
+
+def _tool_message(call: Mapping[str, Any]) -> dict[str, Any]:
+    body = call["result"] if call["ok"] else {"error": call["error"]}
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return {"role": "tool", "name": call["name"], "content": text, "ok": call["ok"]}
+
+
+def episode_record(
+    traj: Trajectory,
+    *,
+    kind: str,
+    step: int,
+    episode: int,
+    group: int,
+    reward: float,
+    terms: Mapping[str, Any],
+    max_turns: int,
+    advantage: float | None = None,
+    trainer_version: int | None = None,
+) -> dict[str, Any]:
+    """The dump record of one episode (see the module docstring for the fields)."""
+    calls = tool_calls(traj)
+    generated = sum(traj.response_mask)
+    record: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "kind": kind,
+        "step": int(step),
+        "episode": int(episode),
+        "group": int(group),
+        "prompt_index": int(traj.data_index),
+        "messages": conversation(traj, calls),
+        "tool_calls": calls,
+        "tokens": {
+            "prompt": len(traj.prompt_ids),
+            "generated": int(generated),
+            "observation": len(traj.response_ids) - int(generated),
+        },
+        "reward": float(reward),
+        "reward_terms": dict(terms),
+        "advantage": None if advantage is None else float(advantage),
+        "policy_version": int(traj.policy_version),
+        "trainer_version": trainer_version,
+        "staleness": None if trainer_version is None else trainer_version - traj.policy_version,
+        "finish_reason": finish_reason(traj, max_turns),
+        "turns": len(traj.turn_outputs),
+        "seconds": float(traj.rollout_time),
+        "gt": list(traj.gt),
+    }
+    if kind == "eval":
+        record["passed"] = float(terms.get("exact_match", 0.0) or 0.0) > 0.5
+    return clean_json(record)
+
+
+def episode_records(
+    trajectories: Sequence[Trajectory],
+    *,
+    kind: str,
+    step: int,
+    groups: Sequence[int],
+    rewards: Sequence[float],
+    details: Sequence[Mapping[str, Any]],
+    max_turns: int,
+    advantages: Sequence[float] | None = None,
+    trainer_version: int | None = None,
+) -> list[dict[str, Any]]:
+    """Records of a batch of episodes; the sequences are aligned with ``trajectories``."""
+    n = len(trajectories)
+    for name, seq in (("groups", groups), ("rewards", rewards), ("details", details)):
+        if len(seq) != n:
+            raise ValueError(f"{len(seq)} {name} for {n} episodes")
+    if advantages is not None and len(advantages) != n:
+        raise ValueError(f"{len(advantages)} advantages for {n} episodes")
+    return [
+        episode_record(
+            traj,
+            kind=kind,
+            step=step,
+            episode=i,
+            group=int(groups[i]),
+            reward=float(rewards[i]),
+            terms=details[i],
+            max_turns=max_turns,
+            advantage=None if advantages is None else float(advantages[i]),
+            trainer_version=trainer_version,
+        )
+        for i, traj in enumerate(trajectories)
+    ]
+
+
+def write_records(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> Path:
+    """JSON lines, gzip-compressed when the name ends in ``.gz``; written whole, then moved
+    into place, so a reader never sees half a file."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".tmp-{out.name}")
+    opener = gzip.open if out.name.endswith(".gz") else open
+    with opener(tmp, "wt", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(clean_json(record), ensure_ascii=False) + "\n")
+    os.replace(tmp, out)
+    return out
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every record of a dump file (gzip or plain JSON lines); a bad line is an error."""
+    p = Path(path)
+    opener = gzip.open if p.name.endswith(".gz") else open
+    records = []
+    with opener(p, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{p}:{number}: not JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{p}:{number}: a record must be a JSON object")
+            records.append(record)
+    return records
+
+
+def dump_path(run_dir: str | os.PathLike[str], kind: str, step: int) -> Path:
+    prefix = "eval" if kind == "eval" else "step"
+    return Path(run_dir) / DUMP_DIR / f"{prefix}-{int(step):06d}.jsonl.gz"
+
+
+def dump_files(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """The run's dump files, train then eval, each by step."""
+    folder = Path(run_dir) / DUMP_DIR
+    if not folder.is_dir():
+        return []
+    found = [(m.group(1), int(m.group(2)), p) for p in folder.iterdir()
+             if (m := _STEP_FILE.match(p.name))]  # fmt: skip
+    return [p for _, _, p in sorted(found, key=lambda item: (item[0] != "step", item[1]))]
+
+
+class RolloutDumper:
+    """Writes a step's episodes every ``interval`` steps (0: never) and every evaluation's
+    episodes when dumps are on."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], interval: int, max_turns: int) -> None:
+        self.run_dir = Path(run_dir)
+        self.interval = int(interval)
+        self.max_turns = int(max_turns)
+
+    def due(self, step: int) -> bool:
+        return self.interval > 0 and step % self.interval == 0
+
+    def write(self, kind: str, step: int, records: Sequence[Mapping[str, Any]]) -> Path:
+        return write_records(dump_path(self.run_dir, kind, step), records)
+
+    def drop_after(self, step: int) -> list[Path]:
+        """Delete the dumps of steps after ``step`` (a resumed run replays those steps, as
+        the metrics file drops their lines), so the folder holds one history."""
+        dropped = []
+        for path in dump_files(self.run_dir):
+            match = _STEP_FILE.match(path.name)
+            if match and int(match.group(2)) > step:
+                path.unlink()
+                dropped.append(path)
+        return dropped
+
+
+__all__ = [
+    "DUMP_DIR",
+    "FINISH_REASONS",
+    "SCHEMA_VERSION",
+    "RolloutDumper",
+    "clean_json",
+    "conversation",
+    "dump_files",
+    "dump_path",
+    "episode_record",
+    "episode_records",
+    "finish_reason",
+    "read_records",
+    "tool_calls",
+    "write_records",
+]

@@ -1,0 +1,125 @@
+"""`agentrl view`: one self-contained HTML file to read what the model did.
+
+Inputs are run directories (``config.toml``, ``metrics.jsonl``, ``rollouts/*.jsonl.gz``) or
+dump files (`agentrl eval --output`). Their data is embedded in the page as one JSON block;
+the page's own script (inline, with its stylesheet: no network, works from ``file://``)
+draws the curves and renders only what is on screen (a page of the episode list, the
+selected episode or group), so ten thousand episodes stay usable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl.observability.metrics_log import read_metrics
+from agentrl.observability.rollout_dump import clean_json, dump_files, read_records
+
+_ASSETS = Path(__file__).with_name("viewer_assets")
+VIEW_FILE = "view.html"
+
+
+@dataclass(frozen=True)
+class ViewSource:
+    """One input of the page: a run directory or a dump file."""
+
+    name: str
+    path: Path
+    kind: str  # "run" | "dump"
+    config: str
+    metrics: list[dict[str, Any]]
+    episodes: list[dict[str, Any]]
+
+
+def load_source(path: str | os.PathLike[str]) -> ViewSource:
+    """A run directory's config, metrics and dumps, or one dump file's episodes."""
+    p = Path(path)
+    if p.is_dir():
+        config_file, metrics_file = p / "config.toml", p / "metrics.jsonl"
+        files = dump_files(p)
+        if not files and not metrics_file.is_file():
+            raise FileNotFoundError(
+                f"{p}: no metrics.jsonl and no rollouts/*.jsonl.gz: not a run directory "
+                "(train with --dump_rollouts N to keep episodes)"
+            )
+        episodes = [record for f in files for record in read_records(f)]
+        config = config_file.read_text(encoding="utf-8") if config_file.is_file() else ""
+        return ViewSource(p.name, p, "run", config, read_metrics(metrics_file), episodes)
+    if p.is_file():
+        return ViewSource(p.name, p, "dump", "", [], read_records(p))
+    raise FileNotFoundError(f"{p}: no such run directory or dump file")
+
+
+def default_output(paths: Sequence[str | os.PathLike[str]]) -> Path:
+    """``RUN_DIR/view.html`` for a run (the first one given), ``FILE.html`` for a dump."""
+    first = Path(paths[0])
+    return first / VIEW_FILE if first.is_dir() else first.with_name(first.name + ".html")
+
+
+def _embedded_json(value: Any) -> str:
+    """JSON safe inside a <script> element: no ``</`` and no line separators unescaped."""
+    text = json.dumps(clean_json(value), ensure_ascii=False, separators=(",", ":"))
+    return (
+        text.replace("</", "<\\/")
+        .replace("<!--", "<\\u0021--")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
+    """The whole HTML document for ``sources`` (one or two)."""
+    data = {
+        "title": title or " vs ".join(s.name for s in sources),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "runs": [
+            {
+                "name": s.name,
+                "path": str(s.path),
+                "kind": s.kind,
+                "config": s.config,
+                "metrics": s.metrics,
+                "episodes": s.episodes,
+            }
+            for s in sources
+        ],
+    }
+    page = (_ASSETS / "page.html").read_text(encoding="utf-8")
+    parts = {
+        "/*STYLE*/": (_ASSETS / "viewer.css").read_text(encoding="utf-8"),
+        "/*SCRIPT*/": (_ASSETS / "viewer.js").read_text(encoding="utf-8"),
+        "__TITLE__": _html_text(data["title"]),
+        "__DATA__": _embedded_json(data),
+    }
+    title_text = parts.pop("__TITLE__")
+    page = page.replace("__TITLE__", title_text)  # <title> and the heading; before the data
+    for marker, text in parts.items():
+        page = page.replace(marker, text, 1)
+    return page
+
+
+def _html_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_view(
+    paths: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str] | None = None
+) -> tuple[Path, list[ViewSource]]:
+    """Write the page for one or two inputs; returns its path and what it shows."""
+    if not 1 <= len(paths) <= 2:
+        raise ValueError(f"view takes one or two run directories or dump files, got {len(paths)}")
+    sources = [load_source(p) for p in paths]
+    out = Path(output) if output else default_output(paths)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".tmp-{out.name}")
+    tmp.write_text(render_page(sources), encoding="utf-8")
+    os.replace(tmp, out)
+    return out, sources
+
+
+__all__ = ["VIEW_FILE", "ViewSource", "default_output", "load_source", "render_page", "write_view"]

@@ -1,0 +1,32 @@
+"""Fixtures shared by the test modules (the functions behind them live in `helpers`).
+
+Markers: ``slow`` marks tests that take more than about two seconds on a laptop CPU
+(training runs, fresh processes, many-example property tests); ``make test-fast`` runs
+``pytest -m "not slow"``, ``make test`` runs everything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import small_tokenizer as shared_small_tokenizer
+from helpers import write_run_files
+
+# The suite's models are tiny: one intra-op thread is fastest, and on a shared machine a
+# second spinning OpenMP thread makes every small matmul many times slower.
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer() -> Any:
+    """The session's SMALL_SPEC tokenizer (shared: do not mutate it)."""
+    return shared_small_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def run_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with ``model/`` (a SMALL_SPEC preset) and ``prompts.jsonl`` (24 tasks)."""
+    return write_run_files(tmp_path_factory.mktemp("small_run"))

@@ -1,0 +1,181 @@
+"""What the test modules share: small models and tokenizers, run files, comparable forms.
+
+Building a tokenizer trains a BPE on generated text; the cached builders below do it once
+per session, so the suite stays fast and every module sees the same vocabulary. The
+fixtures in `conftest.py` hand these out; modules import the plain functions from here
+where a fixture does not fit (module constants, hypothesis strategies, helpers called
+with arguments).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from agentrl.models.tiny import TinySpec, build_model, build_tokenizer, demo_corpus, save_preset
+
+# The small tiny-preset size the model, SFT and training-run tests share.
+SMALL_SPEC = TinySpec(
+    vocab_size=3072,
+    hidden_size=32,
+    num_layers=2,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=16,
+    intermediate_size=64,
+    corpus_tasks=150,
+)
+# The few-step training run the trainer, LoRA, distributed and remote-engine tests start
+# from: no evaluation, report, progress bar or periodic checkpoint.
+SHORT_RUN: dict[str, Any] = dict(
+    filter_mode="all",
+    batch_size=2,
+    num_generations=2,
+    max_turns=1,
+    max_context_len=384,
+    max_total_len=448,
+    async_workers=0,
+    eval_before_train=0,
+    eval_interval=0,
+    eval_ratio=0.0,
+    progress=0,
+    report=0,
+    save_interval=0,
+    learning_rate=1e-3,
+    accumulation_steps=1,
+    use_wandb=False,
+)
+
+
+def fresh_small_tokenizer() -> Any:
+    """A newly built tokenizer for SMALL_SPEC (for tests of determinism)."""
+    return build_tokenizer(SMALL_SPEC, demo_corpus(SMALL_SPEC.corpus_tasks, SMALL_SPEC.corpus_seed))
+
+
+@functools.lru_cache(maxsize=1)
+def small_tokenizer() -> Any:
+    """The session's shared tokenizer for SMALL_SPEC (do not mutate it)."""
+    return fresh_small_tokenizer()
+
+
+def write_run_files(root: Path, *, prompt_seed: int = 3, prompts: int = 24) -> Path:
+    """``root/model`` (a SMALL_SPEC preset) and ``root/prompts.jsonl``; returns ``root``."""
+    from agentrl.data.synthetic import TaskGenerator, write_tasks
+
+    tokenizer = small_tokenizer()
+    save_preset(build_model(SMALL_SPEC, len(tokenizer)), tokenizer, root / "model")
+    generator = TaskGenerator(seed=prompt_seed)
+    tasks = list(generator.tasks(prompts))
+    write_tasks(str(root / "prompts.jsonl"), tasks, generator.tools())
+    return root
+
+
+def short_run_config(files: Path, save_dir: Path, name: str, **overrides: Any) -> Any:
+    """A `tiny`-preset TrainConfig over `write_run_files` output: SHORT_RUN, then
+    ``overrides``; the run writes to ``save_dir/name``."""
+    from agentrl.config import resolve
+
+    values = dict(model=str(files / "model"), data_path=str(files / "prompts.jsonl"),
+                  save_dir=str(save_dir), save_weight=name)  # fmt: skip
+    return resolve(preset="tiny", overrides={**values, **SHORT_RUN, **overrides})
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_tokenizer() -> Any:
+    """A 512-token byte-level BPE with the chat layout's special and markup tokens."""
+    spec = TinySpec(vocab_size=512, corpus_tasks=60)
+    return build_tokenizer(spec, demo_corpus(60, 1))
+
+
+def tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64, init: float = 0.2) -> Any:
+    """A random Qwen3 over `tiny_tokenizer`, with weights large enough to vary."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tok = tiny_tokenizer()
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden // 4,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        initializer_range=init,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(config)
+    return model.eval()
+
+
+class UniformLogits(torch.nn.Module):
+    """Equal logits over 4 tokens: the cross-entropy of any label is ln 4."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(4))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
+        return SimpleNamespace(logits=self.bias.expand(*input_ids.shape, 4))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSONL file (blank lines skipped)."""
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def typed(value: Any, *, nonfinite_as_text: bool = False) -> Any:
+    """A comparable form of JSON-like data (and tuples) that keeps types (``1``, ``1.0``
+    and ``True`` differ) and dict key order, with NaN equal to itself.
+
+    ``nonfinite_as_text``: NaN and the infinities compare equal to the strings "nan",
+    "inf" and "-inf", as golden files write them.
+    """
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        if nonfinite_as_text and not math.isfinite(value):
+            return ("str", "nan" if math.isnan(value) else "inf" if value > 0 else "-inf")
+        return ("float", "nan" if math.isnan(value) else value)
+    if isinstance(value, str):
+        return ("str", value)
+    if value is None:
+        return ("none", None)
+    if isinstance(value, list | tuple):
+        items = [typed(v, nonfinite_as_text=nonfinite_as_text) for v in value]
+        return (type(value).__name__, items)
+    if isinstance(value, dict):
+        return ("dict", [(k, typed(v, nonfinite_as_text=nonfinite_as_text))
+                         for k, v in value.items()])  # fmt: skip
+    raise TypeError(f"unexpected {type(value).__name__} in JSON-like data")
+
+
+def same_float(a: float, b: float) -> bool:
+    """Bit-level agreement: NaN equals NaN, and 0.0 differs from -0.0."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def fastest_seconds(run: Callable[[], Any], repeats: int = 3) -> float:
+    """The best wall time of ``repeats`` calls (ignores scheduling noise on a busy machine)."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
