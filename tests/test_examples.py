@@ -26,6 +26,7 @@ def model_dir(tmp_path_factory) -> Path:
     return root / "model"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "env"), [("shop", "ShopEnv"), ("lookup", "LookupEnv")])
 def test_example_trains_from_the_command_line(model_dir, tmp_path, monkeypatch, capsys, name, env):
     monkeypatch.chdir(REPO)  # `examples.<name>` imports from the working directory

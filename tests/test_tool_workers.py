@@ -49,6 +49,7 @@ def _registry(timeout: float = 1.0) -> ToolRegistry:
     return registry
 
 
+@pytest.mark.slow
 def test_a_tool_sleeping_forever_is_stopped_at_its_timeout_and_its_worker_replaced() -> None:
     registry = _registry(timeout=1.0)
     warm = registry.execute_many([{"name": "nap", "arguments": {"seconds": 0}}] * 2)
@@ -95,6 +96,7 @@ def test_a_100_mb_result_is_refused_without_being_encoded() -> None:
     assert capped_json({"a": [1, "é"]}, 100) == '{"a":[1,"é"]}'
 
 
+@pytest.mark.slow
 def test_calls_of_different_episodes_run_at_once() -> None:
     from agentrl.rollout.episodes import run_episodes
     from test_rollout_episodes import ScriptedEngine, _call
@@ -162,6 +164,7 @@ def test_printing_and_a_dying_worker_do_not_break_the_protocol() -> None:
     assert registry.execute({"name": "chatty", "arguments": {}})["result"] == "fine"
 
 
+@pytest.mark.slow
 def test_a_training_script_without_a_main_guard_is_not_run_again(tmp_path) -> None:
     import os
     import subprocess
