@@ -309,3 +309,8 @@ def test_run_training_hands_the_task_to_the_trainer(monkeypatch) -> None:
     )
     assert parts.tools == [shout] and parts.reward_funcs == ["r1_int"]
     assert parts.reward_weights == [0.5] and parts.environment is CounterEnv
+
+
+def test_no_trajectories_score_to_nothing() -> None:
+    scores = score_trajectories([], RewardConfig(), 1, reward_set(["tool_use", "r1_int"]))
+    assert scores.rewards.shape == (0,) and scores.details == [] and scores.functions == {}

@@ -109,6 +109,9 @@ def score_trajectories(
     at_step = config.with_overrides(current_step=step)
     result = score_batch([episode_record(t) for t in trajectories], at_step)
     details = result.to_records()
+    if not trajectories:  # nothing to weigh: the scorer's empty result as it is
+        empty = torch.tensor(result.rewards, dtype=torch.float32)
+        return Scores(empty, details, mean_details(details))
     tool_use = result.rewards.tolist()
 
     def scored_tool_use(**_: Any) -> list[float]:
