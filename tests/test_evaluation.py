@@ -20,7 +20,7 @@ def _evaluator(monkeypatch, exact: list[int], generations: int):
         seen["num_generations"] = num_generations
         return [SimpleNamespace(trajectories=[object()] * num_generations) for _ in prompts]
 
-    def fake_scores(trajectories, reward, step):
+    def fake_scores(trajectories, reward, step, rewards=None):
         assert len(trajectories) == len(exact)
         details = [{"exact_match": float(e)} for e in exact]
         return Scores(torch.tensor(exact, dtype=torch.float32), details,

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentrl.chat",
         "agentrl.data",
         "agentrl.observability",
+        "agentrl.envs",
     ),
     (
         "agentrl",
@@ -189,7 +190,7 @@ def test_the_checker_reports_an_upward_import_with_file_and_line(tmp_path: Path)
     found = sorted(map(str, violations(fake)))
     assert found == [
         "data/loader.py:5 imports agentrl.config: layer tools/rewards/models/chat/data/"
-        "observability -> higher layer config",
+        "observability/envs -> higher layer config",
         "rl/loss.py:2 imports agentrl.models: agentrl.rl is pure math (stdlib, torch, numpy, "
         "agentrl.rl, agentrl.utils)",
     ]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainConfig
+from agentrl.envs import EnvironmentFactory, EnvironmentTools, TaskParts, reward_plan, task_parts
 from agentrl.errors import EXIT_OK, signal_exit_code
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.observability.trackers import check_installed, tracker_names
@@ -38,6 +39,7 @@ from agentrl.training.dumps import step_records
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.memory import peak_memory_mb
+from agentrl.training.scoring import reward_set
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
 from agentrl.training.setup import Models, build_tools, episode_config, load_models, preflight
 from agentrl.training.signals import StopRequest
@@ -78,12 +80,34 @@ class Trainer:
         config: TrainConfig,
         callbacks: Sequence[Callback] = (),
         *,
+        tools: Sequence[Any] | Any = (),
+        reward_funcs: Sequence[Any] | None = None,
+        reward_weights: Sequence[float] | None = None,
+        environment: EnvironmentFactory | None = None,
         placement: Placement | None = None,
     ) -> None:
         """``callbacks`` run after every step with (trainer, step, outcome): hooks for tools
-        and tests (e.g. ``trainer.stop.request("why")`` ends the run after this step)."""
+        and tests (e.g. ``trainer.stop.request("why")`` ends the run after this step).
+
+        Your task (see `agentrl.envs`): ``tools`` (``@tool`` functions, plain functions,
+        a ``ToolRegistry``, sync or async), ``reward_funcs`` (built-in names or callables
+        called with ``prompts``, ``completions``, ``trajectories``, ``completion_ids`` and
+        the data record's columns as keyword lists, returning a float or None each),
+        ``reward_weights`` (one per function) and ``environment`` (a factory making one
+        object per episode). With none of them the built-in arithmetic task runs.
+        """
         self.config = config
         self.callbacks = list(callbacks)
+        self.parts: TaskParts = task_parts(
+            config_tools=config.tools,
+            config_reward_funcs=config.reward_funcs,
+            config_reward_weights=config.reward_weights,
+            config_environment=config.environment,
+            tools=tools,
+            reward_funcs=reward_funcs,
+            reward_weights=reward_weights,
+            environment=environment,
+        )
         self.placement: Placement = placement if placement is not None else SingleProcess()
         self.placement.check(config)
         self.adapter = adapter_for(config)
@@ -150,12 +174,14 @@ class Trainer:
         cfg, log, place = self.config, self._early_log, self.placement
         with place.preparing():  # files shared by every process are made once, first
             models = load_models(cfg, log)
-            self.tools = build_tools(cfg)
+            self.tools = build_tools(cfg, self.parts)
             self.train_pool, self.eval_pool = place.load_prompts(cfg, self.tools, log)
+        self.rewards = self._reward_set(log)
         self.models: Models = self.adapter.apply(models, cfg)
         place.share_weights(self.models)
         self.total_steps = planned_total_steps(cfg, len(self.train_pool), place.data_shards)
         self.settings = step_settings(cfg, self.tools)
+        self.settings.rewards = self.rewards
         self.optimization = place.optimization(self.models.policy, optim_config(cfg),
                                                self.total_steps)  # fmt: skip
         self.beta = place.beta_controller(beta_config(cfg))
@@ -170,7 +196,17 @@ class Trainer:
             samples=cfg.eval_samples,
             seed=cfg.eval_seed,
             generations=cfg.eval_generations,
+            rewards=self.rewards,
         )
+
+    def _reward_set(self, log: Callable[[str], None]) -> Any:
+        """The run's weighted reward functions (None: the built-in tool-use reward alone)."""
+        env_reward = isinstance(self.tools, EnvironmentTools) and self.tools.has_reward
+        if self.parts.empty:
+            return None
+        functions, weights, line = reward_plan(self.parts, env_reward)
+        log(line)
+        return reward_set(functions, weights)
 
     def _resume_if_asked(self) -> None:
         self.resumed_from: Path | None = None
@@ -276,7 +312,7 @@ class Trainer:
             lambda attempt: self.source.next_batch(step, attempt),
             self.config.batch_size,
             rounds,
-            lambda groups: informative_groups(groups, reward, step, min_std),
+            lambda groups: informative_groups(groups, reward, step, min_std, self.rewards),
         )
         self.sampling_metrics = filled.metrics
         return filled.groups
@@ -430,9 +466,17 @@ def run_training(
     config: TrainConfig,
     callbacks: Sequence[Callback] = (),
     *,
+    tools: Sequence[Any] | Any = (),
+    reward_funcs: Sequence[Any] | None = None,
+    reward_weights: Sequence[float] | None = None,
+    environment: EnvironmentFactory | None = None,
     placement: Placement | None = None,
 ) -> TrainResult:
     """Run ``config`` in this process: `agentrl train`'s library function.
+
+    ``tools``, ``reward_funcs``, ``reward_weights`` and ``environment`` are
+    :class:`Trainer`'s (a rollout rank of the trainer/rollout split takes only those the
+    config names: Python objects stay in this process).
 
     The placement defaults to :func:`agentrl.placement.placement_for` (one process, or this
     rank's part of a ``torchrun`` launch). A rollout rank of the trainer/rollout split runs
@@ -444,7 +488,15 @@ def run_training(
         placement.rollout_worker(config).run()
         return TrainResult(run_dir=config.run_dir, steps_done=0, total_steps=0, stopped=None,
                            wall_seconds=time.perf_counter() - began, is_main=False)  # fmt: skip
-    return Trainer(config, callbacks, placement=placement).run()
+    return Trainer(
+        config,
+        callbacks,
+        tools=tools,
+        reward_funcs=reward_funcs,
+        reward_weights=reward_weights,
+        environment=environment,
+        placement=placement,
+    ).run()
 
 
 __all__ = ["TrainResult", "Trainer", "run_training"]

@@ -47,6 +47,12 @@ class Trajectory:
     rollout_time: float = 0.0
     # Token counts and per-turn timings, for statistics only.
     stats: dict[str, float] = field(default_factory=dict)
+    # The whole episode as chat messages: the prompt, assistant turns and tool results.
+    conversation: list[dict[str, Any]] = field(default_factory=list)
+    # The data record's other columns (``answer``, ``id``, any custom field), for rewards.
+    columns: dict[str, Any] = field(default_factory=dict)
+    # The episode environment's own reward (None: no environment, or it gives none).
+    env_reward: float | None = None
 
     def check_alignment(self) -> None:
         """Raise ValueError naming the first broken invariant."""

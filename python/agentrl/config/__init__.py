@@ -183,6 +183,15 @@ class TrainConfig:
     augment_calculator_alias: int = _opt("data", 0, "also offer the calculator alias", _FLAG)
     force_all_tools: int = _opt("data", 0, "offer every active tool to every prompt", _FLAG)
     generated_tasks: int = _opt("data", 4000, "generated prompts when data_path is ''")
+    tools: str = _opt(
+        "data", "", "your tools: comma-separated pkg.module:object (tool, function, registry)"
+    )
+    environment: str = _opt(
+        "data", "", "episode environment factory, pkg.module:Factory (one object per episode)"
+    )
+    mcp: str = _opt(
+        "data", "", "stdio MCP server commands whose tools the policy gets ('; '-separated)"
+    )
 
     # ---- rollout ----
     num_generations: int = _opt("rollout", 4, "trajectories per prompt (the group size G)")
@@ -338,6 +347,13 @@ class TrainConfig:
     # ---- reward (every other reward option is a RewardConfig field) ----
     use_reward_model: int = _opt("reward", 0, "add a learned reward model's score", _FLAG)
     reward_model_path: str = _opt("reward", "../../internlm2-1_8b-reward", "reward model path")
+    reward_funcs: str = _opt(
+        "reward",
+        "",
+        "reward functions: comma-separated built-in names or pkg.module:function "
+        "('': tool_use, or the environment's reward)",
+    )
+    reward_weights: str = _opt("reward", "", "weights of reward_funcs, e.g. 1.0,0.5 ('': 1 each)")
     reward: RewardConfig = field(default_factory=RewardConfig, metadata={"section": "reward"})
 
     def __post_init__(self) -> None:
@@ -375,7 +391,7 @@ class TrainConfig:
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
         """Options from a flat name -> value mapping; unknown names are an error."""
         check_names(values)
-        own = {k: v for k, v in values.items() if k in _OWN}
+        own = {k: _joined(k, v) for k, v in values.items() if k in _OWN}
         reward = {k: v for k, v in values.items() if k in _REWARD}
         return cls(**own, reward=RewardConfig.from_dict(reward))
 
@@ -393,6 +409,22 @@ class TrainConfig:
 _OWN = {f.name: f for f in fields(TrainConfig) if f.name != "reward"}
 _REWARD = {f.name: f for f in fields(RewardConfig) if f.name != "current_step"}
 OPTION_NAMES: tuple[str, ...] = (*_OWN, *_REWARD)
+
+
+# Options holding a list, written as one comma-separated string (TOML may give a list).
+LIST_OPTIONS = ("tools", "reward_funcs", "reward_weights")
+
+
+# Options holding commands (which may contain commas), joined with ";".
+COMMAND_OPTIONS = ("mcp",)
+
+
+def _joined(name: str, value: Any) -> Any:
+    if name in LIST_OPTIONS and isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    if name in COMMAND_OPTIONS and isinstance(value, list | tuple):
+        return ";".join(str(v) for v in value)
+    return value
 
 
 def option_section(name: str) -> str:
@@ -605,13 +637,16 @@ def add_config_arguments(
         if name == "data_path":
             flags.append("--data")
         choices = f.metadata["choices"] or None
+        repeatable = {"action": "append"} if name in COMMAND_OPTIONS else {}
         groups[f.metadata["section"]].add_argument(
             *flags,
             dest=name,
             type=_cli_type(f.default),
             choices=choices,
             default=argparse.SUPPRESS,
-            help=_help(name, f.metadata["doc"], f.default),
+            help=_help(name, f.metadata["doc"], f.default)
+            + (" (repeatable)" if repeatable else ""),
+            **repeatable,
         )
     for name, f in _REWARD.items():
         if name not in wanted:

@@ -66,6 +66,8 @@ POLICY_REASONS = ("skip_no_gt", "skip_unsupported_tools", "skip_filter")
 GT_KEYS = ("gt", "answer", "answers", "label")
 PROMPT_KEYS = ("prompt", "question", "query")
 META_KEYS = ("id", "kind", "lang", "difficulty")
+# Record fields that are the conversation or its tools; every other field is a column.
+STRUCTURE_KEYS = ("messages", "conversations", "tools", "functions")
 
 
 class PromptPoolError(UserError, ValueError):
@@ -98,9 +100,12 @@ class PromptSample:
     calls: list[dict[str, Any]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] | None = None
+    # The record's fields other than the conversation and tools, for reward functions.
+    columns: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
-        if key in ("messages", "tools", "gt", "calls", "meta", "raw", "source", "line"):
+        if key in ("messages", "tools", "gt", "calls", "meta", "raw", "source", "line",
+                   "columns"):  # fmt: skip
             return getattr(self, key)
         raise KeyError(key)
 
@@ -203,6 +208,8 @@ class PromptPool:
       ignored) instead of skipping such lines;
     * ``prompt_only``: cut each conversation after its last user turn (for demonstration
       files); ``keep_raw``: keep each parsed record on its sample;
+    * ``registered_tools``: specs by name of tools registered in code; a record may name
+      one (a string, or an entry with no ``parameters``) and gets its spec;
     * ``max_line_bytes``: longer lines are skipped as ``line_too_long`` (0: no limit);
     * ``allow_empty``: do not raise when nothing is kept.
     """
@@ -227,6 +234,7 @@ class PromptPool:
         max_line_bytes: int = 8 << 20,
         max_reported: int = 1000,
         allow_empty: bool = False,
+        registered_tools: Mapping[str, dict[str, Any]] | None = None,
     ) -> None:
         if filter_mode not in ("all", "math_only"):
             raise ValueError(f"filter_mode must be 'all' or 'math_only', got {filter_mode!r}")
@@ -247,6 +255,7 @@ class PromptPool:
         self.instruction = instruction
         self.max_line_bytes = int(max_line_bytes)
         self.max_reported = int(max_reported)
+        self.registered_tools = dict(registered_tools or {})
         self.samples: list[PromptSample] = []
         self.stats = _new_stats()
         self.skipped: list[SkippedLine] = []
@@ -334,12 +343,28 @@ class PromptPool:
         return not (self.max_samples > 0 and len(self.samples) >= self.max_samples)
 
     def _tools_field(self, value: Any) -> list[dict[str, Any]] | None:
+        value = self._with_registered(value)
         if self.lenient:
             return normalize_tool_schema(value)
         try:
             return parse_tool_schema(value)
         except ToolSchemaError as exc:
             raise _Skip("bad_tools", str(exc)) from None
+
+    def _with_registered(self, value: Any) -> Any:
+        """A tools list whose entries that only name a registered tool get its spec."""
+        if not self.registered_tools or not isinstance(value, list):
+            return value
+        out = []
+        for item in value:
+            name = item if isinstance(item, str) else None
+            if isinstance(item, dict):
+                inner = item.get("function") if isinstance(item.get("function"), dict) else item
+                if "parameters" not in inner and isinstance(inner.get("name"), str):
+                    name = inner["name"]
+            spec = self.registered_tools.get(name) if name is not None else None
+            out.append(json.loads(json.dumps(spec)) if spec is not None else item)
+        return out
 
     def _messages(
         self, record: dict[str, Any]
@@ -474,6 +499,7 @@ class PromptPool:
             calls=calls if isinstance(calls, list) else None,
             meta={k: record[k] for k in META_KEYS if k in record},
             raw=record if self.keep_raw else None,
+            columns={k: v for k, v in record.items() if k not in STRUCTURE_KEYS},
         )
 
 

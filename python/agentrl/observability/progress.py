@@ -59,7 +59,23 @@ def format_step_line(step: int, total: int, metrics: Mapping[str, Any]) -> str:
         f"roll {_num(m, 'perf/rollout_sec', '.1f')}s train {_num(m, 'perf/train_sec', '.1f')}s "
         f"{_num(m, TOKENS_PER_SEC, '.0f')} tok/s "
         f"lr {_num(m, 'train/lr', '.2e')} beta {_num(m, 'train/beta', '.4f')}"
+        + reward_functions_part(m)
     )
+
+
+def reward_functions_part(metrics: Mapping[str, Any]) -> str:
+    """`` | fn mean±std None x%`` per reward function of a run with several (else "")."""
+    parts = []
+    for key in metrics:
+        if key.startswith("reward_fn/") and key.endswith("/mean"):
+            name = key[len("reward_fn/") : -len("/mean")]
+            none = metrics.get(f"reward_fn/{name}/none_frac")
+            share = "-" if not isinstance(none, int | float) else f"{100 * none:.0f}%"
+            parts.append(
+                f"{name} {_num(metrics, key, '.3f')}±"
+                f"{_num(metrics, f'reward_fn/{name}/std', '.3f')} None {share}"
+            )
+    return (" | " + ", ".join(parts)) if parts else ""
 
 
 def format_eval_line(label: str, step: int, metrics: Mapping[str, Any]) -> str:

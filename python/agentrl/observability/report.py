@@ -49,6 +49,19 @@ PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 
 
+def reward_function_lines(records: Sequence[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    """A line per reward function of a run with several (``reward_fn/<name>/mean``)."""
+    keys: dict[str, None] = {}
+    for record in records:
+        if record.get("kind") == "train":
+            keys.update(dict.fromkeys(k for k in record if k.startswith("reward_fn/")))
+    return tuple(
+        (key[len("reward_fn/") : -len("/mean")], "train", key)
+        for key in keys
+        if key.endswith("/mean")
+    )
+
+
 def series(records: Sequence[dict[str, Any]], kind: str, key: str) -> tuple[list[int], list[float]]:
     """(steps, values) of one metric over records of ``kind``, skipping gaps and non-finite."""
     steps, values = [], []
@@ -109,6 +122,8 @@ def write_report(
     window = max(1, n_train // 20)
     fig, axes = plt.subplots(2, 3, figsize=(15, 8), constrained_layout=True)
     for ax, (panel_title, lines) in zip(axes.flat, PANELS, strict=True):
+        if panel_title == "Reward":
+            lines = lines + reward_function_lines(records)
         drawn = False
         shown: list[float] = []
         for label, kind, key in lines:

@@ -14,16 +14,23 @@ from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.files import FileScoreSummary, LineExplanation, score_file
 from agentrl.rewards.functions import (
     BUILTIN_REWARDS,
+    ENVIRONMENT,
+    TOOL_USE,
     CombinedReward,
     CombinedRewards,
     RewardFunction,
+    ToolUseReward,
     combine,
+    environment_reward,
+    episode_record,
     math_tool_reward,
     r1_accuracy_reward,
     r1_int_reward,
     r1_soft_format_reward,
     r1_strict_format_reward,
     r1_xml_count_reward,
+    reward_functions,
+    reward_weights,
 )
 from agentrl.rewards.scoring import (
     DETAIL_KEYS,
@@ -37,7 +44,9 @@ from agentrl.rewards.scoring import (
 __all__ = [
     "BUILTIN_REWARDS",
     "DETAIL_KEYS",
+    "ENVIRONMENT",
     "TERM_KEYS",
+    "TOOL_USE",
     "CombinedReward",
     "CombinedRewards",
     "FileScoreSummary",
@@ -45,7 +54,10 @@ __all__ = [
     "RewardConfig",
     "RewardFunction",
     "ScoreResult",
+    "ToolUseReward",
     "combine",
+    "environment_reward",
+    "episode_record",
     "math_tool_reward",
     "parallelism_disabled",
     "r1_accuracy_reward",
@@ -54,6 +66,8 @@ __all__ = [
     "r1_strict_format_reward",
     "r1_xml_count_reward",
     "resolved_threads",
+    "reward_functions",
+    "reward_weights",
     "score_batch",
     "score_file",
 ]

@@ -1,13 +1,17 @@
 """Reward functions with the GRPO calling convention, and how to combine them.
 
-A reward function is called as ``fn(prompts, completions, answers, **extra)`` with one entry
-per completion in each list, and returns one float per completion, ``None`` for a
-completion it does not apply to (or ``None`` for the whole batch). :func:`combine` weights
-and sums several of them, treating ``None`` (and NaN) as missing.
+A reward function is called with keyword arguments only, ``fn(prompts=..., completions=...,
+answers=..., **extra)``, with one entry per completion in each list, and returns one float
+per completion, ``None`` for a completion it does not apply to (or ``None`` for the whole
+batch). Because every argument is a keyword, ``def f(completions, **kwargs)`` written for
+other GRPO trainers works unchanged. :func:`combine` weights and sums several of them,
+treating ``None`` (and NaN) as missing.
 
-Built-ins: :func:`math_tool_reward`, the tool-use reward (batched in Rust),
-and the R1-style rewards common in GRPO recipes (accuracy, integer answer, strict and soft
-format, XML tag count). Any Python function with the same signature can sit beside them.
+Built-ins (:data:`BUILTIN_REWARDS`, by name): ``tool_use``, the tool-use reward of whole
+episodes (batched in Rust; the trainer's default), ``environment`` (the episode
+environment's own reward), :func:`math_tool_reward` on raw completions, and the R1-style
+rewards common in GRPO recipes (accuracy, integer answer, strict and soft format, XML tag
+count). Any Python function with the same convention can sit beside them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 
 from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.scoring import score_batch
+from agentrl.utils.imports import load_object, split_list
 
 RewardValues = Sequence[float | None] | None
 RewardFunction = Callable[..., RewardValues]
@@ -78,7 +83,8 @@ class CombinedReward:
         columns: dict[str, np.ndarray] = {}
         metrics: dict[str, float] = {}
         for name, function in zip(self.names, self.functions, strict=True):
-            values = _as_column(name, function(prompts, completions, answers, **extra), n)
+            raw = function(prompts=prompts, completions=completions, answers=answers, **extra)
+            values = _as_column(name, raw, n)
             metrics.update(_column_summary(name, values))
             columns[name] = values
         matrix = np.stack(list(columns.values()), axis=1)
@@ -305,7 +311,57 @@ def _xml_count(text: str) -> float:
     return max(score, 0.0)
 
 
+# ---------------------------------------------------------------- rewards of whole episodes
+
+
+def episode_record(trajectory: Any) -> dict[str, Any]:
+    """The tool-use scorer's row for one episode (the golden reward file's record shape)."""
+    return {
+        "messages": trajectory.messages,
+        "tools": trajectory.tools,
+        "gt": list(trajectory.gt),
+        "completion": trajectory.completion,
+        "tool_events": trajectory.tool_events,
+        "unfinished": bool(trajectory.unfinished),
+    }
+
+
+class ToolUseReward:
+    """``tool_use``: the built-in tool-use reward of whole episodes, scored in one Rust call.
+
+    Reads ``trajectories`` (the episodes' prompts, completions, tool events and ground
+    truth); ``reward_config`` gives the weights and the schedules at the current step.
+    """
+
+    def __init__(self) -> None:
+        self.__name__ = "tool_use"
+
+    def __call__(
+        self,
+        *,
+        trajectories: Sequence[Any],
+        reward_config: RewardConfig | Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> list[float]:
+        del extra
+        records = [episode_record(t) for t in trajectories]
+        return score_batch(records, reward_config).rewards.tolist()
+
+
+def environment_reward(*, trajectories: Sequence[Any], **extra: Any) -> list[float | None]:
+    """``environment``: what each episode's environment returned from ``reward(trajectory)``;
+    ``None`` for an episode without one."""
+    del extra
+    return [getattr(t, "env_reward", None) for t in trajectories]
+
+
+TOOL_USE = "tool_use"
+ENVIRONMENT = "environment"
+environment_reward.__name__ = ENVIRONMENT  # metrics name it as --reward_funcs does
+
 BUILTIN_REWARDS: dict[str, RewardFunction] = {
+    TOOL_USE: ToolUseReward(),
+    ENVIRONMENT: environment_reward,
     "math_tool": math_tool_reward,
     "r1_accuracy": r1_accuracy_reward,
     "r1_int": r1_int_reward,
@@ -313,3 +369,47 @@ BUILTIN_REWARDS: dict[str, RewardFunction] = {
     "r1_soft_format": r1_soft_format_reward,
     "r1_xml_count": r1_xml_count_reward,
 }
+
+
+def reward_functions(specs: str | Sequence[str | RewardFunction]) -> list[RewardFunction]:
+    """Reward functions from built-in names, ``pkg.module:function`` paths or callables.
+
+    ``specs`` may be one comma-separated string (the command line's form). An unknown name
+    or a path that does not import is a ``ValueError`` naming it.
+    """
+    items = split_list(specs) if isinstance(specs, str) else list(specs)
+    out: list[RewardFunction] = []
+    for item in items:
+        if not isinstance(item, str):
+            if not callable(item):
+                raise ValueError(f"reward function {item!r} is not callable")
+            out.append(item)
+        elif item in BUILTIN_REWARDS:
+            out.append(BUILTIN_REWARDS[item])
+        elif ":" in item:
+            function = load_object(item)
+            if not callable(function):
+                raise ValueError(f"reward function {item!r} is not callable")
+            out.append(function)
+        else:
+            known = ", ".join(BUILTIN_REWARDS)
+            raise ValueError(
+                f"unknown reward function {item!r}: a built-in name ({known}) or "
+                "'package.module:function'"
+            )
+    return out
+
+
+def reward_weights(text: str | Sequence[float] | None) -> list[float] | None:
+    """Weights from ``"1.0,0.5"`` or a sequence; None (or an empty string) means all 1.0."""
+    if text is None:
+        return None
+    if isinstance(text, str):
+        items = split_list(text)
+        if not items:
+            return None
+        try:
+            return [float(item) for item in items]
+        except ValueError:
+            raise ValueError(f"reward weights {text!r}: expected numbers like 1.0,0.5") from None
+    return [float(w) for w in text]

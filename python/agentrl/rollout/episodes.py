@@ -13,7 +13,11 @@ appended. The per-trajectory bookkeeping:
   by `agentrl.chat.observation_delta`): mask 0, log-prob 0.0, version -1;
 * an episode ends when a turn has no tool call, or after ``max_turns`` turns with a call
   (``unfinished``; the last observation is rendered without a generation prompt);
-* the generation context is the last ``max_context_len`` tokens of the rendering.
+* the generation context is the last ``max_context_len`` tokens of the rendering;
+* with an episode environment (`agentrl.envs.EnvironmentTools`), every episode gets its
+  own object: reset with the sample (its observation becomes a user turn), its tools
+  bound to that object, its ``reward`` read into the trajectory, and ``close()`` called
+  for every object however the batch ends.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentrl.chat import apply_chat_template, observation_delta
+from agentrl.envs import EnvironmentTools, OpenEpisode
 from agentrl.parsing import parse_message, parse_tool_calls
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.sampling import SamplingParams
@@ -127,10 +132,17 @@ class _Episode:
     """Mutable state of one episode while the batch advances."""
 
     def __init__(
-        self, sample: Any, tools: list[dict[str, Any]] | None, valid: set[str], think: bool
+        self,
+        sample: Any,
+        tools: list[dict[str, Any]] | None,
+        valid: set[str],
+        think: bool,
+        registry: ToolRegistry,
     ) -> None:
         self.sample = sample
         self.messages: list[dict[str, Any]] = [dict(m) for m in sample["messages"]]
+        self.registry = registry  # the tools this episode's calls run with
+        self.environment: OpenEpisode | None = None
         self.tools = tools
         self.valid_names = valid
         self.open_thinking = think
@@ -188,20 +200,18 @@ def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
-def _run_tools(
-    episodes: list[_Episode], registry: ToolRegistry, workers: int
-) -> list[list[dict[str, Any]]]:
+def _run_tools(episodes: list[_Episode], workers: int) -> list[list[dict[str, Any]]]:
     """Execute every episode's pending calls; user tools of all episodes run concurrently."""
 
     def one(ep: _Episode) -> list[dict[str, Any]]:
         began = time.perf_counter()
-        events = list(registry.execute_many(ep.pending_calls, ep.valid_names))
+        events = list(ep.registry.execute_many(ep.pending_calls, ep.valid_names))
         ep.tool_seconds.extend([time.perf_counter() - began] * len(events))
         return events
 
     def inline_only(ep: _Episode) -> bool:
         for call in ep.pending_calls:
-            item = registry.get(str(call.get("name") or ""))
+            item = ep.registry.get(str(call.get("name") or ""))
             if item is not None and not item.inline:
                 return False
         return True
@@ -254,11 +264,65 @@ def run_episodes(
         valid = set(supported_tool_names(specs)) or tools.supported_names()
         prompts.append(apply_chat_template(tokenizer, sample["messages"], specs, True, False))
         for _ in range(g):
-            episodes.append(_Episode(sample, specs, valid, rng.random() < config.thinking_ratio))
-    # First-turn contexts: one rendering per distinct (sample, thinking) pair.
+            think = rng.random() < config.thinking_ratio
+            episodes.append(_Episode(sample, specs, valid, think, tools))
+    try:
+        _open_environments(episodes, tools)
+        return _play(engine, episodes, samples, prompts, indices, g, config, parse, t_render)
+    finally:
+        _close_environments(episodes)
+
+
+def _open_environments(episodes: list[_Episode], tools: ToolRegistry) -> None:
+    """Give each episode its own environment object (when the tools come with one)."""
+    if not isinstance(tools, EnvironmentTools):
+        return
+    for ep in episodes:
+        ep.environment = tools.open_episode(ep.sample)
+        ep.registry = ep.environment.tools
+        if ep.environment.observation is not None:
+            ep.messages.append({"role": "user", "content": ep.environment.observation})
+
+
+def _close_environments(episodes: list[_Episode]) -> None:
+    """``close()`` every environment opened, each once, even when one of them fails."""
+    error: BaseException | None = None
+    for ep in episodes:
+        if ep.environment is None:
+            continue
+        try:
+            ep.environment.close()
+        except BaseException as exc:
+            error = error or exc
+        ep.environment = None
+    if error is not None:
+        raise error
+
+
+def _first_key(n: int, ep: _Episode, g: int) -> tuple[int, bool]:
+    """Which first-turn rendering episode ``n`` shares: its sample's, or its own."""
+    own = ep.environment is not None and ep.environment.observation is not None
+    return (-1 - n if own else n // g, ep.open_thinking)
+
+
+def _play(
+    engine: RolloutEngine,
+    episodes: list[_Episode],
+    samples: Sequence[Any],
+    prompts: list[str],
+    indices: list[int],
+    g: int,
+    config: EpisodeConfig,
+    parse: CallParser,
+    t_render: float,
+) -> list[RolloutGroup]:
+    """The turns of a batch of episodes, then their groups."""
+    tokenizer = engine.tokenizer
+    # First-turn contexts: one rendering per distinct (sample, thinking) pair; an episode
+    # whose environment added an observation renders its own.
     firsts: dict[tuple[int, bool], str] = {}
     for n, ep in enumerate(episodes):
-        key = (n // g, ep.open_thinking)
+        key = _first_key(n, ep, g)
         if key not in firsts:
             firsts[key] = apply_chat_template(
                 tokenizer, ep.messages, ep.tools, True, ep.open_thinking
@@ -267,7 +331,7 @@ def run_episodes(
     keys = list(firsts)
     first_ids = dict(zip(keys, _tokenize(tokenizer, [firsts[k] for k in keys]), strict=True))
     for n, ep in enumerate(episodes):
-        ep.full_ids = first_ids[(n // g, ep.open_thinking)]
+        ep.full_ids = first_ids[_first_key(n, ep, g)]
     render_s = time.perf_counter() - t_render
     for ep in episodes:
         ep.stats["render_s"] += render_s / max(len(episodes), 1)
@@ -316,6 +380,7 @@ def run_episodes(
             ep.context_text = ep.context_text + out.text
             ep.pending_calls = parse(out.text, ep.tools)
             if not ep.pending_calls:
+                ep.messages.append({"role": "assistant", "content": out.text})
                 ep.finish()
                 continue
             ep.unfinished = turn == config.max_turns - 1
@@ -325,7 +390,7 @@ def run_episodes(
             continue
 
         t0 = time.perf_counter()
-        events = _run_tools(with_calls, tools, config.tool_workers)
+        events = _run_tools(with_calls, config.tool_workers)
         tool_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         texts = []
@@ -361,6 +426,15 @@ def run_episodes(
     return _groups(episodes, samples, prompts, indices, g)
 
 
+def _columns(sample: Any) -> dict[str, Any]:
+    """The data record's other columns: a prompt-pool sample's, or a dict sample's keys."""
+    if not isinstance(sample, Mapping):
+        return dict(sample["columns"] or {})
+    if "columns" in sample:
+        return dict(sample["columns"] or {})
+    return {k: v for k, v in sample.items() if k not in ("messages", "tools")}
+
+
 def _groups(
     episodes: list[_Episode],
     samples: Sequence[Any],
@@ -373,6 +447,7 @@ def _groups(
         trajs = []
         for ep in episodes[s * g : (s + 1) * g]:
             gt = sample.get("gt") if isinstance(sample, Mapping) else sample["gt"]
+            columns = _columns(sample)
             traj = Trajectory(
                 prompt=prompts[s],
                 messages=list(sample["messages"]),
@@ -394,8 +469,12 @@ def _groups(
                 data_index=indices[s],
                 rollout_time=ep.end - ep.start,
                 stats=ep.stats,
+                conversation=ep.messages,
+                columns=columns,
             )
             traj.check_alignment()
+            if ep.environment is not None:
+                traj.env_reward = ep.environment.reward(traj)
             trajs.append(traj)
         version = min(t.policy_version for t in trajs)
         groups.append(RolloutGroup(prompts[s], indices[s], version, trajs, time.time()))

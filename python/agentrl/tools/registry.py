@@ -7,9 +7,12 @@ shape of the golden events, because the rollout appends the event's result to th
 and the reward scores the events; a tool that crashes, hangs or floods the context must
 cost the episode a failed call, not the training run.
 
-User tools run in a worker thread with a timeout and a cap on the size of their JSON
-result; ``async def`` tools run on their own event loop in that thread. Built-in tools are
-pure and bounded, so they run inline.
+User tools run with a timeout and a cap on the size of their JSON result, checked while
+the result is encoded. Sync user tools that can be imported again by name run in worker
+processes (`agentrl.tools.workers`), so a hung one is killed at its timeout and a crash
+(``SystemExit`` included) is an error event; others (closures, bound methods of episode
+environments) and ``async def`` tools run in a worker thread, async ones on their own
+event loop there. Built-in tools are pure and bounded, so they run inline.
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from agentrl.tools.signature import bind_arguments, function_schema
+from agentrl.tools.workers import (
+    ResultTooLarge,
+    ToolCallTimeout,
+    capped_json,
+    import_reference,
+    shared_workers,
+)
 
 Visibility = Literal["listed", "hidden", "inactive"]
 
@@ -66,6 +76,9 @@ class Tool:
     max_result_chars: int | None = None
     raw_args: bool = False
     inline: bool = False
+    # Run in a worker process when it can be imported by name (sync tools only); False
+    # keeps it in this process, e.g. to share module state with the caller.
+    isolate: bool = True
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,10 +96,12 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     max_result_chars: int | None = None,
+    isolate: bool = True,
 ) -> Any:
     """Decorator: build a :class:`Tool` from a function's signature, hints and docstring.
 
-    Usable bare (``@tool``) or with options (``@tool(name="lookup", timeout=2)``).
+    Usable bare (``@tool``) or with options (``@tool(name="lookup", timeout=2)``);
+    ``isolate=False`` runs a sync tool in a thread of this process, not a worker process.
     """
 
     def build(func: Callable[..., Any]) -> Tool:
@@ -97,6 +112,7 @@ def tool(
             spec=function_schema(func, name=tool_name, description=description),
             timeout=timeout,
             max_result_chars=max_result_chars,
+            isolate=isolate,
         )
 
     return build(fn) if fn is not None else build
@@ -143,8 +159,11 @@ class _Pending:
     def _run(self, target: Callable[[], Any]) -> None:
         try:
             self.value = target()
-        except BaseException as exc:  # reported as a failed call, never re-raised here
+        except Exception as exc:  # reported as a failed call, never re-raised here
             self.error = exc
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the tool's, not ours
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.error = RuntimeError(text)
         finally:
             self.done.set()
 
@@ -164,13 +183,23 @@ class ToolRegistry:
     ``python_math`` alias); ``inactive`` ones run only when a prompt's own tool list names them.
     """
 
-    def __init__(self, *, timeout: float = 10.0, max_result_chars: int = 8192) -> None:
+    def __init__(
+        self, *, timeout: float = 10.0, max_result_chars: int = 8192, isolate: bool = True
+    ) -> None:
         self.timeout = float(timeout)
         self.max_result_chars = int(max_result_chars)
+        self.isolate = bool(isolate)  # sync user tools in worker processes when importable
         self._tools: dict[str, Tool] = {}
         self._visibility: dict[str, Visibility] = {}
         self._lock = threading.Lock()
-        self.stats: dict[str, int] = {"calls": 0, "failed": 0, "timeouts": 0, "oversize": 0}
+        self.stats: dict[str, int] = {
+            "calls": 0,
+            "failed": 0,
+            "timeouts": 0,
+            "oversize": 0,
+            "in_process": 0,  # calls run in a worker process
+            "in_thread": 0,  # user calls run in a thread (async, or not importable by name)
+        }
 
     # ---- registration ----
 
@@ -197,6 +226,7 @@ class ToolRegistry:
                     max_result_chars=fn.max_result_chars,
                     raw_args=fn.raw_args,
                     inline=fn.inline,
+                    isolate=fn.isolate,
                 )
             if timeout is not None:
                 item.timeout = timeout
@@ -221,6 +251,18 @@ class ToolRegistry:
         if fn is not None:
             return self.register(fn, **options)
         return lambda func: self.register(func, **options)
+
+    def copy(self) -> ToolRegistry:
+        """A registry with the same tools and limits, sharing the call counters: an
+        episode's own tool set (its environment's tools added) without touching this one."""
+        other = ToolRegistry(
+            timeout=self.timeout, max_result_chars=self.max_result_chars, isolate=self.isolate
+        )
+        other._tools = dict(self._tools)
+        other._visibility = dict(self._visibility)
+        other._lock = self._lock
+        other.stats = self.stats
+        return other
 
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
@@ -355,11 +397,32 @@ class ToolRegistry:
                 return asyncio.run(limited())
 
         else:
+            reference = import_reference(item.fn) if self.isolate and item.isolate else None
+            if reference is not None:
+                module, qualname = reference
+                _, cap = self._limits(item)
+                call_args = args if kwargs is None else kwargs
+
+                def in_process() -> Any:
+                    return shared_workers().call(
+                        module, qualname, call_args, raw=kwargs is None, cap=cap, timeout=timeout
+                    )
+
+                self._count("in_process")
+                # The worker enforces the timeout (and is killed past it); the thread
+                # waiting for it gets a second more, so it always sees the worker's answer.
+                wait = timeout + 1.0 if timeout > 0 else 0.0
+                return ("process", item, _Pending(in_process, name, wait))
 
             def target() -> Any:
                 return item.fn(args) if kwargs is None else item.fn(**kwargs)
 
+        self._count("in_thread")
         return ("thread", item, _Pending(target, name, timeout))
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
 
     def _finish(self, handle: Any) -> Any:
         kind, item, payload = handle
@@ -367,20 +430,29 @@ class ToolRegistry:
             return payload
         try:
             value = payload.wait()
-        except ToolTimeoutError:
+        except (ToolTimeoutError, ToolCallTimeout) as exc:
             with self._lock:
                 self.stats["timeouts"] += 1
+            raise ToolTimeoutError(str(exc)) from None
+        except RuntimeError as exc:
+            if str(exc).startswith("ResultTooLarge"):
+                with self._lock:
+                    self.stats["oversize"] += 1
+                raise ToolResultTooLargeError(str(exc).split(": ", 1)[-1]) from None
             raise
+        if kind == "process":
+            return value  # already plain JSON, its size checked in the worker
         return self._checked_result(item, value)
 
     def _checked_result(self, item: Tool, value: Any) -> Any:
         """A plain-JSON copy of a user tool's result, refused when over its size cap."""
         _, cap = self._limits(item)
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-        if cap > 0 and len(text) > cap:
+        try:
+            text = capped_json(value, cap)
+        except ResultTooLarge as exc:
             with self._lock:
                 self.stats["oversize"] += 1
-            raise ToolResultTooLargeError(f"result too large: {len(text)} characters (limit {cap})")
+            raise ToolResultTooLargeError(str(exc)) from None
         return json.loads(text)
 
 

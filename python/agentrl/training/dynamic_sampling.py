@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentrl.rewards import RewardConfig
+from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rl.advantages import group_moments
 from agentrl.training.scoring import score_trajectories
 from agentrl.trajectory import RolloutGroup
@@ -30,13 +30,18 @@ class FilledBatch:
 
 
 def informative_groups(
-    groups: Sequence[RolloutGroup], reward: RewardConfig, step: int, min_std: float
+    groups: Sequence[RolloutGroup],
+    reward: RewardConfig,
+    step: int,
+    min_std: float,
+    rewards: CombinedReward | None = None,
 ) -> list[bool]:
     """For each group: do its rewards (at ``step``'s schedules) spread by ``min_std``?"""
     sizes = [len(g.trajectories) for g in groups]
     if not groups or min(sizes) == 0:
         return [False] * len(groups)
-    scores = score_trajectories([t for g in groups for t in g.trajectories], reward, step)
+    trajectories = [t for g in groups for t in g.trajectories]
+    scores = score_trajectories(trajectories, reward, step, rewards)
     ids = torch.repeat_interleave(torch.arange(len(groups)), torch.tensor(sizes))
     _, std = group_moments(scores.rewards, ids)
     return [bool(s >= min_std) and bool(s > 0) for s in std.tolist()]

@@ -26,7 +26,7 @@ from agentrl.data import build_fixed_eval_indices
 from agentrl.data.prompt_pool import PromptPool
 from agentrl.observability import eval_metrics_from_details
 from agentrl.observability.rollout_dump import episode_records
-from agentrl.rewards import RewardConfig
+from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rollout import EpisodeConfig, run_episodes
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
@@ -65,6 +65,7 @@ class Evaluator:
         samples: int,
         seed: int,
         generations: int = 1,
+        rewards: CombinedReward | None = None,
     ) -> None:
         if generations < 1:
             raise ValueError(f"generations must be at least 1, got {generations}")
@@ -73,6 +74,7 @@ class Evaluator:
         self.tools = tools
         self.episode = episode
         self.reward = reward
+        self.rewards = rewards
         self.indices = build_fixed_eval_indices(pool, samples, seed=seed) if len(pool) else []
         self._last: tuple[list[Trajectory], Scores, int] | None = None
 
@@ -109,7 +111,7 @@ class Evaluator:
                 rng=random.Random(0),
             )
         trajectories = [t for g in groups for t in g.trajectories]
-        scores = score_trajectories(trajectories, self.reward, None)
+        scores = score_trajectories(trajectories, self.reward, None, self.rewards)
         self._last = (trajectories, scores, int(engine.version))
         metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
         metrics["eval/tasks"] = float(len(groups))

@@ -1,54 +1,148 @@
-"""Rewards of whole episodes, in one batched call to the Rust scorer.
+"""Rewards of whole episodes: the configured reward functions, weighted into one total.
 
-The reward's warm-up schedules (format penalty, reward caps) follow the training step,
-so the step is written into the config for every call.
+The built-in tool-use reward (``tool_use``, the default) is scored in one batched Rust
+call for every batch, whatever the reward functions: its detail columns (tool calls, exact
+match, format) feed the dashboards and the evaluation. Its warm-up schedules (format
+penalty, reward caps) follow the training step, so the step is written into the config
+for every call.
+
+Reward functions follow the keyword convention of :mod:`agentrl.rewards.functions` and are
+called with, one entry per episode: ``prompts`` (the prompt messages), ``completions``
+(the final assistant text), ``answers`` (the ground truth), ``trajectories`` (the whole
+episodes, :class:`agentrl.trajectory.Trajectory`), ``completion_ids`` (the generated
+tokens), ``reward_config`` and every other column of the data record (``None`` where a
+record lacks it). :func:`agentrl.rewards.combine` weights them, leaving ``None`` out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from agentrl.observability import mean_details
-from agentrl.rewards import RewardConfig, score_batch
+from agentrl.rewards import (
+    CombinedReward,
+    RewardConfig,
+    RewardFunction,
+    ToolUseReward,
+    combine,
+    episode_record,
+    reward_functions,
+    score_batch,
+)
 from agentrl.trajectory import Trajectory
+
+# The keyword arguments every reward function receives; a data column of the same name
+# is not passed (these win).
+RESERVED_ARGUMENTS = frozenset(
+    ("prompts", "completions", "answers", "trajectories", "completion_ids", "reward_config")
+)
 
 
 @dataclass
 class Scores:
-    rewards: torch.Tensor  # [N] float32, one per trajectory
-    details: list[dict[str, float]]  # the reward's detail dict per trajectory
+    rewards: torch.Tensor  # [N] float32, one per trajectory: the weighted total
+    details: list[dict[str, float]]  # the tool-use reward's detail dict per trajectory
     means: dict[str, float]  # batch mean of every detail
+    # Per reward function (when others than the default are configured): mean, std and
+    # the fraction of episodes it returned None for.
+    functions: dict[str, float] = field(default_factory=dict)
 
 
 def trajectory_record(traj: Trajectory) -> dict[str, Any]:
     """The scorer's row for one episode (the golden reward file's record shape)."""
-    return {
-        "messages": traj.messages,
-        "tools": traj.tools,
-        "gt": list(traj.gt),
-        "completion": traj.completion,
-        "tool_events": traj.tool_events,
-        "unfinished": bool(traj.unfinished),
-    }
+    return episode_record(traj)
+
+
+def reward_set(
+    functions: Sequence[str | RewardFunction] | str | None = None,
+    weights: Sequence[float] | None = None,
+) -> CombinedReward:
+    """The run's reward: ``functions`` (names, import paths or callables) with ``weights``;
+    none given means the built-in ``tool_use`` alone."""
+    chosen = reward_functions(functions) if functions else reward_functions("tool_use")
+    return combine(chosen, weights)
+
+
+def is_default(rewards: CombinedReward | None) -> bool:
+    """Whether ``rewards`` is the built-in tool-use reward alone, at weight 1."""
+    if rewards is None:
+        return True
+    only = len(rewards.functions) == 1 and isinstance(rewards.functions[0], ToolUseReward)
+    return only and float(rewards.weights[0]) == 1.0
+
+
+def reward_arguments(
+    trajectories: Sequence[Trajectory], config: RewardConfig
+) -> tuple[list[Any], list[str], list[Any], dict[str, list[Any]]]:
+    """(prompts, completions, answers, other keyword arguments) for the reward functions."""
+    prompts = [t.messages for t in trajectories]
+    completions = [t.turn_outputs[-1] if t.turn_outputs else t.completion for t in trajectories]
+    answers = [list(t.gt) for t in trajectories]
+    names: dict[str, None] = {}
+    for t in trajectories:
+        names.update(dict.fromkeys(k for k in t.columns if k not in RESERVED_ARGUMENTS))
+    extra: dict[str, list[Any]] = {k: [t.columns.get(k) for t in trajectories] for k in names}
+    extra["trajectories"] = list(trajectories)
+    extra["completion_ids"] = [
+        [i for i, m in zip(t.response_ids, t.response_mask, strict=True) if m == 1]
+        for t in trajectories
+    ]
+    extra["reward_config"] = config
+    return prompts, completions, answers, extra
 
 
 def score_trajectories(
-    trajectories: Sequence[Trajectory], config: RewardConfig, step: int | None
+    trajectories: Sequence[Trajectory],
+    config: RewardConfig,
+    step: int | None,
+    rewards: CombinedReward | None = None,
 ) -> Scores:
     """Rewards and details of every trajectory, with the schedules at ``step``.
 
     ``step=None`` scores with the schedules finished (their final penalties and caps).
+    ``rewards`` defaults to the built-in tool-use reward alone.
     """
-    result = score_batch(
-        [trajectory_record(t) for t in trajectories], config.with_overrides(current_step=step)
-    )
+    at_step = config.with_overrides(current_step=step)
+    result = score_batch([episode_record(t) for t in trajectories], at_step)
     details = result.to_records()
-    rewards = torch.tensor(result.rewards, dtype=torch.float32)
-    return Scores(rewards, details, mean_details(details))
+    if not trajectories:  # nothing to weigh: the scorer's empty result as it is
+        empty = torch.tensor(result.rewards, dtype=torch.float32)
+        return Scores(empty, details, mean_details(details))
+    tool_use = result.rewards.tolist()
+
+    def scored_tool_use(**_: Any) -> list[float]:
+        return tool_use
+
+    scored_tool_use.__name__ = "tool_use"
+    chosen = rewards if rewards is not None else reward_set()
+    functions = [scored_tool_use if isinstance(f, ToolUseReward) else f for f in chosen.functions]
+    combined = combine(functions, chosen.weights.tolist())
+    if all(f is scored_tool_use for f in functions):  # nothing reads the arguments
+        n = len(trajectories)
+        totals = combined([None] * n, [""] * n, [None] * n)
+    else:
+        prompts, completions, answers, extra = reward_arguments(trajectories, at_step)
+        totals = combined(prompts, completions, answers, **extra)
+    values = torch.tensor(totals.totals, dtype=torch.float32)
+    per_function: dict[str, float] = {}
+    if not is_default(rewards):
+        for name in combined.names:
+            per_function[f"{name}/mean"] = totals.metrics[f"{name}_mean"]
+            per_function[f"{name}/std"] = totals.metrics[f"{name}_std"]
+            per_function[f"{name}/none_frac"] = 1.0 - totals.metrics[f"{name}_coverage"]
+    return Scores(values, details, mean_details(details), per_function)
 
 
-__all__ = ["Scores", "score_trajectories", "trajectory_record"]
+__all__ = [
+    "RESERVED_ARGUMENTS",
+    "Scores",
+    "is_default",
+    "reward_arguments",
+    "reward_set",
+    "score_trajectories",
+    "trajectory_record",
+]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,10 +28,12 @@ import torch
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool, split_prompt_pool
 from agentrl.data.prompt_pool import PromptSample
+from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
+from agentrl.utils.imports import split_list
 from agentrl.utils.paths import check_creatable_dir, check_readable_file
 from agentrl.utils.threads import set_cpu_threads
 
@@ -181,10 +183,37 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
     )
 
 
-def build_tools(config: TrainConfig) -> ToolRegistry:
-    """The built-in tools with the configured active subset, time mode and alias switch."""
+def config_parts(config: TrainConfig) -> TaskParts:
+    """The user's tools, reward functions and environment named in the config."""
+    return task_parts(
+        config_tools=config.tools,
+        config_reward_funcs=config.reward_funcs,
+        config_reward_weights=config.reward_weights,
+        config_environment=config.environment,
+    )
+
+
+def build_tools(config: TrainConfig, parts: TaskParts | None = None) -> ToolRegistry:
+    """The built-in tools (active subset, time mode, alias switch), plus the user's.
+
+    ``parts`` defaults to the ones the config names. With user tools or an environment,
+    the built-ins are still accepted where a prompt lists them, but prompts that list no
+    tools are offered the user's only.
+    """
     names = [n.strip() for n in config.tool_subset.split(",") if n.strip()]
-    return builtin_registry(config.time_mode, names or None, bool(config.augment_calculator_alias))
+    builtin = builtin_registry(
+        config.time_mode, names or None, bool(config.augment_calculator_alias)
+    )
+    parts = parts if parts is not None else config_parts(config)
+    if config.mcp:
+        from agentrl.tools.mcp import mcp_tools
+
+        served, _ = mcp_tools(split_list(config.mcp, ";"), timeout=builtin.timeout)
+        parts = replace(parts, tools=[*parts.tools, *served])
+    if parts.tools or parts.environment is not None:
+        for name in builtin.supported_names():
+            builtin.set_visibility(name, "hidden")
+    return task_tools(builtin, parts)
 
 
 def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
@@ -197,7 +226,15 @@ def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
         "augment_calculator_alias": bool(config.augment_calculator_alias),
         "default_tools": tools.specs(),
         "force_all_tools": bool(config.force_all_tools),
+        "registered_tools": user_tool_specs(tools),
     }
+
+
+def user_tool_specs(tools: ToolRegistry) -> dict[str, dict[str, Any]]:
+    """Specs by name of the tools registered beyond the built-ins (a record may name them)."""
+    builtin = set(builtin_registry())
+    names = [name for name in tools if name not in builtin]
+    return {spec["function"]["name"]: spec for spec in tools.specs(names)}
 
 
 def generated_heldout_samples(n: int) -> list[PromptSample]:
@@ -259,6 +296,7 @@ __all__ = [
     "autocast_factory",
     "build_tools",
     "check_data_files",
+    "config_parts",
     "configure_threads",
     "ensure_warm_start",
     "episode_config",

@@ -20,7 +20,7 @@ import torch
 
 from agentrl.chat import apply_chat_template
 from agentrl.observability import dashboard_metrics
-from agentrl.rewards import RewardConfig
+from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rl.advantages import AdvantageConfig, compute_advantages, update_reward_baseline
 from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaController
@@ -48,6 +48,7 @@ class StepSettings:
     stale_discount: float
     micro_batch_size: int
     default_tools: list[dict[str, Any]] = field(default_factory=list)
+    rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
 
 
 @dataclass
@@ -115,7 +116,25 @@ def _reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
         "reward/baseline": float(baseline),
     }
     out.update({f"reward_detail/{k}": v for k, v in scores.means.items()})
+    out.update({f"reward_fn/{k}": v for k, v in scores.functions.items()})
     out.update(dashboard_metrics(scores.means, "train"))
+    return out
+
+
+def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
+    """Tool calls per episode, and per tool its calls per episode and error rate."""
+    n = max(len(trajectories), 1)
+    calls: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for trajectory in trajectories:
+        for event in trajectory.tool_events:
+            name = str(event.get("name") or "(unparsed)")
+            calls[name] = calls.get(name, 0) + 1
+            failed[name] = failed.get(name, 0) + (0 if event.get("ok") else 1)
+    out = {"tools/calls_per_episode": sum(calls.values()) / n}
+    for name in sorted(calls):
+        out[f"tools/{name}/calls_per_episode"] = calls[name] / n
+        out[f"tools/{name}/error_rate"] = failed[name] / calls[name]
     return out
 
 
@@ -227,7 +246,7 @@ def train_on_groups(
     except EmptyBatchError as exc:
         metrics = {"pack/dropped_groups": float(exc.dropped_groups), "train/skipped": 1.0}
         return StepOutcome(metrics, None, None, None, reward_baseline)
-    scores = score_trajectories(batch.trajectories, settings.reward, step)
+    scores = score_trajectories(batch.trajectories, settings.reward, step, settings.rewards)
     rewards = scores.rewards.to(models.device)
     advantages, adv_metrics = compute_advantages(
         rewards, batch.group_ids, settings.advantage, reward_baseline
@@ -261,6 +280,8 @@ def train_on_groups(
         )
         beta.update(metrics, report.opt_step)
     metrics.update(_reward_metrics(scores, reward_baseline))
+    if settings.rewards is not None:  # a user task: how its tools are used
+        metrics.update(tool_metrics(batch.trajectories))
     metrics.update(_step_metrics(batch, report, beta))
     return StepOutcome(metrics, report, scores, batch, reward_baseline,
                        advantages.detach(), current_version)  # fmt: skip
@@ -304,5 +325,6 @@ __all__ = [
     "config_sections",
     "host_floats",
     "pack_batch",
+    "tool_metrics",
     "train_on_groups",
 ]

@@ -1,0 +1,157 @@
+"""Episode environments: per-episode state, its tools, its reward, always closed.
+
+An environment factory (a class, or any callable with no arguments) makes one object per
+episode; nothing is shared between episodes, not even the G episodes of one group. The
+object may have:
+
+* ``reset(sample)``: called first with the prompt sample; may return an initial
+  observation (text, or anything JSON can write), added to the conversation as a user
+  turn;
+* ``tools``: a list of callables (usually bound methods, so they act on this episode's
+  state), or a method returning one; they join the run's other tools for this episode;
+* ``reward(trajectory)``: the episode's own reward, a float or None, called after the
+  episode ends and before ``close``;
+* ``close()``: called exactly once per object, also when the episode fails.
+
+The tools' schemas are read once, from a probe object made (and closed) when the run is
+built, so prompts can show them before any episode starts; every episode's object must
+offer the same tools.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentrl.tools import Tool, ToolRegistry
+
+EnvironmentFactory = Callable[[], Any]
+
+
+class EnvironmentContractError(RuntimeError):
+    """An environment that breaks its contract (tools that change between episodes)."""
+
+
+def environment_tools(env: Any) -> list[Any]:
+    """The tools an environment object offers (its ``tools`` list or method), maybe none."""
+    tools = getattr(env, "tools", None)
+    if tools is None:
+        return []
+    if callable(tools) and not isinstance(tools, list | tuple | Tool):
+        tools = tools()
+    items = list(tools) if isinstance(tools, list | tuple) else [tools]
+    for item in items:
+        if not callable(item):
+            raise TypeError(f"environment tool {item!r} is not callable")
+    return items
+
+
+def close_environment(env: Any) -> None:
+    """Call ``env.close()`` when it has one."""
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()
+
+
+def observation_text(value: Any) -> str | None:
+    """An initial observation as message text (None when there is none)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+@dataclass
+class OpenEpisode:
+    """One episode's environment object, its tool set and its first observation."""
+
+    env: Any
+    tools: ToolRegistry
+    observation: str | None
+
+    def reward(self, trajectory: Any) -> float | None:
+        function = getattr(self.env, "reward", None)
+        if not callable(function):
+            return None
+        value = function(trajectory)
+        return None if value is None else float(value)
+
+    def close(self) -> None:
+        close_environment(self.env)
+
+
+class EnvironmentTools(ToolRegistry):
+    """The run's tools plus an environment whose tools are bound to each episode's object.
+
+    Used where a :class:`ToolRegistry` is: it shows the environment's tools in the specs
+    (so prompts offer them) and :meth:`open_episode` gives each episode its own object and
+    tool set.
+    """
+
+    def __init__(self, base: ToolRegistry, factory: EnvironmentFactory) -> None:
+        super().__init__(timeout=base.timeout, max_result_chars=base.max_result_chars)
+        for name in base:
+            item = base.get(name)
+            assert item is not None
+            self.register(item, visibility=base._visibility[name])
+        self.factory = factory
+        probe = factory()
+        try:
+            tools = environment_tools(probe)
+            self.has_reward = callable(getattr(probe, "reward", None))
+        finally:
+            close_environment(probe)
+        self.environment_tool_names: list[str] = []
+        for fn in tools:
+            item = self.register(fn, replace=True)
+            item.fn = _outside_episode(item.name)
+            self.environment_tool_names.append(item.name)
+
+    def open_episode(self, sample: Mapping[str, Any] | Any) -> OpenEpisode:
+        """A new environment object, reset with ``sample``, and its episode's tool set.
+
+        A failure after the object is made closes it before the error propagates.
+        """
+        env = self.factory()
+        try:
+            observation = observation_text(_reset(env, sample))
+            registry = self.copy()
+            names = []
+            for fn in environment_tools(env):
+                names.append(registry.register(fn, replace=True).name)
+            if sorted(names) != sorted(self.environment_tool_names):
+                raise EnvironmentContractError(
+                    f"this episode's environment offers tools {sorted(names)}, the first one "
+                    f"offered {sorted(self.environment_tool_names)}: every episode must offer "
+                    "the same tools"
+                )
+        except BaseException:
+            close_environment(env)
+            raise
+        return OpenEpisode(env, registry, observation)
+
+
+def _reset(env: Any, sample: Any) -> Any:
+    reset = getattr(env, "reset", None)
+    return reset(sample) if callable(reset) else None
+
+
+def _outside_episode(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"environment tool {name!r} runs only inside an episode")
+
+    return refuse
+
+
+__all__ = [
+    "EnvironmentContractError",
+    "EnvironmentFactory",
+    "EnvironmentTools",
+    "OpenEpisode",
+    "close_environment",
+    "environment_tools",
+    "observation_text",
+]

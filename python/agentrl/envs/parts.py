@@ -1,0 +1,149 @@
+"""A user's task: their tools, reward functions and episode environment, in one place.
+
+The trainer takes these as Python objects (``Trainer(config, tools=..., reward_funcs=...,
+environment=...)``) or, on the command line and in TOML, as ``pkg.module:attribute``
+import paths; :func:`task_parts` merges both, and :func:`task_tools` builds the tool
+registry episodes run with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.envs.environment import EnvironmentFactory, EnvironmentTools
+from agentrl.tools import Tool, ToolRegistry
+from agentrl.utils.imports import load_object, split_list
+
+
+@dataclass
+class TaskParts:
+    """What a user brings. Empty parts mean the built-in arithmetic task's."""
+
+    tools: list[Any] = field(default_factory=list)  # Tools, functions, ToolRegistry objects
+    reward_funcs: list[Any] = field(default_factory=list)  # names, import paths, callables
+    reward_weights: list[float] | None = None
+    environment: EnvironmentFactory | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tools or self.reward_funcs or self.environment is not None)
+
+
+def tool_items(value: Any) -> list[Any]:
+    """Tools from one object: a Tool or function, a ToolRegistry, or a list of those."""
+    if isinstance(value, ToolRegistry):
+        return [value.get(name) for name in value]
+    if isinstance(value, list | tuple):
+        return [item for one in value for item in tool_items(one)]
+    if isinstance(value, Tool) or callable(value):
+        return [value]
+    raise TypeError(f"{value!r} is neither a tool, a function, a ToolRegistry nor a list")
+
+
+def load_tools(paths: str | Iterable[str]) -> list[Any]:
+    """The tools named by ``pkg.module:attribute`` paths (comma-separated when a string)."""
+    items = split_list(paths) if isinstance(paths, str) else list(paths)
+    out: list[Any] = []
+    for path in items:
+        try:
+            out.extend(tool_items(load_object(path)))
+        except TypeError as exc:
+            raise ValueError(f"--tools {path!r}: {exc}") from None
+    return out
+
+
+def load_environment(path: str) -> EnvironmentFactory:
+    """The environment factory at ``pkg.module:Factory``."""
+    factory = load_object(path)
+    if not callable(factory):
+        raise ValueError(f"--environment {path!r}: {factory!r} is not callable")
+    return factory
+
+
+def task_parts(
+    *,
+    config_tools: str = "",
+    config_reward_funcs: str = "",
+    config_reward_weights: str = "",
+    config_environment: str = "",
+    tools: Sequence[Any] | Any = (),
+    reward_funcs: Sequence[Any] | None = None,
+    reward_weights: Sequence[float] | None = None,
+    environment: EnvironmentFactory | None = None,
+) -> TaskParts:
+    """The run's parts from the configuration's import paths and the Python arguments.
+
+    Tools from both are used together. Reward functions, their weights and the
+    environment come from one side only: both given is an error.
+    """
+    if reward_funcs and config_reward_funcs:
+        raise ValueError("reward functions given both in the config and as arguments")
+    if reward_weights is not None and config_reward_weights:
+        raise ValueError("reward weights given both in the config and as arguments")
+    if environment is not None and config_environment:
+        raise ValueError("an environment given both in the config and as an argument")
+    parts = TaskParts()
+    parts.tools = load_tools(config_tools) + tool_items(list(tools) if tools else [])
+    parts.reward_funcs = list(reward_funcs) if reward_funcs else split_list(config_reward_funcs)
+    if reward_weights is not None:
+        parts.reward_weights = [float(w) for w in reward_weights]
+    elif config_reward_weights:
+        from agentrl.rewards import reward_weights as parse_weights
+
+        parts.reward_weights = parse_weights(config_reward_weights)
+    parts.environment = environment
+    if config_environment:
+        parts.environment = load_environment(config_environment)
+    return parts
+
+
+def task_tools(base: ToolRegistry, parts: TaskParts) -> ToolRegistry:
+    """``base`` (the built-in tools) with the user's tools and environment added."""
+    if not parts.tools and parts.environment is None:
+        return base
+    registry = base.copy()
+    for item in parts.tools:
+        try:
+            registry.register(item)
+        except TypeError as exc:  # a signature no JSON object of arguments can call
+            raise ValueError(str(exc)) from None
+    if parts.environment is not None:
+        return EnvironmentTools(registry, parts.environment)
+    return registry
+
+
+def reward_plan(
+    parts: TaskParts, has_environment_reward: bool
+) -> tuple[list[Any], list[float] | None, str]:
+    """(reward functions, weights, a sentence for the log) of a run.
+
+    No reward functions given: the environment's reward when it has one, else the
+    built-in ``tool_use``. An environment reward beside given functions joins them as
+    ``environment`` (weight 1.0 unless the weights name it) unless they list it already.
+    """
+    functions: list[Any] = list(parts.reward_funcs)
+    weights = None if parts.reward_weights is None else list(parts.reward_weights)
+    if not functions:
+        functions = ["environment"] if has_environment_reward else ["tool_use"]
+    elif has_environment_reward and "environment" not in functions:
+        functions.append("environment")
+        if weights is not None and len(weights) == len(functions) - 1:
+            weights.append(1.0)
+    names = [f if isinstance(f, str) else getattr(f, "__name__", repr(f)) for f in functions]
+    shown = ", ".join(
+        f"{n} x {w:g}" for n, w in zip(names, weights or [1.0] * len(names), strict=False)
+    )
+    return functions, weights, f"reward: {shown}"
+
+
+__all__ = [
+    "TaskParts",
+    "load_environment",
+    "load_tools",
+    "reward_plan",
+    "task_parts",
+    "task_tools",
+    "tool_items",
+]

@@ -1,0 +1,298 @@
+"""Worker processes for synchronous user tools: a hung or crashing tool costs a call.
+
+A thread cannot be stopped, so a sync tool that never returns would keep its thread (and
+whatever it holds) for the rest of the run. Sync user tools that can be found again by
+import path (``module`` + ``qualname``) run instead in a worker process: past its timeout
+the worker is killed and a fresh one takes its place on the next call. In the worker, any
+exception (``SystemExit`` and ``KeyboardInterrupt`` included) becomes an error message,
+and the result is encoded to JSON with its size cap checked while encoding, so a 100 MB
+result is refused without being encoded (or sent back) in full.
+
+Workers are fresh interpreters (``python -c``, with this process's ``sys.path``): forking
+a process that runs torch threads is not safe, and unlike ``multiprocessing``'s spawn they
+never re-run the main script, so a training script needs no ``__main__`` guard. Requests
+and replies are length-prefixed pickles on the worker's stdin and a copy of its stdout;
+what a tool prints goes to stderr. Workers are kept warm between calls.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+# Chunks of JSON text the capped encoder joins; a text longer than the cap stops encoding.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class ResultTooLarge(ValueError):
+    """Raised by :func:`capped_json` when the encoded result passes its cap."""
+
+
+def capped_json(value: Any, cap: int) -> str:
+    """``value`` as compact JSON, refused as soon as the text passes ``cap`` characters.
+
+    A long string (or bytes) is refused before encoding, from its length alone; anything
+    else is encoded chunk by chunk and stops at the first chunk past the cap.
+    """
+    if cap > 0 and isinstance(value, str | bytes | bytearray) and len(value) + 2 > cap:
+        raise ResultTooLarge(f"result too large: more than {cap} characters")
+    if cap <= 0:
+        return _ENCODER.encode(value)
+    parts, size = [], 0
+    for chunk in _ENCODER.iterencode(value):
+        size += len(chunk)
+        if size > cap:
+            raise ResultTooLarge(f"result too large: more than {cap} characters")
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def import_reference(fn: Callable[..., Any]) -> tuple[str, str] | None:
+    """``(module, qualname)`` that finds ``fn`` again in another process, or None."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    if getattr(fn, "__self__", None) is not None:  # a bound method: its state lives here
+        return None
+    try:
+        found = resolve_reference(module, qualname)
+    except (ImportError, AttributeError):
+        return None
+    return (module, qualname) if found is fn else None
+
+
+def resolve_reference(module: str, qualname: str) -> Callable[..., Any]:
+    """The function at ``module``/``qualname``; a ``Tool`` found there gives its function."""
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    inner = getattr(value, "fn", None)  # a @tool-decorated function is a Tool object
+    return inner if callable(inner) and hasattr(value, "spec") else value
+
+
+_HEADER = struct.Struct("<Q")
+
+
+def _write_frame(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
+    chunks, left = [], n
+    while left > 0:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the stream ended")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return pickle.loads(_read_exact(stream, size))
+
+
+def _answer(request: tuple[str, str, dict[str, Any], bool, int]) -> tuple[str, str]:
+    module, qualname, args, raw, cap = request
+    try:
+        fn = resolve_reference(module, qualname)
+        value = fn(args) if raw else fn(**args)
+        return ("ok", capped_json(value, cap))
+    except BaseException as exc:  # every failure of a tool is the caller's error event
+        return ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+def serve_stdio() -> None:
+    """A worker's loop: (module, qualname, args, raw, cap) in, ("ok"|"error", text) out."""
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # tools read no protocol bytes
+    os.dup2(2, 1)  # and what they print goes to stderr
+    sys.stdout = sys.stderr
+    while True:
+        try:
+            request = _read_frame(requests)
+        except (EOFError, OSError):
+            return
+        try:
+            _write_frame(replies, _answer(request))
+        except OSError:
+            return
+
+
+_BOOT = "from agentrl.tools.workers import serve_stdio; serve_stdio()"
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), *sys.path) if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            bufsize=0, env=env,
+        )  # fmt: skip
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests: IO[bytes] = self.process.stdin
+        self.replies: IO[bytes] = self.process.stdout
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, request: Any) -> None:
+        _write_frame(self.requests, request)
+
+    def poll(self, timeout: float | None) -> bool:
+        ready, _, _ = select.select([self.replies], [], [], timeout)
+        return bool(ready)
+
+    def recv(self) -> Any:
+        return _read_frame(self.replies)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        for stream in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+class ToolCallTimeout(TimeoutError):
+    """The worker did not answer within the call's timeout; it was killed."""
+
+
+class ToolWorkers:
+    """Up to ``size`` warm worker processes; a call takes an idle one or starts one."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = max(1, int(size))
+        self._idle: list[_Worker] = []
+        self._busy = 0
+        self._cond = threading.Condition()
+        self.stats = {"started": 0, "killed": 0}
+
+    def call(
+        self,
+        module: str,
+        qualname: str,
+        args: Mapping[str, Any],
+        *,
+        raw: bool,
+        cap: int,
+        timeout: float,
+    ) -> Any:
+        """Run the function in a worker: its JSON result, or an exception with its message.
+
+        ``timeout`` (seconds, 0: none) counts from the call's start, waiting for a free
+        worker included; past it the worker is killed and :class:`ToolCallTimeout` raised.
+        """
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        worker = self._acquire(deadline, timeout)
+        try:
+            worker.send((module, qualname, dict(args), raw, cap))
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            answered = worker.poll(left)
+            if answered:
+                kind, text = worker.recv()
+        except (EOFError, OSError) as exc:
+            self._discard(worker)
+            raise RuntimeError(f"the tool's worker process died ({type(exc).__name__})") from None
+        except BaseException:
+            self._discard(worker)
+            raise
+        if not answered:
+            self._discard(worker)
+            raise ToolCallTimeout(f"timed out after {timeout:g}s")
+        self._release(worker)
+        if kind == "error":
+            raise RuntimeError(text)
+        return json.loads(text)
+
+    def busy(self) -> int:
+        with self._cond:
+            return self._busy
+
+    def _acquire(self, deadline: float | None, timeout: float) -> _Worker:
+        with self._cond:
+            while not self._idle and self._busy >= self.size:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise ToolCallTimeout(f"timed out after {timeout:g}s (no free worker)")
+                self._cond.wait(left)
+            self._busy += 1
+            worker = self._idle.pop() if self._idle else None
+        if worker is not None and not worker.alive():
+            worker.stop()
+            worker = None
+        if worker is None:
+            try:
+                worker = _Worker()
+            except BaseException:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify()
+                raise
+            self.stats["started"] += 1
+        return worker
+
+    def _release(self, worker: _Worker) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def _discard(self, worker: _Worker) -> None:
+        worker.stop()
+        self.stats["killed"] += 1
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+
+
+_shared: ToolWorkers | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_workers() -> ToolWorkers:
+    """The process-wide worker pool (``AGENTRL_TOOL_WORKERS`` workers, default 8)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = ToolWorkers(int(os.environ.get("AGENTRL_TOOL_WORKERS", "8")))
+            atexit.register(_shared.close)
+        return _shared
+
+
+__all__ = [
+    "ResultTooLarge",
+    "ToolCallTimeout",
+    "ToolWorkers",
+    "capped_json",
+    "import_reference",
+    "resolve_reference",
+    "serve_stdio",
+    "shared_workers",
+]

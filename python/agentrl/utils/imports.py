@@ -1,0 +1,53 @@
+"""Objects named on a command line as ``pkg.module:attribute``.
+
+Users hand their own tools, reward functions and environments to `agentrl train` by
+import path; a path that does not resolve must say which part failed (the module, or
+the attribute inside it), not surface as a bare ``ImportError`` deep in a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+
+class ImportPathError(ValueError):
+    """An import path that is malformed, names a missing module or a missing attribute."""
+
+
+def load_object(path: str) -> Any:
+    """The object at ``pkg.module:attribute`` (the attribute may be dotted: ``mod:Cls.fn``).
+
+    Modules are found on ``sys.path`` and in the current directory, as for ``python -m``:
+    ``agentrl train --environment examples.shop:ShopEnv`` works from the repository root.
+    """
+    module_name, sep, attribute = path.strip().partition(":")
+    if not sep or not module_name or not attribute:
+        raise ImportPathError(f"{path!r}: expected 'package.module:attribute'")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportPathError(
+            f"{path!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc})"
+        ) from exc
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise ImportPathError(
+                f"{path!r}: module {module_name!r} has no attribute {attribute!r}"
+            )
+        value = getattr(value, part)
+    return value
+
+
+def split_list(text: str, separator: str = ",") -> list[str]:
+    """The non-empty, stripped items of a separated list (``"a, b,"`` -> ``["a", "b"]``)."""
+    return [item.strip() for item in text.split(separator) if item.strip()]
+
+
+__all__ = ["ImportPathError", "load_object", "split_list"]
