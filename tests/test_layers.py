@@ -19,7 +19,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python" / "agentrl"
 
 # High to low; a module belongs to the layer of its longest listed prefix.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("agentrl.cli", "agentrl.commands"),
+    # The package root is the front door: it re-exports the trainer (lazily).
+    ("agentrl", "agentrl.cli", "agentrl.commands"),
     ("agentrl.trainer",),
     ("agentrl.placement",),
     ("agentrl.training", "agentrl.sft"),
@@ -73,7 +74,9 @@ def module_name(path: Path, root: Path) -> str:
 
 def _is_module(name: str, root: Path) -> bool:
     base = root.joinpath(*name.split(".")[1:])
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    # The Rust extension has no .py file; its type stub (_core.pyi) names it.
+    stub_or_source = base.with_suffix(".py").is_file() or base.with_suffix(".pyi").is_file()
+    return stub_or_source or (base / "__init__.py").is_file()
 
 
 def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
