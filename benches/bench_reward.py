@@ -24,14 +24,13 @@ import json
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agentrl.rewards import resolved_threads, score_batch
-from reference_baseline import absent_message, load_reference
+from reference_baseline import absent_message, load_reference, reference_arguments
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "data" / "reward_parity.jsonl"
 ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished")
@@ -52,21 +51,6 @@ def build_corpus(rows: int, distinct_tasks: bool) -> list[dict[str, Any]]:
             record["messages"][0]["content"] += "\u200b" * (i % group + 1)
         corpus.append(record)
     return corpus
-
-
-def reference_arguments(reference: dict[str, Any]) -> argparse.Namespace:
-    """The reference's own defaults from its ``build_args`` (its torch default needs a stand-in)."""
-    reference.setdefault(
-        "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
-    )
-    saved = sys.argv
-    sys.argv = ["reference"]
-    try:
-        args = reference["build_args"]()
-    finally:
-        sys.argv = saved
-    args.current_step = 10**6  # finished schedules, as score_batch's default
-    return args
 
 
 def time_reference(

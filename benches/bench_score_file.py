@@ -5,7 +5,7 @@ Writes a JSONL file of N trajectories (100,000 by default): the golden reward fi
 in a run of consecutive lines as the completions of one prompt are. Then, in one run:
 
 - the reference loop: the reference implementation's per-trajectory scorer (loaded at run
-  time by benches/reference_baseline.py or benches/seed_baseline.py) over a slice of the
+  time by benches/reference_baseline.py) over a slice of the
   rows, in CPU seconds per trajectory;
 - `agentrl score FILE -o OUT --threads T` as a child process for each T (1 and 2 by
   default), start-up included: wall seconds, CPU seconds and peak resident memory (from
@@ -27,14 +27,12 @@ Run: ``.venv/bin/python benches/bench_score_file.py [--rows N] [--threads 1,2]``
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +41,7 @@ HERE = Path(__file__).resolve().parent
 GOLDEN = HERE.parent / "tests" / "data" / "reward_parity.jsonl"
 ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished")
 sys.path.insert(0, str(HERE))
-
-
-def _baseline_module() -> Any:
-    """The module that loads the reference implementation (whichever name it has)."""
-    for name in ("reference_baseline", "seed_baseline"):
-        if (HERE / f"{name}.py").exists():
-            return importlib.import_module(name)
-    raise SystemExit("benches/reference_baseline.py is missing")
+from reference_baseline import absent_message, load_reference, reference_arguments  # noqa: E402
 
 
 def _golden_rows() -> list[dict[str, Any]]:
@@ -68,30 +59,13 @@ def write_corpus(path: Path, rows: int, golden: list[dict[str, Any]], group: int
     return path.stat().st_size
 
 
-def _reference_arguments(reference: dict[str, Any]) -> argparse.Namespace:
-    """The reference trainer's own defaults, with finished schedules as `agentrl score`."""
-    reference.setdefault(
-        "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
-    )
-    saved = sys.argv
-    sys.argv = ["reference"]
-    try:
-        args = reference["build_args"]()
-    finally:
-        sys.argv = saved
-    args.current_step = 10**6
-    return args
-
-
 def reference_rate(rows: list[dict[str, Any]]) -> tuple[float, list[float]] | None:
     """Trajectories per CPU second of the reference loop over ``rows``, and its rewards."""
-    baseline = _baseline_module()
-    loader = getattr(baseline, "load_reference", None) or baseline.load_seed
-    reference = loader()
+    reference = load_reference()
     if reference is None:
         return None
     score = reference["score_one_trajectory"]
-    args = _reference_arguments(reference)
+    args = reference_arguments(reference)
     start = time.process_time()
     rewards = [
         score(args, "", r["completion"], r["gt"], None, r["tool_events"], r["unfinished"],
@@ -150,8 +124,7 @@ def main() -> None:
         if not ref_rows:
             print("reference loop skipped (--reference-rows 0)")
         elif reference is None:
-            absent = getattr(_baseline_module(), "absent_message", None)
-            print(absent() if absent else "reference implementation not found: no baseline")
+            print(absent_message())
         else:
             print(
                 f"reference loop (Python, {len(ref_rows):,} rows): {reference[0]:,.0f} traj/s CPU"

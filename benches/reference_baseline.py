@@ -11,10 +11,13 @@ Nothing from it is copied into this repository.
 from __future__ import annotations
 import __future__
 
+import argparse
 import ast
 import glob
 import math
 import os
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +69,19 @@ def absent_message(pattern: str = "000_*.txt") -> str:
         f"reference file ../shared/seeds/{pattern} not found (set AGENTRL_REFERENCE_DIR): "
         "baseline rows are skipped"
     )
+
+
+def reference_arguments(reference: dict[str, Any]) -> argparse.Namespace:
+    """The reference trainer's own defaults from its ``build_args`` (its torch default needs
+    a stand-in), with finished schedules as ``score_batch`` and ``agentrl score`` use."""
+    reference.setdefault(
+        "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
+    )
+    saved = sys.argv
+    sys.argv = ["reference"]
+    try:
+        args = reference["build_args"]()
+    finally:
+        sys.argv = saved
+    args.current_step = 10**6
+    return args

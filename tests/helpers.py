@@ -10,8 +10,13 @@ with arguments).
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -179,3 +184,46 @@ def fastest_seconds(run: Callable[[], Any], repeats: int = 3) -> float:
         run()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+class InterruptedReader(io.RawIOBase):
+    """A byte stream during whose second read the user presses Ctrl-C (SIGINT)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = io.BytesIO(data)
+        self.calls = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        self.calls += 1
+        if self.calls == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.data.read(size)
+
+
+def launch_torchrun(
+    script: Path, args: list[str], out: Path, timeout: float
+) -> tuple[int, str, float]:
+    """Run ``script args...`` on two CPU ranks under torchrun; (exit code, output, seconds).
+
+    The whole process group is killed when it outlives ``timeout``, and the test fails with
+    the tail of the output, so a hung collective never hangs the suite.
+    """
+    import pytest
+
+    out.mkdir(parents=True, exist_ok=True)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(script), *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    began = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"torchrun {' '.join(args)} did not end within {timeout}s:\n{output[-4000:]}")
+    return proc.returncode, output, time.monotonic() - began

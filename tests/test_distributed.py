@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import launch_torchrun
 
 # Every test here launches two processes under torchrun and trains: tens of seconds each.
 pytestmark = pytest.mark.slow
@@ -37,21 +37,7 @@ HERE = Path(__file__).resolve()
 def _launch(
     scenario: str, assets: Path, out: Path, timeout: float = TIMEOUT_S
 ) -> tuple[int, str, float]:
-    out.mkdir(parents=True, exist_ok=True)
-    torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(HERE), scenario,
-           str(assets), str(out)]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    began = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail(f"torchrun {scenario} did not end within {timeout}s:\n{output[-4000:]}")
-    return proc.returncode, output, time.monotonic() - began
+    return launch_torchrun(HERE, [scenario, str(assets), str(out)], out, timeout)
 
 
 def _result(out: Path, rank: int) -> dict[str, Any]:

@@ -9,15 +9,13 @@ checkpoint, which the test process (one rank) resumes from.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import launch_torchrun
 
 pytestmark = pytest.mark.slow  # two torchrun processes train: tens of seconds
 
@@ -27,19 +25,8 @@ LR = 1e-3  # large enough that one step visibly moves every weight
 
 
 def _launch(assets: Path, out: Path) -> tuple[int, str]:
-    out.mkdir(parents=True, exist_ok=True)
-    torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(HERE), str(assets), str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail(f"torchrun did not end within {TIMEOUT_S}s:\n{output[-4000:]}")
-    return proc.returncode, output
+    code, output, _ = launch_torchrun(HERE, [str(assets), str(out)], out, TIMEOUT_S)
+    return code, output
 
 
 def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import signal
 import subprocess
 import sys
 from contextlib import redirect_stderr
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from agentrl.cli import main
+from helpers import InterruptedReader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -188,27 +187,10 @@ def test_fuzz_random_bytes_never_crash(
     assert sorted(p.name for p in folder.iterdir()) == ["in.jsonl", "out.jsonl"]
 
 
-class _CtrlCStdin(io.RawIOBase):
-    """Standard input on which the user presses Ctrl-C after the first read."""
-
-    def __init__(self) -> None:
-        self.data = io.BytesIO(GOLDEN.read_bytes())
-        self.calls = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        self.calls += 1
-        if self.calls == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-        return self.data.read(size)
-
-
 def test_ctrl_c_exits_130_without_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sys.stdin", _CtrlCStdin())
+    monkeypatch.setattr("sys.stdin", InterruptedReader(GOLDEN.read_bytes()))
     out = tmp_path / "out.jsonl"
     assert main(["score", "-", "-o", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err

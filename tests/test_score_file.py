@@ -8,13 +8,12 @@ import gzip
 import io
 import json
 import math
-import os
-import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 from agentrl.rewards import DETAIL_KEYS, TERM_KEYS, score_batch, score_file
+from helpers import InterruptedReader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -195,28 +194,11 @@ def test_any_extra_field_is_written_as_json_dumps_writes_it(meta: object, key_fi
     assert out.getvalue().decode() == _python_scored([line])
 
 
-class _InterruptedReader(io.RawIOBase):
-    """A stream that receives Ctrl-C (SIGINT) while the scorer reads it."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = io.BytesIO(data)
-        self.calls = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        self.calls += 1
-        if self.calls == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-        return self.data.read(size)
-
-
 def test_ctrl_c_stops_the_run_and_writes_no_file(tmp_path: Path) -> None:
     data = ("\n".join(_golden_lines()) + "\n").encode() * 4
     out = tmp_path / "out.jsonl"
     with pytest.raises(KeyboardInterrupt):
-        score_file(_InterruptedReader(data), out, threads=2)
+        score_file(InterruptedReader(data), out, threads=2)
     assert list(tmp_path.iterdir()) == []
 
 
