@@ -21,7 +21,7 @@ from agentrl.config import add_config_arguments, config_from_args
 # The training options an evaluation reads: the policy, the prompts and tools, the episode
 # limits and the eval decoding.
 EVAL_OPTIONS = (
-    "model", "tokenizer", "device", "dtype", "num_threads", "seed",
+    "model", "tokenizer", "chat_template", "device", "dtype", "num_threads", "seed",
     "data_path", "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
     "time_mode", "augment_calculator_alias",
     "max_turns", "max_context_len", "top_p", "top_k", "repetition_penalty",
@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Evaluate a policy on held-out prompts (full tool loop)."
     add_config_arguments(parser, EVAL_OPTIONS)
     parser.add_argument("--output", default=None, help="also write the metrics as JSON here")
+    parser.add_argument(
+        "--show_prompt",
+        action="store_true",
+        help="print the first prompt as rendered for the model (chat template and tools)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.training.policy_eval import evaluate_policy
 
     try:
-        result = evaluate_policy(config_from_args(args))
+        result = evaluate_policy(config_from_args(args), show_prompt=args.show_prompt)
     except (ModelLoadError, ValueError, FileNotFoundError) as exc:
         print(f"agentrl eval: {exc}", file=sys.stderr)
         return 2

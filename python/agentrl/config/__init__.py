@@ -117,6 +117,11 @@ class TrainConfig:
     # ---- model ----
     model: str = _opt("model", "", "policy spec: tiny, HF dir or .pth ('': from_weight)")
     tokenizer: str = _opt("model", "", "tokenizer dir for a MiniMind .pth checkpoint")
+    chat_template: str = _opt(
+        "model",
+        "",
+        "chat template: '' the tokenizer's own, builtin, or a Jinja / tokenizer_config.json file",
+    )
     from_weight: str = _opt(
         "model", "full_sft", "loads save_dir/<from_weight>_<hidden_size>.pth when model is ''"
     )

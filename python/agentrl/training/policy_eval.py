@@ -21,12 +21,16 @@ class PolicyEvaluation:
     metrics: dict[str, float]
 
 
-def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
+def evaluate_policy(
+    config: TrainConfig, log: Log = print, *, show_prompt: bool = False
+) -> PolicyEvaluation:
     """Load the configured policy (training the built-in warm start if it is asked for and
     missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
     `agentrl sft` reports on. Raises ``ModelLoadError``, ``ValueError`` or
-    ``FileNotFoundError`` for a policy or prompts that cannot be loaded.
+    ``FileNotFoundError`` for a policy or prompts that cannot be loaded. ``show_prompt``
+    logs the first scored prompt as the model sees it (template, tools and all).
     """
+    from agentrl.chat import apply_chat_template
     from agentrl.data import PromptPool
     from agentrl.models import load_policy
     from agentrl.rollout.engine import TorchEngine
@@ -45,7 +49,10 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
     configure_threads(config)
     ensure_warm_start(spec, log)
     device = None if config.device == "auto" else config.device
-    model, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None)
+    model, tokenizer = load_policy(
+        spec, "float32", device, tokenizer=config.tokenizer or None,
+        chat_template=config.chat_template,
+    )  # fmt: skip
     tools = build_tools(config)
     if config.data_path:
         pool = PromptPool(
@@ -69,6 +76,14 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
         seed=config.eval_seed,
         generations=config.eval_generations,
     )
+    if show_prompt and evaluator.indices:
+        sample = pool[evaluator.indices[0]]
+        specs = sample.get("tools") or tools.specs()
+        text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        log(f"---- rendered prompt ({len(ids)} tokens) ----")
+        log(text)
+        log("---- end of prompt ----")
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
     engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
     return PolicyEvaluation(spec, evaluator.run(engine))

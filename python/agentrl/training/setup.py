@@ -109,7 +109,8 @@ def load_models(config: TrainConfig, log: Log) -> Models:
         log(note)
     cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
-    policy, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None)
+    policy, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None,
+                                    chat_template=config.chat_template)  # fmt: skip
     policy.train()
     policy.requires_grad_(True)
     if hasattr(policy, "config"):
