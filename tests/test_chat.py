@@ -8,9 +8,9 @@ import json
 import pytest
 from agentrl.chat import (
     CHAT_TEMPLATE,
-    ChatTemplateError,
     MARKUP_TOKENS,
     SPECIAL_TOKENS,
+    ChatTemplateError,
     MessageError,
     apply_chat_template,
     encode_chat,

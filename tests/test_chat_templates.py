@@ -12,8 +12,6 @@ import logging
 from typing import Any
 
 import pytest
-from helpers import tiny_tokenizer
-
 from agentrl.chat import (
     ChatTemplateError,
     apply_chat_template,
@@ -21,6 +19,7 @@ from agentrl.chat import (
     tools_block,
     use_chat_template,
 )
+from helpers import tiny_tokenizer
 
 QWEN3_STYLE = (
     "{%- if tools %}{{- '<|im_start|>system\\n' }}"

@@ -3,8 +3,8 @@
 A tokenizer that ships a chat template renders with it (that is the format its model was
 trained on); when that template does not render the tools it is given, the tools block goes
 into the system turn (or the first user turn) in the template's own role markers, see
-:func:`apply_chat_template`. Otherwise the built-in template is used: MiniMind's Qwen-style layout with
-``<|im_start|>``/``<|im_end|>`` turns, a ``# Tools`` block in the system turn, a
+:func:`apply_chat_template`. Otherwise the built-in template is used: MiniMind's
+Qwen-style layout with ``<|im_start|>``/``<|im_end|>`` turns, a ``# Tools`` block in the system turn, a
 ``<think>`` block in every assistant turn, tool calls as ``<tool_call>`` JSON blocks and
 consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
 :data:`CHAT_TEMPLATE` is the same layout as a Jinja template, for tokenizers we build.
@@ -581,13 +581,13 @@ def observation_delta(
 __all__ = [
     "BUILTIN_TEMPLATE",
     "CHAT_TEMPLATE",
-    "ChatTemplateError",
-    "TemplateTraits",
     "MARKUP_TOKENS",
     "ROLES",
     "ROLE_ALIASES",
     "SPECIAL_TOKENS",
+    "ChatTemplateError",
     "MessageError",
+    "TemplateTraits",
     "apply_chat_template",
     "encode_chat",
     "normalize_message",
