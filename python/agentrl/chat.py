@@ -5,8 +5,8 @@ trained on); when that template does not render the tools it is given, the tools
 into the system turn (or the first user turn) in the template's own role markers, see
 :func:`apply_chat_template`. Otherwise the built-in template is used: MiniMind's
 Qwen-style layout with ``<|im_start|>``/``<|im_end|>`` turns, a ``# Tools`` block in the
-system turn, a ``<think>`` block in every assistant turn, tool calls as ``<tool_call>`` JSON blocks and
-consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
+system turn, a ``<think>`` block in every assistant turn, tool calls as ``<tool_call>``
+JSON blocks and consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
 :data:`CHAT_TEMPLATE` is the same layout as a Jinja template, for tokenizers we build.
 
 During a multi-turn rollout the policy's context is re-rendered after each tool turn;
