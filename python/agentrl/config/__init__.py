@@ -77,7 +77,11 @@ class TrainConfig:
     save_dir: str = _opt(
         "run", "../out", "directory for runs; a run writes to save_dir/save_weight"
     )
-    save_weight: str = _opt("run", "agentic_async_rl_tooluse_v5_fix", "run name")
+    save_weight: str = _opt(
+        "run",
+        "agentic_async_rl_tooluse_v5_fix",
+        "run name (--run_name); with --model and no run name: <model name>-rl",
+    )
     epochs: int = _opt("run", 1, "passes over the prompts when total_steps is 0")
     total_steps: int = _opt("run", 0, "training steps (0: epochs x prompts / batch_size)")
     scale_total_steps_by_world_size: int = _opt(
@@ -525,9 +529,22 @@ def resolve(
     from_file.pop("preset", None)
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
-    values: dict[str, Any] = {**PRESETS[name], **from_file, **dict(overrides or {})}
+    chosen = {**from_file, **dict(overrides or {})}
+    values: dict[str, Any] = {**PRESETS[name], **chosen}
     check_names(values)
+    if chosen.get("model") and "save_weight" not in chosen:
+        values["save_weight"] = run_name_for(str(chosen["model"]))
     return TrainConfig.from_mapping(values)
+
+
+def run_name_for(model: str) -> str:
+    """The run directory's name for a policy spec: its last path part (a file without its
+    suffix, a Hub id's name) plus ``-rl``, so runs of different models do not collide."""
+    text = model.rstrip("/\\")
+    part = text.replace("\\", "/").rsplit("/", 1)[-1]
+    if "." in part and Path(text).suffix.lower() in (".gguf", ".pth", ".pt", ".bin"):
+        part = part.rsplit(".", 1)[0]
+    return (part or "model") + "-rl"
 
 
 # ------------------------------------------------------------------ command line
@@ -580,6 +597,8 @@ def add_config_arguments(
         flags = [f"--{name}"]
         if name == "data_path":
             flags.append("--data")
+        if name == "save_weight":
+            flags.append("--run_name")
         choices = f.metadata["choices"] or None
         groups[f.metadata["section"]].add_argument(
             *flags,
@@ -620,5 +639,6 @@ __all__ = [
     "option_section",
     "read_toml",
     "resolve",
+    "run_name_for",
     "validate",
 ]

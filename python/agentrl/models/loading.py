@@ -190,9 +190,16 @@ def load_gguf(path: Path, dtype: torch.dtype) -> tuple[torch.nn.Module, Any]:
             f"{path}: loading GGUF needs the gguf package (pip install 'agentrl[gguf]')"
         ) from None
     where, name = str(path.parent), path.name
+    extra: dict[str, Any] = {}
+    try:  # transformers that can keep GGUF blocks packed must be told to unpack (to train)
+        from transformers import GgufConfig
+
+        extra["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:  # older transformers always dequantise
+        pass
     try:
         tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=dtype, **extra)
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         raise ModelLoadError(f"{path}: GGUF model could not be loaded ({exc})") from exc
     model = model.to(dtype)
