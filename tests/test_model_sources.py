@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import tiny_tokenizer
-
 from agentrl.cli import main as cli_main
 from agentrl.config import resolve, run_name_for
 from agentrl.models import load_policy
 from agentrl.models.errors import CheckpointNotFoundError
 from agentrl.models.loading import is_hub_id
+from helpers import tiny_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 CHATML_NO_TOOLS = (
