@@ -173,6 +173,13 @@ class TrainConfig:
     top_p: float = _opt("rollout", 0.88, "nucleus sampling mass")
     top_k: int = _opt("rollout", 40, "top-k filter (0: off)")
     repetition_penalty: float = _opt("rollout", 1.03, "penalty on tokens already generated")
+    logprob_temperature: str = _opt(
+        "rollout",
+        "raw",
+        "behaviour and training log-probs: raw logits, or divided by the sampling temperature "
+        "(the policy that sampled; top-p/top-k/penalty stay off-policy)",
+        ("raw", "sampling"),
+    )
     torch_rollout_use_cache: int = _opt("rollout", 1, "KV cache in generation", _FLAG)
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
@@ -331,6 +338,11 @@ class TrainConfig:
         return Path(self.save_dir) / self.save_weight
 
     @property
+    def logprob_divisor(self) -> float:
+        """What logits are divided by before log-probs are taken (1.0: the raw policy)."""
+        return self.temperature if self.logprob_temperature == "sampling" else 1.0
+
+    @property
     def effective_max_version_gap(self) -> int:
         """The staleness bound used when max_version_gap is -1 (one process)."""
         return self.max_head_offpolicyness if self.max_version_gap < 0 else self.max_version_gap
@@ -474,6 +486,13 @@ def validate(config: TrainConfig) -> None:
         raise _fail("max_total_len", config.max_total_len, "at least 2")
     if config.beta_min > config.beta_max:
         raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
+    if config.logprob_temperature == "sampling" and config.rollout_engine != "torch":
+        raise ValueError(
+            "option logprob_temperature='sampling' needs rollout_engine='torch': the remote "
+            "engines return log-probs of the raw policy"
+        )
+    if config.logprob_temperature == "sampling" and config.temperature <= 1e-6:
+        raise _fail("temperature", config.temperature, "above 0 with logprob_temperature=sampling")
     for name, reason in COMPAT_ONLY.items():
         value, default = getattr(config, name), _OWN[name].default
         if value != default:

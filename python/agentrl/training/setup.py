@@ -131,6 +131,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         top_p=config.top_p,
         repetition_penalty=config.repetition_penalty,
         max_new_tokens=config.max_gen_len,
+        logprob_temperature=config.logprob_divisor,
     )
     return EpisodeConfig(
         max_turns=config.max_turns,

@@ -48,6 +48,9 @@ class StepSettings:
     stale_discount: float
     micro_batch_size: int
     default_tools: list[dict[str, Any]] = field(default_factory=list)
+    # Logits are divided by this before log-probs (1.0: raw; else the sampling temperature,
+    # the same divisor the rollouts' behaviour log-probs used).
+    logprob_temperature: float = 1.0
 
 
 @dataclass
@@ -145,10 +148,12 @@ def _policy_pass(
         rows = rows_host.to(mask.device)
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
         rows_mask = mask[rows, : width - 1]
+        tau = settings.logprob_temperature
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
-                           autocast=models.autocast)  # fmt: skip
+                           autocast=models.autocast, temperature=tau)  # fmt: skip
         with torch.no_grad():
-            ref = masked_logps(models.reference, ids, attn, rows_mask, autocast=models.autocast)
+            ref = masked_logps(models.reference, ids, attn, rows_mask, autocast=models.autocast,
+                               temperature=tau)  # fmt: skip
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
