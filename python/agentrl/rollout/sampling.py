@@ -92,8 +92,9 @@ class SamplingParams:
 class SampleResult:
     """One sampling step for a batch of rows.
 
-    ``logps`` are behaviour log-probs (see ``SamplingParams.logprob_temperature``); ``sample_logps`` are log-probs under the
-    distribution actually sampled from (0.0 for greedy rows). ``nonfinite_rows`` marks rows
+    ``logps`` are behaviour log-probs (see ``SamplingParams.logprob_temperature``);
+    ``sample_logps`` are log-probs under the distribution actually sampled from (0.0 for
+    greedy rows). ``nonfinite_rows`` marks rows
     whose logits had NaN/inf; ``fallback_rows`` rows that fell back to the fallback token.
     """
 
