@@ -22,7 +22,8 @@ from agentrl.config import add_config_arguments, config_from_args
 # limits and the eval decoding.
 EVAL_OPTIONS = (
     "model", "tokenizer", "chat_template", "device", "dtype", "num_threads", "seed",
-    "data_path", "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
+    "data_path", "data_split", "prompt_column", "answer_column", "tools_column",
+    "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
     "time_mode", "augment_calculator_alias",
     "max_turns", "max_context_len", "top_p", "top_k", "repetition_penalty",
     "eval_samples", "eval_seed", "eval_temperature", "eval_generations", "eval_max_gen_len",

@@ -147,8 +147,14 @@ class TrainConfig:
     data_path: str = _opt(
         "data",
         "/workspace/minimind/dataset/agent_rl_math.jsonl",
-        "prompt-pool JSONL ('': generated tasks)",
+        "prompts: JSONL, parquet, arrow, JSON array or a dataset directory ('': generated tasks)",
     )
+    data_split: str = _opt("data", "train", "split read from a parquet/arrow/dataset --data")
+    prompt_column: str = _opt(
+        "data", "", "field with the prompt (text or messages) ('': prompt/question/messages)"
+    )
+    answer_column: str = _opt("data", "", "field with the ground truth ('': gt/answer/label)")
+    tools_column: str = _opt("data", "", "field with the tool schemas ('': tools/functions)")
     max_samples: int = _opt("data", 0, "keep at most this many prompts (0: all)")
     filter_mode: str = _opt(
         "data", "math_only", "keep every prompt or only arithmetic tasks", ("all", "math_only")

@@ -32,6 +32,7 @@ def evaluate_policy(
     """
     from agentrl.chat import apply_chat_template
     from agentrl.data import PromptPool
+    from agentrl.data.dataset_files import ColumnMap
     from agentrl.models import load_policy
     from agentrl.rollout.engine import TorchEngine
     from agentrl.training.evaluation import Evaluator, eval_episode_config
@@ -62,6 +63,8 @@ def evaluate_policy(
             allowed_tools=tools.supported_names(),
             inject_answer_instruction=bool(config.inject_answer_instruction),
             default_tools=tools.specs(),
+            split=config.data_split,
+            columns=ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
         )
     else:
         pool = PromptPool.from_samples(generated_heldout_samples(config.eval_samples))

@@ -25,6 +25,7 @@ import torch
 
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool, split_prompt_pool
+from agentrl.data.dataset_files import ColumnMap
 from agentrl.data.prompt_pool import PromptSample
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.rollout import EpisodeConfig, SamplingParams
@@ -158,6 +159,8 @@ def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
         "augment_calculator_alias": bool(config.augment_calculator_alias),
         "default_tools": tools.specs(),
         "force_all_tools": bool(config.force_all_tools),
+        "split": config.data_split,
+        "columns": ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
     }
 
 
