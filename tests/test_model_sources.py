@@ -172,6 +172,7 @@ def test_eval_show_prompt_prints_the_tools_in_the_model_own_markup(
     system = prompt.split("<|im_start|>user")[0]
     assert "<|im_start|>system\n" in system and "# Tools" in system
     assert '"name": "calculate_math"' in system and "<|im_end|>" in system
+    assert "tools are not rendered by the template: agentrl writes a tools block" in out
     assert "on 1 prompts" in out
     broken = tmp_path / "broken.jinja"
     broken.write_text("{{ raise_exception('needs a date') }}")

@@ -374,6 +374,16 @@ class TemplateTraits:
             return "template"
         return "system" if self.system_role else "first_user"
 
+    def describe(self) -> str:
+        """Where tools go, in words (for the log line and ``--show_prompt``)."""
+        return {
+            "template": "rendered by the template itself",
+            "system": "not rendered by the template: agentrl writes a tools block into the "
+            "system turn",
+            "first_user": "not rendered by the template, which has no system role: agentrl "
+            "writes a tools block at the start of the first user turn",
+        }[self.tool_path]
+
 
 _traits: dict[str, TemplateTraits] = {}
 
@@ -425,13 +435,7 @@ def template_traits(tokenizer: Any) -> TemplateTraits:
         system_role = False
     traits = TemplateTraits(PROBE_TOOL in with_tools, system_role)
     _traits[template] = traits
-    where = {
-        "template": "rendered by the template itself",
-        "system": "not rendered by the template: agentrl writes a tools block into the system turn",
-        "first_user": "not rendered by the template, which has no system role: agentrl "
-        "writes a tools block at the start of the first user turn",
-    }[traits.tool_path]
-    logger.info("%s: tools are %s", template_name(tokenizer), where)
+    logger.info("%s: tools are %s", template_name(tokenizer), traits.describe())
     return traits
 
 

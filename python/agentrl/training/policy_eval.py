@@ -30,7 +30,7 @@ def evaluate_policy(
     ``FileNotFoundError`` for a policy or prompts that cannot be loaded. ``show_prompt``
     logs the first scored prompt as the model sees it (template, tools and all).
     """
-    from agentrl.chat import apply_chat_template
+    from agentrl.chat import apply_chat_template, template_name, template_traits
     from agentrl.data import PromptPool
     from agentrl.data.dataset_files import ColumnMap
     from agentrl.models import load_policy
@@ -84,6 +84,9 @@ def evaluate_policy(
         specs = sample.get("tools") or tools.specs()
         text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        traits = template_traits(tokenizer) if tokenizer.chat_template else None
+        where = traits.describe() if traits else "in the built-in layout (no chat template)"
+        log(f"{template_name(tokenizer)}: tools are {where}")
         log(f"---- rendered prompt ({len(ids)} tokens) ----")
         log(text)
         log("---- end of prompt ----")
