@@ -43,6 +43,7 @@ def test_hub_ids_are_told_apart_from_paths() -> None:
     assert not is_hub_id("/abs/dir")
 
 
+@pytest.mark.slow
 def test_hub_id_resolves_offline_from_a_local_hub_cache(tmp_path: Path, run_files: Path) -> None:
     cache = tmp_path / "hf" / "hub"
     repo = cache / "models--tiny-org--tiny-chat"
@@ -116,6 +117,7 @@ def _write_gguf(path: Path, model: Any, tok: Any) -> None:
     writer.close()
 
 
+@pytest.mark.slow
 def test_gguf_file_loads_with_weights_tokenizer_and_chat_template(tmp_path: Path) -> None:
     tok = tiny_tokenizer()
     source = _tiny_qwen2(len(tok))
@@ -157,6 +159,7 @@ def test_run_name_flag_sets_the_run_directory(capsys: pytest.CaptureFixture[str]
     assert 'save_weight = "exp1"' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_eval_show_prompt_prints_the_tools_in_the_model_own_markup(
     run_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

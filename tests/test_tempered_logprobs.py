@@ -54,3 +54,21 @@ def test_logprob_temperature_option() -> None:
         resolve(overrides={"logprob_temperature": "sampling", "rollout_engine": "vllm"})
     with pytest.raises(ValueError, match="logprob_temperature must be > 0"):
         SamplingParams(logprob_temperature=0.0)
+
+
+@pytest.mark.slow
+def test_first_step_of_a_tempered_run_is_on_policy(run_files, tmp_path) -> None:
+    """Rollout and trainer take log-probs at the same temperature: before any update the
+    importance ratio is 1 (approximate KL to the behaviour policy 0)."""
+    from agentrl.observability import read_metrics
+    from agentrl.trainer import Trainer
+    from helpers import short_run_config
+
+    config = short_run_config(run_files, tmp_path, "tempered", total_steps=1, max_turns=1,
+                              max_gen_len=12, temperature=0.7, top_p=0.88, top_k=40,
+                              logprob_temperature="sampling", accumulation_steps=1,
+                              eval_before_train=0, eval_interval=0, bc_coef=0.0)  # fmt: skip
+    Trainer(config).run()
+    records = [r for r in read_metrics(tmp_path / "tempered" / "metrics.jsonl")
+               if r["kind"] == "train"]  # fmt: skip
+    assert abs(records[0]["policy/approx_kl_old_abs"]) < 1e-4
