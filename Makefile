@@ -34,8 +34,8 @@ test-rust:
 	cargo test --quiet
 
 lint: dev
-	$(BIN)/ruff format --check python tests benches rust/tools
-	$(BIN)/ruff check python tests benches rust/tools
+	$(BIN)/ruff format --check python tests benches examples rust/tools
+	$(BIN)/ruff check python tests benches examples rust/tools
 
 test-python: dev
 	$(BIN)/python -m pytest

@@ -10,6 +10,7 @@ from agentrl.chat import (
     CHAT_TEMPLATE,
     MARKUP_TOKENS,
     SPECIAL_TOKENS,
+    ChatTemplateError,
     MessageError,
     apply_chat_template,
     encode_chat,
@@ -162,24 +163,26 @@ def test_tokenizer_without_template_uses_the_builtin_layout() -> None:
 def test_tokenizer_with_its_own_template_is_used_with_thinking_switches() -> None:
     template = (
         "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
-        "{% if tools %}(tools:{{ tools | length }}){% endif %}"
+        "{% for t in tools or [] %}({{ t.function.name }}){% endfor %}"
         "{% if enable_thinking %}<open>{% endif %}"
         "{% if add_generation_prompt %}[assistant]{% endif %}"
     )
     foreign = _tokenizer(template)
     msgs = [{"role": "user", "content": "q"}]
-    assert apply_chat_template(foreign, msgs, TOOLS) == "[user]q(tools:3)[assistant]"
+    names = "".join(f"({t['function']['name']})" for t in TOOLS)
+    assert apply_chat_template(foreign, msgs, TOOLS) == f"[user]q{names}[assistant]"
     assert (
         apply_chat_template(foreign, msgs, None, open_thinking=True) == "[user]q<open>[assistant]"
     )
 
 
-def test_template_failures_retry_without_extras_then_fall_back() -> None:
+def test_template_failures_are_errors_never_a_silent_fallback() -> None:
     no_tools = _tokenizer("{% if tools %}{{ raise_exception('no tools here') }}{% endif %}plain")
-    assert apply_chat_template(no_tools, [{"role": "user", "content": "q"}], TOOLS) == "plain"
+    with pytest.raises(ChatTemplateError, match="no tools here"):
+        apply_chat_template(no_tools, [{"role": "user", "content": "q"}], TOOLS)
     broken = _tokenizer("{{ raise_exception('always broken') }}")
-    msgs = [{"role": "user", "content": "q"}]
-    assert apply_chat_template(broken, msgs, TOOLS) == render_chat(msgs, TOOLS)
+    with pytest.raises(ChatTemplateError, match="always broken"):
+        apply_chat_template(broken, [{"role": "user", "content": "q"}], TOOLS)
 
 
 def test_encode_chat_adds_no_extra_special_tokens(tokenizer) -> None:
@@ -334,7 +337,9 @@ def test_delta_when_the_template_rewrites_the_start_of_the_context() -> None:
     # which does not begin with the generated tokens.
     assert delta and after_ids[-len(delta) :] == delta
     assert delta[: len(gen_ids)] != gen_ids
-    assert tok.decode(delta).startswith("3<|im_end|>")
+    # Four messages: the tools block agentrl adds as a system turn (the template renders no
+    # tools), user, assistant, tool.
+    assert tok.decode(delta).startswith("4<|im_end|>")
 
 
 def test_multi_turn_alignment_with_the_builtin_template(tokenizer) -> None:

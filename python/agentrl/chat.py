@@ -1,10 +1,12 @@
 """Rendering conversations for a model, and the observation delta of a tool turn.
 
 A tokenizer that ships a chat template renders with it (that is the format its model was
-trained on). Otherwise the built-in template is used: MiniMind's Qwen-style layout with
-``<|im_start|>``/``<|im_end|>`` turns, a ``# Tools`` block in the system turn, a
-``<think>`` block in every assistant turn, tool calls as ``<tool_call>`` JSON blocks and
-consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
+trained on); when that template does not render the tools it is given, the tools block goes
+into the system turn (or the first user turn) in the template's own role markers, see
+:func:`apply_chat_template`. Otherwise the built-in template is used: MiniMind's
+Qwen-style layout with ``<|im_start|>``/``<|im_end|>`` turns, a ``# Tools`` block in the
+system turn, a ``<think>`` block in every assistant turn, tool calls as ``<tool_call>``
+JSON blocks and consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
 :data:`CHAT_TEMPLATE` is the same layout as a Jinja template, for tokenizers we build.
 
 During a multi-turn rollout the policy's context is re-rendered after each tool turn;
@@ -17,7 +19,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from agentrl.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +302,202 @@ def render_chat(
     return "".join(parts)
 
 
-_fallback_warned: set[str] = set()
+class ChatTemplateError(UserError, ValueError):
+    """A chat template that cannot render a conversation; the message names the template."""
+
+
+BUILTIN_TEMPLATE = "builtin"
+PROBE_TOOL = "agentrl_probe_tool"
+_PROBE_SYSTEM = "agentrl-probe-system-text"
+
+
+def tools_block(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The tool list and call protocol as plain text, for a template that renders no tools.
+
+    Same wording as the built-in layout's ``# Tools`` block, without its role markers: the
+    caller places it inside a turn of the model's own template.
+    """
+    specs = "".join("\n" + json.dumps(spec, ensure_ascii=False) for spec in tools)
+    outro = TOOLS_OUTRO.removesuffix("<|im_end|>\n")
+    return TOOLS_INTRO + specs + outro
+
+
+def use_chat_template(tokenizer: Any, choice: str) -> None:
+    """Apply ``--chat_template``: ``''`` keeps the tokenizer's own template, ``builtin`` the
+    built-in layout, anything else is a file: Jinja text, or a ``tokenizer_config.json``
+    whose ``chat_template`` is used. The choice is remembered for error messages and logs."""
+    if not choice:
+        return
+    if choice == BUILTIN_TEMPLATE:
+        text, name = CHAT_TEMPLATE, "the built-in template"
+    else:
+        path = Path(choice).expanduser()
+        if not path.is_file():
+            raise ChatTemplateError(f"--chat_template {choice}: no such file (or 'builtin')")
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            try:
+                text = json.loads(text)["chat_template"]
+            except (ValueError, KeyError, TypeError):
+                raise ChatTemplateError(
+                    f"--chat_template {choice}: a JSON file must hold a 'chat_template' string"
+                ) from None
+            if not isinstance(text, str):
+                raise ChatTemplateError(f"--chat_template {choice}: 'chat_template' is not text")
+        name = f"chat template {path}"
+    tokenizer.chat_template = text
+    tokenizer.agentrl_template_name = name
+
+
+def template_name(tokenizer: Any) -> str:
+    """How errors and logs name the template in use."""
+    chosen = getattr(tokenizer, "agentrl_template_name", None)
+    if isinstance(chosen, str):
+        return chosen
+    source = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    return f"the chat template of {source}"
+
+
+@dataclass(frozen=True)
+class TemplateTraits:
+    """What a chat template does with tools and a system turn (probed once per template).
+
+    ``tool_path`` is how tools reach the prompt: ``template`` (the template renders the
+    ``tools`` it is given), ``system`` (agentrl writes a tools block into the system turn)
+    or ``first_user`` (into the first user turn: the template has no system role).
+    """
+
+    renders_tools: bool
+    system_role: bool
+
+    @property
+    def tool_path(self) -> str:
+        if self.renders_tools:
+            return "template"
+        return "system" if self.system_role else "first_user"
+
+    def describe(self) -> str:
+        """Where tools go, in words (for the log line and ``--show_prompt``)."""
+        return {
+            "template": "rendered by the template itself",
+            "system": "not rendered by the template: agentrl writes a tools block into the "
+            "system turn",
+            "first_user": "not rendered by the template, which has no system role: agentrl "
+            "writes a tools block at the start of the first user turn",
+        }[self.tool_path]
+
+
+_traits: dict[str, TemplateTraits] = {}
+
+
+def _render(
+    tokenizer: Any, messages: list[Message], add_generation_prompt: bool, **extra: Any
+) -> str:
+    try:
+        text = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **extra
+        )
+    except Exception as exc:
+        raise ChatTemplateError(
+            f"{template_name(tokenizer)} failed to render the conversation: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(text, str):
+        raise ChatTemplateError(
+            f"{template_name(tokenizer)} rendered a {type(text).__name__}, not text"
+        )
+    return text
+
+
+def template_traits(tokenizer: Any) -> TemplateTraits:
+    """Probe the tokenizer's template with a one-tool conversation and a system turn.
+
+    A template renders tools when the probe tool's name appears in its output; it has a
+    system role when a system turn renders (no error) with its text. Logged once per
+    template, with the path tools take.
+    """
+    template = tokenizer.chat_template
+    known = _traits.get(template)
+    if known is not None:
+        return known
+    probe_tool = {
+        "type": "function",
+        "function": {
+            "name": PROBE_TOOL,
+            "description": "probe",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    user = {"role": "user", "content": "hi"}
+    with_tools = _render(tokenizer, [user], True, tools=[probe_tool])
+    try:
+        system = _render(tokenizer, [{"role": "system", "content": _PROBE_SYSTEM}, user], True)
+        system_role = _PROBE_SYSTEM in system
+    except ChatTemplateError:
+        system_role = False
+    traits = TemplateTraits(PROBE_TOOL in with_tools, system_role)
+    _traits[template] = traits
+    logger.info("%s: tools are %s", template_name(tokenizer), traits.describe())
+    return traits
+
+
+def _inline_tool_protocol(messages: list[Message]) -> list[Message]:
+    """Tool calls and results written as text, for a template that knows no tool role.
+
+    Assistant calls become ``<tool_call>`` blocks in the content; consecutive tool results
+    become one user turn of ``<tool_response>`` blocks (the protocol the tools block states).
+    """
+    out: list[Message] = []
+    for msg in messages:
+        if msg["role"] == "assistant" and msg.get("tool_calls"):
+            text = msg["content"]
+            for call in msg["tool_calls"]:
+                body = call["function"]
+                arguments = body["arguments"]
+                if not isinstance(arguments, str):
+                    arguments = json.dumps(arguments, ensure_ascii=False)
+                call_json = '{"name": "' + body["name"] + '", "arguments": ' + arguments + "}"
+                text += ("\n" if text else "") + "<tool_call>\n" + call_json + "\n</tool_call>"
+            out.append({**{k: v for k, v in msg.items() if k != "tool_calls"}, "content": text})
+        elif msg["role"] == "tool":
+            block = "<tool_response>\n" + msg["content"] + "\n</tool_response>"
+            if out and out[-1].get("agentrl_tool_results"):
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block, "agentrl_tool_results": True})
+        else:
+            out.append(dict(msg))
+    for msg in out:
+        msg.pop("agentrl_tool_results", None)
+    return out
+
+
+def _fold_system(messages: list[Message], extra: str) -> list[Message]:
+    """Leading system text (and ``extra``) moved to the start of the first user turn."""
+    head: list[str] = []
+    rest = list(messages)
+    while rest and rest[0]["role"] == "system":
+        head.append(rest.pop(0)["content"])
+    if extra:
+        head.append(extra)
+    if not head:
+        return rest
+    prefix = "\n\n".join(h for h in head if h)
+    for index, msg in enumerate(rest):
+        if msg["role"] == "user":
+            rest[index] = {**msg, "content": prefix + "\n\n" + msg["content"]}
+            return rest
+    return [{"role": "user", "content": prefix}, *rest]
+
+
+def _with_system_block(messages: list[Message], block: str) -> list[Message]:
+    if messages and messages[0]["role"] == "system":
+        first = messages[0]
+        return [{**first, "content": first["content"] + "\n\n" + block}, *messages[1:]]
+    return [{"role": "system", "content": block}, *messages]
+
+
+_builtin_logged: set[str] = set()
 
 
 def apply_chat_template(
@@ -306,35 +507,37 @@ def apply_chat_template(
     add_generation_prompt: bool = True,
     open_thinking: bool = False,
 ) -> str:
-    """Render through the tokenizer's own chat template, else the built-in one.
+    """Render through the tokenizer's chat template, telling the model about ``tools``.
 
-    The thinking switch is passed both as ``open_thinking`` (MiniMind) and
-    ``enable_thinking`` (Qwen3). A template that rejects those arguments is retried
-    without them, then without tools (in that order); one that fails every way falls
-    back to the built-in layout. Fallbacks are logged once per tokenizer class.
+    A template that renders tools gets them as ``tools``; for one that does not, a tools
+    block goes into the system turn (or, without a system role, the first user turn) and
+    tool calls/results are written as text (see :func:`template_traits`). A template
+    without a system role gets leading system text in the first user turn. The thinking
+    switch is passed as ``open_thinking`` and ``enable_thinking``. A tokenizer without a
+    chat template uses the built-in layout (logged once). Raises :class:`ChatTemplateError`
+    when the template fails.
     """
     msgs = normalize_messages(messages)
     template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
-    if template:
-        attempts: list[dict[str, Any]] = [
-            {"tools": tools, "open_thinking": open_thinking, "enable_thinking": open_thinking},
-            {"tools": tools},
-            {},
-        ]
-        for index, extra in enumerate(attempts):
-            try:
-                text = tokenizer.apply_chat_template(
-                    msgs, tokenize=False, add_generation_prompt=add_generation_prompt, **extra
-                )
-            except Exception as exc:
-                key = f"{type(tokenizer).__name__}:{index}"
-                if key not in _fallback_warned:
-                    _fallback_warned.add(key)
-                    logger.warning("chat template attempt %d failed: %s", index + 1, exc)
-                continue
-            if isinstance(text, str):
-                return text
-    return render_chat(msgs, tools, add_generation_prompt, open_thinking)
+    if not template:
+        key = type(tokenizer).__name__
+        if key not in _builtin_logged:
+            _builtin_logged.add(key)
+            logger.info("%s has no chat template: using the built-in layout", key)
+        return render_chat(msgs, tools, add_generation_prompt, open_thinking)
+    thinking = {"open_thinking": open_thinking, "enable_thinking": open_thinking}
+    traits = template_traits(tokenizer)
+    if tools and traits.renders_tools:
+        if not traits.system_role:
+            msgs = _fold_system(msgs, "")
+        return _render(tokenizer, msgs, add_generation_prompt, tools=list(tools), **thinking)
+    if tools:
+        msgs = _inline_tool_protocol(msgs)
+        block = tools_block(tools)
+        msgs = _with_system_block(msgs, block) if traits.system_role else _fold_system(msgs, block)
+    elif not traits.system_role:
+        msgs = _fold_system(msgs, "")
+    return _render(tokenizer, msgs, add_generation_prompt, **thinking)
 
 
 def encode_chat(
@@ -382,12 +585,15 @@ def observation_delta(
 
 
 __all__ = [
+    "BUILTIN_TEMPLATE",
     "CHAT_TEMPLATE",
     "MARKUP_TOKENS",
     "ROLES",
     "ROLE_ALIASES",
     "SPECIAL_TOKENS",
+    "ChatTemplateError",
     "MessageError",
+    "TemplateTraits",
     "apply_chat_template",
     "encode_chat",
     "normalize_message",
@@ -395,4 +601,8 @@ __all__ = [
     "observation_delta",
     "render_chat",
     "suffix_delta",
+    "template_name",
+    "template_traits",
+    "tools_block",
+    "use_chat_template",
 ]

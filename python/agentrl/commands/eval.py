@@ -21,8 +21,9 @@ from agentrl.config import add_config_arguments, config_from_args
 # The training options an evaluation reads: the policy, the prompts and tools, the episode
 # limits and the eval decoding.
 EVAL_OPTIONS = (
-    "model", "tokenizer", "device", "dtype", "num_threads", "seed",
-    "data_path", "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
+    "model", "tokenizer", "chat_template", "device", "dtype", "num_threads", "seed",
+    "data_path", "data_split", "prompt_column", "answer_column", "tools_column",
+    "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
     "time_mode", "augment_calculator_alias",
     "max_turns", "max_context_len", "top_p", "top_k", "repetition_penalty",
     "eval_samples", "eval_seed", "eval_temperature", "eval_generations", "eval_max_gen_len",
@@ -39,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ends in .gz; the rollout dump record, for agentrl view)",
     )
     parser.add_argument("--metrics_output", default=None, help="write the metrics as JSON here")
+    parser.add_argument(
+        "--show_prompt",
+        action="store_true",
+        help="print the first prompt as rendered for the model (chat template and tools)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     for option, path in (("--output", args.output), ("--metrics_output", args.metrics_output)):
         if path:  # found now, not after the evaluation
             check_writable_file(path, option)
-    result = evaluate_policy(config)
+    result = evaluate_policy(config, show_prompt=args.show_prompt)
     metrics = result.metrics
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")

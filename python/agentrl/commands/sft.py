@@ -22,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="tiny", help="tiny | HF model dir | MiniMind .pth")
     parser.add_argument("--tokenizer", default=None, help="tokenizer dir for a .pth checkpoint")
     parser.add_argument(
+        "--chat_template",
+        default="",
+        help="chat template: the tokenizer's own (default), builtin, or a Jinja file",
+    )
+    parser.add_argument(
         "--tiny", default="", help="tiny preset overrides, e.g. hidden_size=192,num_layers=6"
     )
     parser.add_argument("--data", nargs="+", default=None, help="demonstration JSONL file(s)")
@@ -112,6 +117,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         device=args.device,
         dtype=args.dtype,
         num_threads=args.num_threads,
+        chat_template=args.chat_template,
         train=SFTConfig(
             output_dir=args.output,
             steps=args.steps,

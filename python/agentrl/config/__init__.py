@@ -79,7 +79,11 @@ class TrainConfig:
     save_dir: str = _opt(
         "run", "../out", "directory for runs; a run writes to save_dir/save_weight"
     )
-    save_weight: str = _opt("run", "agentic_async_rl_tooluse_v5_fix", "run name")
+    save_weight: str = _opt(
+        "run",
+        "agentic_async_rl_tooluse_v5_fix",
+        "run name (--run_name); with --model and no run name: <model name>-rl",
+    )
     epochs: int = _opt("run", 1, "passes over the prompts when total_steps is 0")
     total_steps: int = _opt("run", 0, "training steps (0: epochs x prompts / batch_size)")
     scale_total_steps_by_world_size: int = _opt(
@@ -145,6 +149,11 @@ class TrainConfig:
     # ---- model ----
     model: str = _opt("model", "", "policy spec: tiny, HF dir or .pth ('': from_weight)")
     tokenizer: str = _opt("model", "", "tokenizer dir for a MiniMind .pth checkpoint")
+    chat_template: str = _opt(
+        "model",
+        "",
+        "chat template: '' the tokenizer's own, builtin, or a Jinja / tokenizer_config.json file",
+    )
     from_weight: str = _opt(
         "model", "full_sft", "loads save_dir/<from_weight>_<hidden_size>.pth when model is ''"
     )
@@ -166,8 +175,14 @@ class TrainConfig:
     data_path: str = _opt(
         "data",
         "/workspace/minimind/dataset/agent_rl_math.jsonl",
-        "prompt-pool JSONL ('': generated tasks)",
+        "prompts: JSONL, parquet, arrow, JSON array or a dataset directory ('': generated tasks)",
     )
+    data_split: str = _opt("data", "train", "split read from a parquet/arrow/dataset --data")
+    prompt_column: str = _opt(
+        "data", "", "field with the prompt (text or messages) ('': prompt/question/messages)"
+    )
+    answer_column: str = _opt("data", "", "field with the ground truth ('': gt/answer/label)")
+    tools_column: str = _opt("data", "", "field with the tool schemas ('': tools/functions)")
     max_samples: int = _opt("data", 0, "keep at most this many prompts (0: all)")
     filter_mode: str = _opt(
         "data", "math_only", "keep every prompt or only arithmetic tasks", ("all", "math_only")
@@ -201,6 +216,13 @@ class TrainConfig:
     top_p: float = _opt("rollout", 0.88, "nucleus sampling mass")
     top_k: int = _opt("rollout", 40, "top-k filter (0: off)")
     repetition_penalty: float = _opt("rollout", 1.03, "penalty on tokens already generated")
+    logprob_temperature: str = _opt(
+        "rollout",
+        "raw",
+        "behaviour and training log-probs: raw logits, or divided by the sampling temperature "
+        "(the policy that sampled; top-p/top-k/penalty stay off-policy)",
+        ("raw", "sampling"),
+    )
     torch_rollout_use_cache: int = _opt("rollout", 1, "KV cache in generation", _FLAG)
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
@@ -366,6 +388,11 @@ class TrainConfig:
         return Path(self.save_dir) / self.save_weight
 
     @property
+    def logprob_divisor(self) -> float:
+        """What logits are divided by before log-probs are taken (1.0: the raw policy)."""
+        return self.temperature if self.logprob_temperature == "sampling" else 1.0
+
+    @property
     def effective_max_version_gap(self) -> int:
         """The staleness bound used when max_version_gap is -1 (one process)."""
         return self.max_head_offpolicyness if self.max_version_gap < 0 else self.max_version_gap
@@ -526,6 +553,13 @@ def validate(config: TrainConfig) -> None:
     if config.beta_min > config.beta_max:
         raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
     parse_report_to(config.report_to)
+    if config.logprob_temperature == "sampling" and config.rollout_engine != "torch":
+        raise UsageError(
+            "option logprob_temperature='sampling' needs rollout_engine='torch': the remote "
+            "engines return log-probs of the raw policy"
+        )
+    if config.logprob_temperature == "sampling" and config.temperature <= 1e-6:
+        raise _fail("temperature", config.temperature, "above 0 with logprob_temperature=sampling")
     for name, reason in COMPAT_ONLY.items():
         value, default = getattr(config, name), _OWN[name].default
         if value != default:
@@ -581,9 +615,22 @@ def resolve(
     from_file.pop("preset", None)
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
-    values: dict[str, Any] = {**PRESETS[name], **from_file, **dict(overrides or {})}
+    chosen = {**from_file, **dict(overrides or {})}
+    values: dict[str, Any] = {**PRESETS[name], **chosen}
     check_names(values)
+    if chosen.get("model") and "save_weight" not in chosen:
+        values["save_weight"] = run_name_for(str(chosen["model"]))
     return TrainConfig.from_mapping(values)
+
+
+def run_name_for(model: str) -> str:
+    """The run directory's name for a policy spec: its last path part (a file without its
+    suffix, a Hub id's name) plus ``-rl``, so runs of different models do not collide."""
+    text = model.rstrip("/\\")
+    part = text.replace("\\", "/").rsplit("/", 1)[-1]
+    if "." in part and Path(text).suffix.lower() in (".gguf", ".pth", ".pt", ".bin"):
+        part = part.rsplit(".", 1)[0]
+    return (part or "model") + "-rl"
 
 
 # ------------------------------------------------------------------ command line
@@ -636,6 +683,8 @@ def add_config_arguments(
         flags = [f"--{name}"]
         if name == "data_path":
             flags.append("--data")
+        if name == "save_weight":
+            flags.append("--run_name")
         choices = f.metadata["choices"] or None
         repeatable = {"action": "append"} if name in COMMAND_OPTIONS else {}
         groups[f.metadata["section"]].add_argument(
@@ -682,5 +731,6 @@ __all__ = [
     "option_section",
     "read_toml",
     "resolve",
+    "run_name_for",
     "validate",
 ]

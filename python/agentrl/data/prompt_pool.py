@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from agentrl.chat import MessageError, normalize_message
+from agentrl.data.dataset_files import ColumnMap, dataset_records, is_dataset_path
 from agentrl.data.instructions import ANSWER_INSTRUCTION
 from agentrl.data.task_text import task_text_from_messages
 from agentrl.errors import UserError
@@ -235,6 +236,8 @@ class PromptPool:
         max_reported: int = 1000,
         allow_empty: bool = False,
         registered_tools: Mapping[str, dict[str, Any]] | None = None,
+        split: str = "train",
+        columns: ColumnMap | None = None,
     ) -> None:
         if filter_mode not in ("all", "math_only"):
             raise ValueError(f"filter_mode must be 'all' or 'math_only', got {filter_mode!r}")
@@ -256,6 +259,8 @@ class PromptPool:
         self.max_line_bytes = int(max_line_bytes)
         self.max_reported = int(max_reported)
         self.registered_tools = dict(registered_tools or {})
+        self.split = split
+        self.columns = columns or ColumnMap()
         self.samples: list[PromptSample] = []
         self.stats = _new_stats()
         self.skipped: list[SkippedLine] = []
@@ -312,6 +317,8 @@ class PromptPool:
 
     def _load(self, path: str) -> bool:
         """Read one file; False once ``max_samples`` is reached."""
+        if is_dataset_path(path):
+            return self._load_table(path)
         try:
             return self._load_lines(path)
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a broken .gz file
@@ -332,15 +339,33 @@ class PromptPool:
             except (ValueError, RecursionError) as exc:
                 self._skip(path, number, "bad_json", str(exc))
                 continue
-            try:
-                sample = self._normalize(record)
-            except _Skip as skip:
-                self._skip(path, number, skip.reason, skip.detail)
-                continue
-            sample.source, sample.line = path, number
-            self.samples.append(sample)
-            self.stats["kept"] += 1
+            self._add(path, number, record)
         return not (self.max_samples > 0 and len(self.samples) >= self.max_samples)
+
+    def _load_table(self, path: str) -> bool:
+        """A parquet/arrow/JSON-array file or dataset directory, row by row."""
+        for number, record in dataset_records(path, self.split, self.columns):
+            if self.max_samples > 0 and len(self.samples) >= self.max_samples:
+                return False
+            self.stats["loaded"] += 1
+            self._add(path, number, record)
+        return not (self.max_samples > 0 and len(self.samples) >= self.max_samples)
+
+    def _add(self, path: str, number: int, record: Any) -> None:
+        """Normalise one record and keep it, or count and remember why it was skipped."""
+        try:
+            if isinstance(record, dict) and self.columns != ColumnMap():
+                missing = self.columns.missing(record)
+                if missing:
+                    raise _Skip("no_messages", f"no field {missing!r} (column mapping)")
+                record = self.columns.apply(record)
+            sample = self._normalize(record)
+        except _Skip as skip:
+            self._skip(path, number, skip.reason, skip.detail)
+            return
+        sample.source, sample.line = path, number
+        self.samples.append(sample)
+        self.stats["kept"] += 1
 
     def _tools_field(self, value: Any) -> list[dict[str, Any]] | None:
         value = self._with_registered(value)

@@ -1,7 +1,10 @@
 """Turn a model spec into a (model, tokenizer) pair, and make the frozen copies RL needs.
 
-A spec is one of: ``tiny`` (the built-in preset), a Hugging Face model directory, or a
-MiniMind ``.pth`` checkpoint (its tokenizer directory found beside it or passed explicitly).
+A spec is one of: ``tiny`` (the built-in preset), a Hugging Face model directory, a Hub id
+``org/name`` (resolved through the Hugging Face cache, so ``HF_HUB_OFFLINE=1`` works once it
+is cached), a ``.gguf`` file (dequantised by transformers, tokenizer and chat template from
+the file; needs the ``gguf`` extra), or a MiniMind ``.pth`` checkpoint (its tokenizer
+directory found beside it or passed explicitly).
 Weights are kept in fp32 unless a dtype is asked for; on CUDA the compute runs under bf16
 autocast (see `autocast_context`), on CPU in plain fp32.
 """
@@ -12,11 +15,13 @@ import contextlib
 import copy
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agentrl.chat import use_chat_template
 from agentrl.models.errors import (
     CheckpointNotFoundError,
     ModelLoadError,
@@ -103,8 +108,11 @@ def load_policy(
     *,
     tokenizer: str | os.PathLike[str] | None = None,
     overrides: dict[str, Any] | None = None,
+    chat_template: str = "",
 ) -> tuple[torch.nn.Module, Any]:
     """Load a policy and its tokenizer from `spec`, on `device`, weights in `dtype`.
+
+    `chat_template` replaces the tokenizer's template (see `agentrl.chat.use_chat_template`).
 
     `tokenizer` names the tokenizer directory for a MiniMind checkpoint (default: the
     checkpoint's directory, then ``../model``). `overrides` patches the inferred MiniMind
@@ -120,18 +128,84 @@ def load_policy(
         model = model.to(weight_dtype)
     else:
         path = Path(text).expanduser()
-        if path.is_dir():
+        if path.suffix.lower() == ".gguf":
+            model, tok = load_gguf(path, weight_dtype)
+        elif path.is_dir():
             model, tok = load_hf_dir(path, weight_dtype, tokenizer)
+        elif not path.exists() and is_hub_id(text):
+            model, tok = load_hf_dir(resolve_hub_id(text), weight_dtype, tokenizer)
         elif path.is_file() or path.suffix in _PTH_SUFFIXES:
             model, tok = load_minimind(path, weight_dtype, tokenizer, overrides or {})
         else:
             raise CheckpointNotFoundError(
                 f"model spec {text!r} is neither 'tiny', an existing HF model directory, "
-                "nor a MiniMind .pth file"
+                "a Hub id (org/name), a .gguf file nor a MiniMind .pth file"
             )
     ensure_special_ids(tok)
+    use_chat_template(tok, chat_template)
     model.to(dev)
     return model, tok
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# What a causal LM needs from a Hub repository (not its other formats: GGUF, ONNX, ...).
+_HUB_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken")
+
+
+def is_hub_id(text: str) -> bool:
+    """``org/name`` with no path-like parts (a relative path that exists is a directory)."""
+    return bool(_HUB_ID.match(text)) and not text.startswith((".", "~"))
+
+
+def resolve_hub_id(repo_id: str) -> Path:
+    """The local snapshot of a Hub repository: from the Hugging Face cache (``HF_HOME``,
+    ``HF_HUB_CACHE``), downloaded first when the Hub is reachable and not ``HF_HUB_OFFLINE``."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=list(_HUB_FILES)))
+    except LocalEntryNotFoundError as exc:
+        raise CheckpointNotFoundError(
+            f"{repo_id}: not in the Hugging Face cache and the Hub cannot be reached "
+            f"(offline or HF_HUB_OFFLINE set): {exc}"
+        ) from exc
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        raise CheckpointNotFoundError(
+            f"{repo_id}: could not be resolved on the Hub: {exc}"
+        ) from exc
+
+
+def load_gguf(path: Path, dtype: torch.dtype) -> tuple[torch.nn.Module, Any]:
+    """A GGUF file through transformers: weights dequantised to `dtype`, tokenizer and chat
+    template read from the file's metadata."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not path.is_file():
+        raise CheckpointNotFoundError(f"{path}: no such GGUF file")
+    try:
+        import gguf  # noqa: F401 - transformers reads the file with it
+    except ImportError:
+        raise ModelLoadError(
+            f"{path}: loading GGUF needs the gguf package (pip install 'agentrl[gguf]')"
+        ) from None
+    where, name = str(path.parent), path.name
+    extra: dict[str, Any] = {}
+    try:  # transformers that can keep GGUF blocks packed must be told to unpack (to train)
+        from transformers import GgufConfig
+
+        extra["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:  # older transformers always dequantise
+        pass
+    try:
+        tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=dtype, **extra)
+    except (OSError, RuntimeError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"{path}: GGUF model could not be loaded ({exc})") from exc
+    model = model.to(dtype)
+    if not hasattr(model.config, "agentrl_origin"):
+        model.config.agentrl_origin = "hf"
+    return model.eval(), tok
 
 
 def _load_tokenizer(path: Path) -> Any:

@@ -103,7 +103,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         device = ctx.device if ctx.device.type == "cuda" else resolve_device(
             None if cfg.device == "auto" else cfg.device)  # fmt: skip
         model, tokenizer = load_policy(model_spec(cfg), "float32", device,
-                                       tokenizer=cfg.tokenizer or None)  # fmt: skip
+                                       tokenizer=cfg.tokenizer or None,
+                                       chat_template=cfg.chat_template)  # fmt: skip
         model = frozen_copy(model)
         if hasattr(model, "config"):
             model.config.use_cache = True

@@ -661,8 +661,10 @@ def forward_logprobs(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     autocast: AutocastFactory | None = None,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """Raw-policy log-prob of every token after the first: shape ``[batch, len - 1]``.
+    """Log-prob of every token after the first under ``logits / temperature`` (1.0: the raw
+    policy): shape ``[batch, len - 1]``.
 
     The reference computation behind the rollout's behaviour log-probs (no cache, one
     forward pass over whole sequences), used to check them and by evaluation code.
@@ -670,7 +672,7 @@ def forward_logprobs(
     context = autocast() if autocast is not None else contextlib.nullcontext()
     with context:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-    return gather_logprobs(logits[:, :-1, :], input_ids[:, 1:])
+    return gather_logprobs(logits[:, :-1, :], input_ids[:, 1:], temperature)
 
 
 __all__ = [

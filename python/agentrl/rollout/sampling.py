@@ -2,10 +2,12 @@
 
 Two distributions matter at every step. The *sampling* distribution is the one tokens are
 drawn from: repetition penalty, then temperature, then top-k, top-p and min-p filtering.
-The *behaviour* distribution is the raw policy (temperature 1, nothing filtered): PPO's
-importance ratio compares the current policy with the policy that produced the data, and
-the trainer recomputes log-probs under the raw policy, so the stored ones must match it.
-Both log-probs are returned; trajectories store the behaviour one.
+The *behaviour* distribution is the policy the trainer optimises: the logits divided by
+``SamplingParams.logprob_temperature`` (1.0: the raw policy; the sampling temperature: the
+tempered policy that drew the tokens), nothing filtered. PPO's importance ratio compares
+the current policy with the policy that produced the data, and the trainer recomputes
+log-probs at the same temperature, so the stored ones must match it. Both log-probs are
+returned; trajectories store the behaviour one.
 
 Logits are sanitised first (NaN -> 0, +-inf -> +-30, then clamped to [-80, 80]); rows that
 needed it are reported so the caller can count them. A row whose sampling probabilities
@@ -37,7 +39,8 @@ class SamplingParams:
     ``repetition_penalty`` of 1.0 disables the penalty. ``stop`` strings end a sequence
     once its generated text contains one (the tokens that completed it are kept);
     ``stop_token_ids`` are extra end tokens besides the engine's EOS ids.
-    ``max_new_tokens`` is the default per-sequence budget.
+    ``max_new_tokens`` is the default per-sequence budget. ``logprob_temperature`` divides
+    the logits of the behaviour log-probs (1.0: the raw policy).
     """
 
     temperature: float = 1.0
@@ -49,6 +52,7 @@ class SamplingParams:
     max_new_tokens: int = 192
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
+    logprob_temperature: float = 1.0
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or self.temperature != self.temperature:
@@ -59,6 +63,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p <= 1.0:
             raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
+        if not self.logprob_temperature > 0:
+            raise ValueError(f"logprob_temperature must be > 0, got {self.logprob_temperature}")
         if self.repetition_penalty <= 0:
             raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
         if self.max_new_tokens < 0:
@@ -86,8 +92,9 @@ class SamplingParams:
 class SampleResult:
     """One sampling step for a batch of rows.
 
-    ``logps`` are behaviour log-probs (raw policy); ``sample_logps`` are log-probs under the
-    distribution actually sampled from (0.0 for greedy rows). ``nonfinite_rows`` marks rows
+    ``logps`` are behaviour log-probs (see ``SamplingParams.logprob_temperature``);
+    ``sample_logps`` are log-probs under the distribution actually sampled from (0.0 for
+    greedy rows). ``nonfinite_rows`` marks rows
     whose logits had NaN/inf; ``fallback_rows`` rows that fell back to the fallback token.
     """
 
@@ -236,7 +243,8 @@ def sample_tokens(
 ) -> SampleResult:
     """Pick one token per row of ``logits`` (shape ``[rows, vocab]``) under ``params``."""
     clean, nonfinite = sanitize_logits(logits)
-    raw_logp = F.log_softmax(clean, dim=-1)
+    divisor = params.logprob_temperature
+    raw_logp = F.log_softmax(clean if divisor == 1.0 else clean / divisor, dim=-1)
     if params.is_greedy:
         tokens = apply_repetition_penalty(clean, seen, params.repetition_penalty).argmax(dim=-1)
         fallback = torch.zeros_like(tokens, dtype=torch.bool)
@@ -261,12 +269,16 @@ def sample_tokens(
     return SampleResult(tokens, logps, sample_logps, nonfinite, fallback)
 
 
-def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-    """Raw-policy log-probs of ``token_ids`` under ``logits`` (last dim = vocab), sanitised.
+def gather_logprobs(
+    logits: torch.Tensor, token_ids: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """Log-probs of ``token_ids`` under ``logits / temperature`` (last dim = vocab), sanitised.
 
     Ids outside the vocabulary are clamped into it rather than raising.
     """
     clean, _ = sanitize_logits(logits)
+    if temperature != 1.0:
+        clean = clean / temperature
     ids = token_ids.clamp(min=0, max=clean.size(-1) - 1)
     return F.log_softmax(clean, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 

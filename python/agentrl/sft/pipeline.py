@@ -41,6 +41,7 @@ class SFTRunOptions:
     device: str | None = None  # None: CUDA when present
     dtype: str | None = None  # weight dtype (None: float32)
     num_threads: int = 0  # torch CPU threads (0: torch's default)
+    chat_template: str = ""  # '' the tokenizer's own, builtin, or a template file
     train: SFTConfig = field(default_factory=SFTConfig)  # output dir, schedule, checkpoints
 
 
@@ -73,6 +74,7 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     ``ModelLoadError``), a data file that is missing or leaves nothing to train on, or an
     output directory that cannot be made; paths are checked before the model loads.
     """
+    from agentrl.chat import use_chat_template
     from agentrl.models import load_policy, resolve_device, resolve_dtype
     from agentrl.models.tiny import TinySpec, build_tiny_preset
     from agentrl.sft import tasks as sft_tasks
@@ -86,9 +88,14 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
     if options.model == "tiny":
         model, tokenizer = build_tiny_preset(options.tiny or TinySpec())
         model = model.to(resolve_device(options.device), resolve_dtype(options.dtype))
+        use_chat_template(tokenizer, options.chat_template)
     else:
         model, tokenizer = load_policy(
-            options.model, options.dtype, options.device, tokenizer=options.tokenizer
+            options.model,
+            options.dtype,
+            options.device,
+            tokenizer=options.tokenizer,
+            chat_template=options.chat_template,
         )
     if options.data:
         conversations, loaded = sft_tasks.load_demos(options.data)

@@ -56,13 +56,14 @@ def masked_logps(
     *,
     with_entropy: bool = False,
     autocast: Callable[[], AbstractContextManager[Any]] | None = None,
+    temperature: float = 1.0,
 ) -> ForwardOutput:
-    """Per-token log-probs [B, T-1] of ``input_ids[:, 1:]``, computed where ``mask`` > 0."""
+    """Per-token log-probs [B, T-1] of ``input_ids[:, 1:]``, computed where ``mask`` > 0,
+    under ``logits / temperature`` (1.0: the raw policy)."""
     parts = split_output_layer(model)
     if parts is None:
-        return sequence_logps(
-            model, input_ids, attention_mask, with_entropy=with_entropy, autocast=autocast
-        )
+        return sequence_logps(model, input_ids, attention_mask, temperature=temperature,
+                              with_entropy=with_entropy, autocast=autocast)  # fmt: skip
     body, head = parts
     with (autocast or nullcontext)():
         hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -71,6 +72,8 @@ def masked_logps(
     with (autocast or nullcontext)():
         logits = head(picked_hidden)
     logits = sanitize_logits(logits)
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = input_ids[:, 1:][where].clamp(min=0, max=logits.size(-1) - 1)
     norm = torch.logsumexp(logits, dim=-1)
     picked = logits.gather(1, targets.unsqueeze(1)).squeeze(1) - norm

@@ -23,14 +23,19 @@ class PolicyEvaluation:
     records: list[dict[str, Any]] = field(default_factory=list)  # one dump record per episode
 
 
-def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
+def evaluate_policy(
+    config: TrainConfig, log: Log = print, *, show_prompt: bool = False
+) -> PolicyEvaluation:
     """Load the configured policy (training the built-in warm start if it is asked for and
     missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
     `agentrl sft` reports on. Raises a :class:`agentrl.errors.UserError` (a
     ``ModelLoadError``, a ``PromptPoolError``) for a policy or prompts that cannot be used;
-    a missing prompt file is found before the policy loads.
+    a missing prompt file is found before the policy loads. ``show_prompt``
+    logs the first scored prompt as the model sees it (template, tools and all).
     """
+    from agentrl.chat import apply_chat_template, template_name, template_traits
     from agentrl.data import PromptPool
+    from agentrl.data.dataset_files import ColumnMap
     from agentrl.models import load_policy
     from agentrl.rollout.engine import TorchEngine
     from agentrl.training.evaluation import Evaluator, eval_episode_config
@@ -50,7 +55,10 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
     configure_threads(config)
     ensure_warm_start(spec, log)
     device = None if config.device == "auto" else config.device
-    model, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None)
+    model, tokenizer = load_policy(
+        spec, "float32", device, tokenizer=config.tokenizer or None,
+        chat_template=config.chat_template,
+    )  # fmt: skip
     tools = build_tools(config)
     if config.data_path:
         pool = PromptPool(
@@ -60,6 +68,8 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
             allowed_tools=tools.supported_names(),
             inject_answer_instruction=bool(config.inject_answer_instruction),
             default_tools=tools.specs(),
+            split=config.data_split,
+            columns=ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
         )
     else:
         pool = PromptPool.from_samples(generated_heldout_samples(config.eval_samples))
@@ -74,6 +84,17 @@ def evaluate_policy(config: TrainConfig, log: Log = print) -> PolicyEvaluation:
         seed=config.eval_seed,
         generations=config.eval_generations,
     )
+    if show_prompt and evaluator.indices:
+        sample = pool[evaluator.indices[0]]
+        specs = sample.get("tools") or tools.specs()
+        text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        traits = template_traits(tokenizer) if tokenizer.chat_template else None
+        where = traits.describe() if traits else "in the built-in layout (no chat template)"
+        log(f"{template_name(tokenizer)}: tools are {where}")
+        log(f"---- rendered prompt ({len(ids)} tokens) ----")
+        log(text)
+        log("---- end of prompt ----")
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
     engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
     metrics = evaluator.run(engine)

@@ -41,6 +41,7 @@ def step_settings(config: TrainConfig, tools: ToolRegistry) -> StepSettings:
         stale_discount=config.async_stale_discount,
         micro_batch_size=config.micro_batch_size,
         default_tools=tools.specs(),
+        logprob_temperature=config.logprob_divisor,
     )
 
 

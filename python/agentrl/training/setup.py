@@ -27,6 +27,7 @@ import torch
 
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool, split_prompt_pool
+from agentrl.data.dataset_files import ColumnMap
 from agentrl.data.prompt_pool import PromptSample
 from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
@@ -131,7 +132,8 @@ def load_models(config: TrainConfig, log: Log) -> Models:
         log(note)
     cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
-    policy, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None)
+    policy, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None,
+                                    chat_template=config.chat_template)  # fmt: skip
     policy.train()
     policy.requires_grad_(True)
     if hasattr(policy, "config"):
@@ -173,6 +175,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         top_p=config.top_p,
         repetition_penalty=config.repetition_penalty,
         max_new_tokens=config.max_gen_len,
+        logprob_temperature=config.logprob_divisor,
     )
     return EpisodeConfig(
         max_turns=config.max_turns,
@@ -227,6 +230,8 @@ def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
         "default_tools": tools.specs(),
         "force_all_tools": bool(config.force_all_tools),
         "registered_tools": user_tool_specs(tools),
+        "split": config.data_split,
+        "columns": ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
     }
 
 

@@ -49,6 +49,9 @@ class StepSettings:
     micro_batch_size: int
     default_tools: list[dict[str, Any]] = field(default_factory=list)
     rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
+    # Logits are divided by this before log-probs (1.0: raw; else the sampling temperature,
+    # the same divisor the rollouts' behaviour log-probs used).
+    logprob_temperature: float = 1.0
 
 
 @dataclass
@@ -166,13 +169,14 @@ def _policy_pass(
         rows = rows_host.to(mask.device)
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
         rows_mask = mask[rows, : width - 1]
+        tau = settings.logprob_temperature
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
-                           autocast=models.autocast)  # fmt: skip
+                           autocast=models.autocast, temperature=tau)  # fmt: skip
         ref = None
         if models.reference is not models.policy:  # the policy stands in when KL is off
             with torch.no_grad():
                 ref = masked_logps(models.reference, ids, attn, rows_mask,
-                                   autocast=models.autocast)  # fmt: skip
+                                   autocast=models.autocast, temperature=tau)  # fmt: skip
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
