@@ -7,6 +7,8 @@ Markers: ``slow`` marks tests that take more than about two seconds on a laptop 
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +32,14 @@ def small_tokenizer() -> Any:
 def run_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with ``model/`` (a SMALL_SPEC preset) and ``prompts.jsonl`` (24 tasks)."""
     return write_run_files(tmp_path_factory.mktemp("small_run"))
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt during the test, as at a terminal, even when the suite
+    runs as a background job (which starts with SIGINT ignored); the old handler returns."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -187,6 +187,7 @@ def test_fuzz_random_bytes_never_crash(
     assert sorted(p.name for p in folder.iterdir()) == ["in.jsonl", "out.jsonl"]
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_exits_130_without_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -194,6 +194,7 @@ def test_any_extra_field_is_written_as_json_dumps_writes_it(meta: object, key_fi
     assert out.getvalue().decode() == _python_scored([line])
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_stops_the_run_and_writes_no_file(tmp_path: Path) -> None:
     data = ("\n".join(_golden_lines()) + "\n").encode() * 4
     out = tmp_path / "out.jsonl"
