@@ -458,11 +458,7 @@ fn reward_score_batch<'py>(
     config: Option<&Bound<'py, PyDict>>,
     threads: Option<usize>,
     explain: bool,
-) -> PyResult<(
-    usize,
-    Bound<'py, PyByteArray>,
-    Option<Bound<'py, PyByteArray>>,
-)> {
+) -> PyResult<ScoredBuffers<'py>> {
     let config = config_from_py(config)?;
     let threads = parallel::resolve_threads(threads);
     let context = ScoringContext::new(config, threads, explain);
@@ -483,12 +479,7 @@ fn reward_score_batch<'py>(
         details.extend(scores.details.iter().map(|d| d.values()));
         terms.extend(scores.contributions.iter().map(|c| c.values()));
     }
-    let contributions = if explain {
-        Some(row_buffer(py, &terms)?)
-    } else {
-        None
-    };
-    Ok((details.len(), row_buffer(py, &details)?, contributions))
+    scored_buffers(py, &details, &terms, explain)
 }
 
 /// Scores records given as JSON lines (`str` or `bytes`, one record each), decoded and
@@ -502,11 +493,7 @@ fn reward_score_lines<'py>(
     config: Option<&Bound<'py, PyDict>>,
     threads: Option<usize>,
     explain: bool,
-) -> PyResult<(
-    usize,
-    Bound<'py, PyByteArray>,
-    Option<Bound<'py, PyByteArray>>,
-)> {
+) -> PyResult<ScoredBuffers<'py>> {
     let config = config_from_py(config)?;
     let threads = parallel::resolve_threads(threads);
     let mut raw: Vec<Vec<u8>> = Vec::with_capacity(lines.len());
@@ -526,14 +513,30 @@ fn reward_score_lines<'py>(
         .detach(|| score_json_lines(&config, &raw, threads, explain))
         .map_err(in_line)?;
     let details: Vec<[f64; DETAIL_COUNT]> = scores.details.iter().map(|d| d.values()).collect();
+    let terms: Vec<[f64; TERM_COUNT]> = scores.contributions.iter().map(|c| c.values()).collect();
+    scored_buffers(py, &details, &terms, explain)
+}
+
+/// What both batch scorers return: `(n, details, contributions)`, the last only with
+/// `explain`.
+type ScoredBuffers<'py> = (
+    usize,
+    Bound<'py, PyByteArray>,
+    Option<Bound<'py, PyByteArray>>,
+);
+
+fn scored_buffers<'py>(
+    py: Python<'py>,
+    details: &[[f64; DETAIL_COUNT]],
+    terms: &[[f64; TERM_COUNT]],
+    explain: bool,
+) -> PyResult<ScoredBuffers<'py>> {
     let contributions = if explain {
-        let terms: Vec<[f64; TERM_COUNT]> =
-            scores.contributions.iter().map(|c| c.values()).collect();
-        Some(row_buffer(py, &terms)?)
+        Some(row_buffer(py, terms)?)
     } else {
         None
     };
-    Ok((details.len(), row_buffer(py, &details)?, contributions))
+    Ok((details.len(), row_buffer(py, details)?, contributions))
 }
 
 /// A chunk of converted rows: the index of its first row, the rows and their tasks.
