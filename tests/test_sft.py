@@ -205,6 +205,16 @@ def test_schedule_warms_up_then_decays_to_the_floor():
     assert lr_factor(20, total=100, warmup=10, min_ratio=0.1, progress=0.5) == pytest.approx(0.55)
 
 
+def test_schedule_holds_the_peak_until_its_decay_fraction():
+    values = [lr_factor(s, 110, 10, 0.1, decay_fraction=0.25) for s in range(111)]
+    assert values[10:85] == [1.0] * 75  # held for the first 75% after warm-up
+    assert values[85] == pytest.approx(1.0) and values[110] == pytest.approx(0.1)
+    assert values[97] > 0.55 > values[98]  # half way through the decay, 97.5
+    assert all(a > b for a, b in itertools.pairwise(values[86:]))
+    full = [lr_factor(s, 110, 10, 0.1) for s in range(111)]
+    assert full == [lr_factor(s, 110, 10, 0.1, decay_fraction=1.0) for s in range(111)]
+
+
 # ---- training loop and checkpoints ----
 
 

@@ -182,8 +182,8 @@ class Trainer:
         self.total_steps = planned_total_steps(cfg, len(self.train_pool), place.data_shards)
         self.settings = step_settings(cfg, self.tools)
         self.settings.rewards = self.rewards
-        self.optimization = place.optimization(self.models.policy, optim_config(cfg),
-                                               self.total_steps)  # fmt: skip
+        updates = self.total_steps * cfg.ppo_epochs * cfg.num_mini_batches
+        self.optimization = place.optimization(self.models.policy, optim_config(cfg), updates)
         self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
         self.source = place.rollout_source(RolloutSetup(cfg, self.models, self.train_pool,

@@ -45,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=d.lr)
     parser.add_argument("--min_lr_ratio", type=float, default=d.min_lr_ratio)
     parser.add_argument("--warmup", type=int, default=d.warmup_steps, help="warm-up steps")
+    parser.add_argument(
+        "--decay_fraction",
+        type=float,
+        default=d.decay_fraction,
+        help="share of the steps (after warm-up) the cosine decay spans; before it the "
+        "learning rate holds (1.0: cosine over the whole run)",
+    )
     parser.add_argument("--weight_decay", type=float, default=d.weight_decay)
     parser.add_argument(
         "--batch_tokens", type=int, default=d.batch_tokens, help="padded tokens per micro-batch"
@@ -127,6 +134,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
             lr=args.lr,
             min_lr_ratio=args.min_lr_ratio,
             warmup_steps=args.warmup,
+            decay_fraction=args.decay_fraction,
             weight_decay=args.weight_decay,
             clip=args.clip,
             eval_interval=args.eval_interval,

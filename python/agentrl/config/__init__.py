@@ -276,6 +276,10 @@ class TrainConfig:
     grad_clip: float = _opt("optim", 0.5, "gradient-norm clip (0: off)")
     warmup_steps: int = _opt("optim", 0, "optimizer steps of linear lr warm-up")
     micro_batch_size: int = _opt("optim", 0, "rows per forward pass (0: whole batch)")
+    ppo_epochs: int = _opt("optim", 1, "passes over each rollout batch (PPO epochs)")
+    num_mini_batches: int = _opt(
+        "optim", 1, "optimizer updates per pass: the batch's rows cut into this many parts"
+    )
 
     # ---- loss and advantages ----
     epsilon: float = _opt("loss", 0.20, "PPO clip width")
@@ -509,7 +513,7 @@ def _check_types(config: TrainConfig) -> None:
 _AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of strings
     "epochs batch_size log_interval num_generations max_turns max_gen_len max_context_len "
     "accumulation_steps policy_sync_interval beta_update_interval bc_max_exprs bc_max_len "
-    "eval_generations"
+    "eval_generations ppo_epochs num_mini_batches"
 ).split()
 _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "

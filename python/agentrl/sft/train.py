@@ -38,6 +38,7 @@ class SFTConfig:
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 50
+    decay_fraction: float = 1.0
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.95)
     clip: float = 1.0
@@ -270,7 +271,9 @@ class _Run:
         """Learning rate for the next step, from the step count and the time budget."""
         cfg = self.cfg
         progress = self.elapsed() / cfg.max_time if cfg.max_time > 0 else 0.0
-        lr = cfg.lr * lr_factor(self.step, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio, progress)
+        lr = cfg.lr * lr_factor(
+            self.step, cfg.steps, cfg.warmup_steps, cfg.min_lr_ratio, progress, cfg.decay_fraction
+        )
         for group in self.opt.param_groups:
             group["lr"] = lr
         return lr

@@ -40,6 +40,8 @@ def step_settings(config: TrainConfig, tools: ToolRegistry) -> StepSettings:
         strict_group_packing=bool(config.strict_group_packing),
         stale_discount=config.async_stale_discount,
         micro_batch_size=config.micro_batch_size,
+        ppo_epochs=config.ppo_epochs,
+        num_mini_batches=config.num_mini_batches,
         default_tools=tools.specs(),
         logprob_temperature=config.logprob_divisor,
     )

@@ -13,7 +13,7 @@ until :func:`host_floats` reads them all at once, before the optimizer step.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -47,6 +47,10 @@ class StepSettings:
     strict_group_packing: bool
     stale_discount: float
     micro_batch_size: int
+    # Optimizer updates per rollout batch: `ppo_epochs` passes, each cutting the rows into
+    # `num_mini_batches` parts; every part is one update against the same behaviour log-probs.
+    ppo_epochs: int = 1
+    num_mini_batches: int = 1
     default_tools: list[dict[str, Any]] = field(default_factory=list)
     rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
     # Logits are divided by this before log-probs (1.0: raw; else the sampling temperature,
@@ -93,6 +97,44 @@ def row_chunks(seq_lens: torch.Tensor, size: int) -> list[torch.Tensor]:
         return [torch.arange(n, device=seq_lens.device)]
     order = torch.argsort(seq_lens, descending=True, stable=True)
     return [order[start : start + size] for start in range(0, n, size)]
+
+
+def update_plan(
+    num_rows: int, settings: StepSettings, step: int, device: torch.device
+) -> list[torch.Tensor | None]:
+    """The rows of each optimizer update of a step (None: the whole batch, one update).
+
+    Each of ``ppo_epochs`` passes shuffles the rows (seeded by step and pass, so a resumed
+    run cuts them the same way) and cuts them into ``num_mini_batches`` near-equal parts.
+    """
+    epochs, parts = max(1, settings.ppo_epochs), max(1, settings.num_mini_batches)
+    if epochs == 1 and parts == 1:
+        return [None]
+    plan: list[torch.Tensor | None] = []
+    for epoch in range(epochs):
+        generator = torch.Generator().manual_seed(1_000_003 * step + epoch)
+        order = torch.randperm(num_rows, generator=generator)
+        plan += [rows.to(device) for rows in torch.tensor_split(order, min(parts, num_rows))]
+    return plan
+
+
+def select_rows(batch: PackedBatch, rows: torch.Tensor) -> PackedBatch:
+    """The batch restricted to ``rows`` (its tensors only; groups and trajectories stay)."""
+    tensors = ("input_ids", "attention_mask", "response_mask", "loss_mask", "behavior_logps",
+               "token_versions", "seq_lens", "group_ids", "row_versions")  # fmt: skip
+    return replace(batch, **{name: getattr(batch, name)[rows] for name in tensors})
+
+
+def combined_report(reports: Sequence[StepReport]) -> StepReport:
+    """One report for a step's updates: stepped if any did, the mean loss, the last state."""
+    last = reports[-1]
+    if len(reports) == 1:
+        return last
+    stepped = [r for r in reports if r.stepped]
+    skipped = None if stepped else next((r.skipped for r in reports if r.skipped), None)
+    norm = stepped[-1].grad_norm if stepped else 0.0
+    loss = sum(r.loss for r in reports) / len(reports)
+    return StepReport(bool(stepped), skipped, norm, loss, last.opt_step, last.lr)
 
 
 def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:
@@ -258,23 +300,40 @@ def train_on_groups(
     row_weights, stale_metrics = staleness_weights(
         batch.row_versions, current_version, settings.stale_discount
     )
-    optimization.begin()
-    on_device = _policy_pass(
-        batch, advantages, row_weights, settings, models, optimization, beta.beta, current_version
-    )
-    on_device.update(adv_metrics)
-    on_device.update(stale_metrics)
-    versions = batch.row_versions.float()
-    on_device["async/row_version_min"] = versions.min()
-    on_device["async/row_version_max"] = versions.max()
-    on_device[_TRAINED_REWARD_MEAN] = rewards.mean()
-    metrics = host_floats(on_device)
+    metrics: dict[str, float] = {}
+    parts: list[tuple[dict[str, float], float, float]] = []
+    reports: list[StepReport] = []
+    plan = update_plan(batch.num_rows, settings, step, models.device)
+    for n, rows in enumerate(plan):
+        optimization.begin()
+        part = batch if rows is None else select_rows(batch, rows)
+        picked = (
+            (advantages, row_weights) if rows is None else (advantages[rows], row_weights[rows])
+        )
+        on_device = _policy_pass(
+            part, *picked, settings, models, optimization, beta.beta, current_version
+        )
+        on_device.update(adv_metrics)
+        on_device.update(stale_metrics)
+        versions = batch.row_versions.float()
+        on_device["async/row_version_min"] = versions.min()
+        on_device["async/row_version_max"] = versions.max()
+        on_device[_TRAINED_REWARD_MEAN] = rewards.mean()
+        metrics = host_floats(on_device)
+        if n == len(plan) - 1:  # the demonstration loss joins the last update
+            metrics.update(_bc_pass(batch, settings, models, optimization, step))
+        metrics["policy/kl_control"] = beta.control_value(metrics)
+        if settings.loss.kl_estimator == "k3":
+            metrics["policy/kl_ref_k3"] = metrics.get("policy/kl_ref", 0.0)
+        reports.append(optimization.finish(skip=beta.should_stop(metrics)))
+        parts.append((metrics, 1.0 / len(plan), 1.0 / len(plan)))
+    if len(plan) > 1:  # the mean over the updates; keys of the last update alone stay
+        merged = merge_microbatch_metrics(parts)
+        every = set.intersection(*(set(m) for m, _, _ in parts))
+        metrics = {**metrics, **{k: v for k, v in merged.items() if k in every}}
+        metrics["train/updates"] = float(sum(r.stepped for r in reports))
+    report = combined_report(reports)
     trained_reward_mean = metrics.pop(_TRAINED_REWARD_MEAN)
-    metrics.update(_bc_pass(batch, settings, models, optimization, step))
-    metrics["policy/kl_control"] = beta.control_value(metrics)
-    if settings.loss.kl_estimator == "k3":
-        metrics["policy/kl_ref_k3"] = metrics.get("policy/kl_ref", 0.0)
-    report = optimization.finish(skip=beta.should_stop(metrics))
     if report.stepped:
         reward_baseline = update_reward_baseline(
             reward_baseline,
