@@ -375,6 +375,8 @@ def test_sft_command_rejects_unknown_tiny_fields(tmp_path, capsys):
 
     assert main(["sft", "--tiny", "depth=3", "--output", str(tmp_path)]) == 2
     assert "--tiny" in capsys.readouterr().err
+    assert main(["sft", "--decay_fraction", "0", "--output", str(tmp_path)]) == 2
+    assert "--decay_fraction" in capsys.readouterr().err
 
 
 def test_command_defaults_are_the_pipeline_defaults():

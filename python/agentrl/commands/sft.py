@@ -112,6 +112,8 @@ def tiny_spec(text: str) -> Any:
 
 def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     """The parsed command line as the pipeline's options."""
+    if not 0.0 < args.decay_fraction <= 1.0:
+        raise UsageError(f"--decay_fraction {args.decay_fraction}: expected a share in (0, 1]")
     return SFTRunOptions(
         model=args.model,
         tiny=tiny_spec(args.tiny),
