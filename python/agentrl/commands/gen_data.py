@@ -6,6 +6,7 @@ import argparse
 import time
 
 from agentrl.errors import UsageError
+from agentrl.sft.tasks import DEFAULT_SHORTCUT_RATE
 from agentrl.utils.paths import check_writable_file
 
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
@@ -32,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sft",
         action="store_true",
         help="write full demonstrations (conversations with tool calls, results and answer)",
+    )
+    parser.add_argument(
+        "--shortcut_rate",
+        type=float,
+        default=None,
+        help="with --sft: share of the expressions simple enough to do in one's head that "
+        f"the demonstrations answer without calling the tool (default {DEFAULT_SHORTCUT_RATE}, "
+        "as the built-in warm start; 0: perfect demonstrations)",
     )
     parser.add_argument("--min_exprs", type=int, default=1, help="expressions per math task")
     parser.add_argument("--max_exprs", type=int, default=3, help="expressions per math task")
@@ -86,11 +95,17 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:  # the task options, checked by the generator's config
         raise UsageError(str(exc)) from exc
+    if args.shortcut_rate is not None and not args.sft:
+        raise UsageError("--shortcut_rate shapes demonstrations: it needs --sft")
+    shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
+    if not 0.0 <= shortcut_rate <= 1.0:
+        raise UsageError(f"--shortcut_rate {shortcut_rate}: expected a share in [0, 1]")
     output = args.output or (DEFAULT_DEMOS_PATH if args.sft else DEFAULT_TASKS_PATH)
     check_writable_file(output, "--output")
     began = time.perf_counter()
     generator = TaskGenerator(config, seed=args.seed)
-    counts = write_tasks(output, generator.tasks(args.num, args.start), generator.tools(), args.sft)
+    tasks = generator.tasks(args.num, args.start)
+    counts = write_tasks(output, tasks, generator.tools(), args.sft, shortcut_rate)
     elapsed = time.perf_counter() - began
     what = "demonstrations" if args.sft else "tasks"
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentrl.errors import UsageError
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
-from agentrl.sft.tasks import DEFAULT_DEMOS
+from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
 from agentrl.sft.train import SFTConfig
 
 
@@ -35,6 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_DEMOS,
         help="generated demonstrations when --data is not given",
+    )
+    parser.add_argument(
+        "--shortcut_rate",
+        type=float,
+        default=None,
+        help="share of the expressions simple enough to do in one's head that the generated "
+        f"demonstrations answer without calling the tool (default {DEFAULT_SHORTCUT_RATE}; "
+        "0: perfect demonstrations)",
     )
     parser.add_argument("--eval_data", default=None, help="held-out prompt-pool JSONL")
     parser.add_argument(
@@ -112,6 +120,11 @@ def tiny_spec(text: str) -> Any:
 
 def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     """The parsed command line as the pipeline's options."""
+    if args.shortcut_rate is not None and args.data:
+        raise UsageError("--shortcut_rate shapes generated demonstrations; --data gives its own")
+    shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
+    if not 0.0 <= shortcut_rate <= 1.0:
+        raise UsageError(f"--shortcut_rate {shortcut_rate}: expected a share in [0, 1]")
     if not 0.0 < args.decay_fraction <= 1.0:
         raise UsageError(f"--decay_fraction {args.decay_fraction}: expected a share in (0, 1]")
     return SFTRunOptions(
@@ -120,6 +133,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         tokenizer=args.tokenizer,
         data=tuple(args.data or ()),
         num_demos=args.num_demos,
+        shortcut_rate=shortcut_rate,
         eval_data=args.eval_data,
         eval_tasks=args.eval_tasks,
         max_len=args.max_len,

@@ -8,6 +8,12 @@ Rust evaluator and ``format_number``, exactly what the reward compares against.
 
 Task ``i`` of seed ``s`` depends only on ``(s, i)``, so any slice of the stream can be
 regenerated on its own (``start``), e.g. held-out tasks after a training range.
+
+Demonstrations can be imperfect on purpose (``shortcut_rate``): like an annotator who does
+easy sums in their head, they then answer some one-step whole-number expressions (``7 + 680``,
+``50 ** 3``, ``6 // 24``) without calling the tool. The answer is still right, but a model
+that copies the habit has to guess those results; reinforcement learning, rewarded for
+exact answers, can unlearn it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from agentrl.tools.builtin import FIXED_TIMES, builtin_registry
 from agentrl.tools.registry import tool_message
 
 KINDS = ("math", "unit", "time", "none")
+
+# One operation on two whole numbers with a whole-number result: what one does in one's head.
+HEAD_MATH_OPERATORS = frozenset({"+", "-", "*", "**", "%", "//"})
+HEAD_MATH_LIMIT = 10_000  # results of four digits at most
 
 _MATH_EN = {
     1: (
@@ -130,6 +140,8 @@ class SyntheticTask:
     calls: list[dict[str, Any]]
     results: list[Any]
     difficulty: dict[str, int] = field(default_factory=dict)
+    # Indices of the expressions simple enough to do in one's head (HEAD_MATH_OPERATORS).
+    head_math: tuple[int, ...] = ()
 
     @property
     def answer(self) -> str:
@@ -149,27 +161,48 @@ class SyntheticTask:
             "difficulty": self.difficulty,
         }
 
-    def demo_messages(self, instruction: str = ANSWER_INSTRUCTION) -> list[dict[str, Any]]:
+    def shortcuts(self, rate: float) -> set[int]:
+        """The head-math expressions a demonstration answers without the tool.
+
+        Each is skipped with probability ``rate``, decided by the task id alone, so the same
+        task always gets the same demonstration.
+        """
+        if rate <= 0.0 or not self.head_math:
+            return set()
+        rng = random.Random(f"agentrl-shortcut:{self.id}")
+        return {i for i in self.head_math if rng.random() < rate}
+
+    def demo_messages(
+        self, instruction: str = ANSWER_INSTRUCTION, shortcut_rate: float = 0.0
+    ) -> list[dict[str, Any]]:
         """The full demonstration: instruction, task, tool calls, tool results, answer."""
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": instruction},
             {"role": "user", "content": self.text},
         ]
-        if self.calls:
-            messages.append({"role": "assistant", "content": "", "tool_calls": self.calls})
-            messages.extend({"role": "tool", "content": tool_message(r)} for r in self.results)
+        skipped = self.shortcuts(shortcut_rate)
+        kept = [i for i in range(len(self.calls)) if i not in skipped]
+        if kept:
+            calls = [self.calls[i] for i in kept]
+            messages.append({"role": "assistant", "content": "", "tool_calls": calls})
+            messages.extend(
+                {"role": "tool", "content": tool_message(self.results[i])} for i in kept
+            )
         messages.append({"role": "assistant", "content": self.answer})
         return messages
 
     def demo_record(
-        self, tools: list[dict[str, Any]], instruction: str = ANSWER_INSTRUCTION
+        self,
+        tools: list[dict[str, Any]],
+        instruction: str = ANSWER_INSTRUCTION,
+        shortcut_rate: float = 0.0,
     ) -> dict[str, Any]:
         """A supervised-warm-start line (MiniMind SFT layout: ``conversations`` + tools)."""
         return {
             "id": self.id,
             "kind": self.kind,
             "lang": self.lang,
-            "conversations": self.demo_messages(instruction),
+            "conversations": self.demo_messages(instruction, shortcut_rate),
             "tools": tools,
             "gt": self.gt,
             "calls": self.calls,
@@ -222,9 +255,12 @@ class TaskGenerator:
         style = "fullwidth" if rng.random() < cfg.fullwidth_ratio else rng.choice(STYLES[:3])
         caret = rng.random() < cfg.expr.caret_prob
         surfaces: list[str] = []
+        head_math: list[int] = []
         ops = digits = 0
-        for _ in range(count):
+        for index in range(count):
             pieces = random_expression(rng, cfg.expr)
+            if _is_head_math(pieces):
+                head_math.append(index)
             surfaces.append(render_expression(pieces, style, caret))
             ops += len(pieces) // 2
             digits = max([digits, *(len(p) for p in pieces if p.isdigit())])
@@ -246,7 +282,10 @@ class TaskGenerator:
             return None
         difficulty = {"exprs": count, "ops": ops, "digits": digits}
         gt = [r["result"] for r in results]
-        return SyntheticTask(task_id, "math", lang, text, gt, calls, results, difficulty)
+        head_math = [i for i in head_math if abs(results[i]["value"]) < HEAD_MATH_LIMIT]
+        return SyntheticTask(
+            task_id, "math", lang, text, gt, calls, results, difficulty, tuple(head_math)
+        )
 
     def _unit(self, rng: random.Random, lang: str, task_id: str) -> SyntheticTask | None:
         source, target = rng.choice(_UNIT_PAIRS)
@@ -294,6 +333,13 @@ class TaskGenerator:
         return SyntheticTask(task_id, "none", lang, text, [answer], [], [])
 
 
+def _is_head_math(pieces: list[str]) -> bool:
+    """One operation on two whole numbers (a whole result; its size is checked once solved)."""
+    if len(pieces) != 3 or pieces[1] not in HEAD_MATH_OPERATORS:
+        return False
+    return pieces[0].isdigit() and pieces[2].isdigit()
+
+
 def parse_mix(text: str) -> tuple[tuple[str, float], ...]:
     """``"math=0.8,unit=0.1"`` to ``(("math", 0.8), ("unit", 0.1))``."""
     out = []
@@ -312,8 +358,13 @@ def write_tasks(
     tasks: Iterator[SyntheticTask] | list[SyntheticTask],
     tools: list[dict[str, Any]],
     sft: bool = False,
+    shortcut_rate: float = 0.0,
 ) -> dict[str, int]:
-    """Write prompt-pool (or, with ``sft``, demonstration) JSONL atomically; counts by kind."""
+    """Write prompt-pool (or, with ``sft``, demonstration) JSONL atomically; counts by kind.
+
+    ``shortcut_rate``: share of head-math expressions the demonstrations answer without the
+    tool (see the module doc).
+    """
     counts: dict[str, int] = {}
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -321,7 +372,11 @@ def write_tasks(
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
             for task in tasks:
-                record = task.demo_record(tools) if sft else task.prompt_record(tools)
+                record = (
+                    task.demo_record(tools, shortcut_rate=shortcut_rate)
+                    if sft
+                    else task.prompt_record(tools)
+                )
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 counts[task.kind] = counts.get(task.kind, 0) + 1
                 counts[f"lang_{task.lang}"] = counts.get(f"lang_{task.lang}", 0) + 1
@@ -342,6 +397,7 @@ def generate_tasks(
 
 
 __all__ = [
+    "HEAD_MATH_OPERATORS",
     "KINDS",
     "SyntheticTask",
     "TaskConfig",

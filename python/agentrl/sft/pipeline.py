@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentrl.errors import UserError
-from agentrl.sft.tasks import DEFAULT_DEMOS
+from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
 from agentrl.sft.train import SFTConfig, SFTResult
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ class SFTRunOptions:
     tokenizer: str | None = None  # tokenizer dir for a .pth checkpoint
     data: tuple[str, ...] = ()  # demonstration JSONL files ((): generated)
     num_demos: int = DEFAULT_DEMOS  # generated demonstrations when `data` is empty
+    # Share of head-math expressions the generated demonstrations answer without the tool.
+    shortcut_rate: float = DEFAULT_SHORTCUT_RATE
     eval_data: str | None = None  # held-out prompt-pool JSONL (None: generated)
     eval_tasks: int = DEFAULT_EVAL_TASKS
     max_len: int = DEFAULT_MAX_LEN  # longest training sequence, in tokens
@@ -104,7 +106,9 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
             files = ", ".join(options.data)
             raise UserError(f"no usable demonstration in {files} ({loaded.as_dict()})")
     else:
-        conversations = sft_tasks.generated_demos(options.num_demos)
+        conversations = sft_tasks.generated_demos(
+            options.num_demos, shortcut_rate=options.shortcut_rate
+        )
     if options.eval_data:
         heldout = sft_tasks.load_heldout(options.eval_data, options.eval_tasks)
     else:

@@ -22,6 +22,10 @@ HELDOUT_SEED = 1
 # Generated demonstrations when no demonstration file is given. The default held-out set
 # (the one the RL trainer evaluates on) avoids the prompts of exactly these.
 DEFAULT_DEMOS = 12000
+# Generated demonstrations are imperfect by default: this share of the expressions simple
+# enough to do in one's head is answered without the tool (`agentrl.data.synthetic`), so the
+# warm start leaves reinforcement learning something to fix that it can fix.
+DEFAULT_SHORTCUT_RATE = 0.75
 
 
 def tool_env(tokenizer: Any) -> EvalEnv:
@@ -48,13 +52,19 @@ def tool_env(tokenizer: Any) -> EvalEnv:
     return EvalEnv(render=render, parse_calls=parse_tool_calls, run_tool=run_tool)
 
 
-def generated_demos(n: int, seed: int = TRAIN_SEED) -> list[Conversation]:
-    """`n` demonstrations from the generator stream `seed`."""
+def generated_demos(
+    n: int, seed: int = TRAIN_SEED, shortcut_rate: float = 0.0
+) -> list[Conversation]:
+    """`n` demonstrations from the generator stream `seed`; ``shortcut_rate`` of the head-math
+    expressions are answered without the tool."""
     from agentrl.data.synthetic import TaskGenerator
 
     generator = TaskGenerator(seed=seed)
     tools = generator.tools()
-    return [Conversation(t.demo_messages(), tools) for t in generator.tasks(n)]
+    return [
+        Conversation(t.demo_messages(shortcut_rate=shortcut_rate), tools)
+        for t in generator.tasks(n)
+    ]
 
 
 def generated_heldout(
