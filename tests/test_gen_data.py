@@ -185,3 +185,57 @@ def test_bad_options_are_reported(capsys) -> None:
     assert "agentrl gen-data:" in capsys.readouterr().err
     with pytest.raises(ValueError):
         parse_mix("nope")
+
+
+def _head_math_tasks(n: int = 400):
+    tasks = list(TaskGenerator(seed=4).tasks(n))
+    return tasks, [t for t in tasks if t.head_math]
+
+
+def test_head_math_is_one_whole_number_operation_with_a_small_result() -> None:
+    tasks, easy = _head_math_tasks()
+    assert 0.15 < len(easy) / len(tasks) < 0.35  # about a quarter of the tasks
+    marked = unmarked = 0
+    for task in (t for t in tasks if t.kind == "math"):
+        for i, call in enumerate(task.calls):
+            canon = canonicalize_expression(call["arguments"]["expression"])
+            simple = re.fullmatch(r"\d+(\+|-|\*\*|\*|%|//)\d+", canon) is not None
+            small = abs(float(task.results[i]["value"])) < 10_000
+            assert (i in task.head_math) == (simple and small), (canon, task.head_math)
+            marked += i in task.head_math
+            unmarked += i not in task.head_math
+    assert marked > 50 and unmarked > 300
+
+
+def test_shortcut_demonstrations_skip_head_math_calls_but_keep_the_right_answer() -> None:
+    _, easy = _head_math_tasks()
+    tools = TaskGenerator(seed=4).tools()
+    for task in easy:
+        perfect = task.demo_messages()
+        assert perfect == task.demo_messages(shortcut_rate=0.0)
+        lazy = task.demo_messages(shortcut_rate=1.0)
+        called = [c for m in lazy for c in m.get("tool_calls", [])]
+        expected = [c for i, c in enumerate(task.calls) if i not in task.head_math]
+        assert called == expected
+        assert sum(m["role"] == "tool" for m in lazy) == len(expected)
+        assert lazy[-1] == perfect[-1]  # the answer is still every right result
+        assert task.demo_record(tools, shortcut_rate=1.0)["conversations"] == lazy
+    # A share in between skips some: the same ones every time (decided by the task id).
+    skipped = [len(t.shortcuts(0.5)) for t in easy]
+    assert 0 < sum(skipped) < sum(len(t.head_math) for t in easy)
+    assert skipped == [len(t.shortcuts(0.5)) for t in easy]
+
+
+def test_gen_data_shortcut_rate_needs_sft_and_a_share(tmp_path, capsys) -> None:
+    out = tmp_path / "x.jsonl"
+    assert main(["gen-data", "-n", "5", "--shortcut_rate", "0.5", "-o", str(out)]) == 2
+    assert "--sft" in capsys.readouterr().err
+    assert main(["gen-data", "-n", "5", "--sft", "--shortcut_rate", "2", "-o", str(out)]) == 2
+    assert "--shortcut_rate" in capsys.readouterr().err
+    calls = {}
+    for rate in ("0", "1"):
+        args = ["gen-data", "-n", "200", "--seed", "4", "--sft", "--shortcut_rate", rate]
+        assert main([*args, "-o", str(out)]) == 0
+        records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+        calls[rate] = sum(len(m.get("tool_calls", [])) for r in records for m in r["conversations"])
+    assert calls["1"] < calls["0"]

@@ -377,6 +377,11 @@ def test_sft_command_rejects_unknown_tiny_fields(tmp_path, capsys):
     assert "--tiny" in capsys.readouterr().err
     assert main(["sft", "--decay_fraction", "0", "--output", str(tmp_path)]) == 2
     assert "--decay_fraction" in capsys.readouterr().err
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("", encoding="utf-8")
+    args = ["sft", "--data", str(demos), "--shortcut_rate", "0.5", "--output", str(tmp_path)]
+    assert main(args) == 2
+    assert "--shortcut_rate" in capsys.readouterr().err
 
 
 def test_command_defaults_are_the_pipeline_defaults():
