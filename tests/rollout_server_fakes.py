@@ -327,6 +327,20 @@ class FakeSGLang(_FakeHTTP):
 # ---------------------------------------------------------------- vLLM
 
 
+def vllm_stand_in_name(port: int) -> str:
+    """The torch group name both ends of the gloo stand-in for vLLM's (nameless) NCCL group
+    derive from what the protocol does carry: the rendezvous port."""
+    return f"vllm-weight-transfer-{port}"
+
+
+def vllm_gloo_group(address: str, port: int, world_size: int, _name: str) -> Any:
+    """The trainer's end matching `FakeVLLM`'s workers (a `GroupFactory`)."""
+    from agentrl.rollout.remote.collective import TorchBroadcastGroup
+
+    return TorchBroadcastGroup(address, port, world_size, vllm_stand_in_name(port),
+                               backend="gloo", timeout_s=60.0)  # fmt: skip
+
+
 class FakeVLLM(_FakeHTTP):
     """``vllm serve`` (dev mode, NCCL weight transfer): ``/v1/models``, ``/v1/completions``,
     ``/get_world_size``, ``/init_weight_transfer_engine``, ``/start_weight_update``,
@@ -369,9 +383,9 @@ class FakeVLLM(_FakeHTTP):
                 return 400, {"detail": "Missing 'init_info' in request body"}
             if set(init) != self.INIT_FIELDS:
                 return 500, {"error": f"init_info fields {sorted(init)}"}
-            error = self.join_group(init["master_address"], init["master_port"],
-                                    init["rank_offset"], init["world_size"],
-                                    "vllm-weight-transfer", "gloo")  # fmt: skip
+            port, name = init["master_port"], vllm_stand_in_name(init["master_port"])
+            error = self.join_group(init["master_address"], port, init["rank_offset"],
+                                    init["world_size"], name, "gloo")  # fmt: skip
             if error is not None:
                 return 500, {"error": f"init failed: {error}"}
             return 200, {"message": "Weight transfer initialized"}
