@@ -108,10 +108,26 @@ class PushedWeights:
         self._state: dict[str, torch.Tensor] | None = None
 
     def keep(self, state: Mapping[str, torch.Tensor]) -> None:
-        self._state = {k: v.detach().to("cpu", copy=True) for k, v in state.items()
-                       if torch.is_tensor(v)}  # fmt: skip
+        """Copy ``state`` to the CPU, into the buffers of the previous copy when they fit."""
+        old = self._state or {}
+        kept: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for name, tensor in state.items():
+                if not torch.is_tensor(tensor):
+                    continue
+                buffer = old.get(name)
+                if (
+                    buffer is not None
+                    and buffer.shape == tensor.shape
+                    and buffer.dtype == tensor.dtype
+                ):
+                    kept[name] = buffer.copy_(tensor.detach())
+                else:
+                    kept[name] = tensor.detach().to("cpu", copy=True)
+        self._state = kept
 
     def state_dict(self) -> dict[str, torch.Tensor]:
+        """The last weights sent; the next push overwrites these tensors: clone to keep."""
         if self._state is None:
             raise RuntimeError("no weights have been sent to the rollout server yet")
         return dict(self._state)
