@@ -120,6 +120,7 @@ class _FakeHTTP:
         self.delay_s = 0.0
         self.unhealthy_polls = 0
         self.peer: GroupPeer | None = None
+        self.old_peers: list[GroupPeer] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -186,6 +187,8 @@ class _FakeHTTP:
     def join_group(self, address: str, port: int, rank: int, world: int, name: str,
                    backend: str) -> str | None:  # fmt: skip
         """Join as the server's worker; None, or why it failed."""
+        if self.peer is not None:
+            self.old_peers.append(self.peer)
         self.peer = GroupPeer(address, port, rank, world, name, backend)
         kind, detail = self.peer.wait()
         return None if kind == "joined" else str(detail)
@@ -204,8 +207,9 @@ class _FakeHTTP:
         return got
 
     def close(self) -> None:
-        if self.peer is not None:
-            self.peer.close()
+        for peer in [*self.old_peers, self.peer]:
+            if peer is not None:
+                peer.close()
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -20,6 +20,7 @@ from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP
 from agentrl.rollout.remote import RemoteEngineError, RetryPolicy, create_rollout_engine
 from agentrl.rollout.remote.collective import (
     VLLMNcclGroup,
+    address_seen_by,
     beside_server_call,
     dtype_name,
     tensor_specs,
@@ -82,6 +83,8 @@ def test_specs_name_dtypes_as_both_servers_resolve_them():
                zip(specs.dtypes, (torch.float32, torch.bfloat16, torch.float64, torch.float32),
                    strict=True))  # fmt: skip
     assert dtype_name(torch.float16) == "float16"
+    assert address_seen_by("http://localhost:8000") == "127.0.0.1"
+    assert address_seen_by("http://127.0.0.1:8998/") == "127.0.0.1"
 
 
 def test_a_failing_side_is_reported_at_once_not_after_the_timeout():
@@ -175,6 +178,12 @@ def test_sglang_failing_an_update_stops_the_sync(sglang):
         engine.update_weights(_weights(2.0), version=2)
     assert engine.version == 1  # never counted as loaded
     assert sglang.paths().count("/update_weights_from_distributed") == 2  # not retried
+    third = _weights(3.0)  # the broken group is dropped: the next sync sets up a new one
+    assert engine.update_weights(third, version=3)
+    _same(sglang.weights, third)
+    first_name, second_name = (b["group_name"] for b in sglang.bodies("/init_weights_update_group"))
+    assert first_name != second_name
+    engine.close()
 
 
 def test_sglang_replicas_the_group_cannot_serve_are_refused(sglang):

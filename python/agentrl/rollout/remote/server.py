@@ -116,14 +116,20 @@ class ServerEngine(LiveRowsEngine):
         """Send ``state`` as weights ``version``: RemoteEngineError if the server fails."""
         group = self._ensure_group()
         specs = tensor_specs(state)
-        self._before_update(version)
-        _, sent = beside_server_call(
-            lambda: self._update_request(specs, version),
-            lambda: broadcast_state(group, state, specs),
-            what=f"sending weights v{version} to the {self.SERVER_NAME}",
-            timeout_s=self.weight_sync_timeout_s,
-        )
-        self._after_update(version)
+        try:
+            self._before_update(version)
+            _, sent = beside_server_call(
+                lambda: self._update_request(specs, version),
+                lambda: broadcast_state(group, state, specs),
+                what=f"sending weights v{version} to the {self.SERVER_NAME}",
+                timeout_s=self.weight_sync_timeout_s,
+            )
+            self._after_update(version)
+        except RemoteEngineError:
+            # The two ends may now disagree on what comes next over the group: never reuse
+            # it; a later update sets up a fresh one.
+            self._group, self.group_name = None, None
+            raise
         self.stats["weight_bytes_sent"] += int(sent)
         self.pushed.keep(state)
 
