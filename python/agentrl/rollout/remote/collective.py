@@ -153,8 +153,10 @@ class TorchBroadcastGroup:
         self.backend = backend
         self.group_name = group_name
         if device is None:
-            device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" \
-                else torch.device("cpu")  # fmt: skip
+            on_gpu = backend == "nccl"
+            device = (
+                torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+            )
         self.device = device
         timeout = datetime.timedelta(seconds=float(timeout_s))
         url = f"tcp://{master_address}:{int(master_port)}"
@@ -188,8 +190,9 @@ def torch_group_factory(backend: str, *, timeout_s: float = 600.0) -> GroupFacto
     """A `GroupFactory` for `TorchBroadcastGroup` with ``backend``."""
 
     def build(address: str, port: int, world_size: int, name: str) -> BroadcastGroup:
-        return TorchBroadcastGroup(address, port, world_size, name, backend=backend,
-                                   timeout_s=timeout_s)  # fmt: skip
+        return TorchBroadcastGroup(
+            address, port, world_size, name, backend=backend, timeout_s=timeout_s
+        )
 
     return build
 
