@@ -23,7 +23,9 @@ from agentrl.rollout.remote.collective import (
     address_seen_by,
     beside_server_call,
     dtype_name,
+    preflight,
     tensor_specs,
+    vllm_nccl_group,
 )
 from agentrl.rollout.remote.sglang import SGLangEngine
 from agentrl.rollout.remote.vllm_server import VLLMServerEngine
@@ -106,10 +108,21 @@ def _raise_gloo() -> None:
     raise RuntimeError("gloo timed out")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without GPU")
+def test_nccl_without_a_gpu_says_what_to_use_instead(sglang):
+    engine = SGLangEngine(sglang.url, FakeTokenizer(), weight_sync="nccl", retry=FAST)
+    with pytest.raises(RemoteEngineError, match="has none: use --weight_sync gloo or disk"):
+        engine.update_weights(_weights(1.0), version=1)
+    assert engine.version == 0 and sglang.paths() == []  # the server was never asked to wait
+
+
 def test_vllm_group_without_vllm_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # past the GPU check
     with pytest.raises(RemoteEngineError, match=r"pip install 'agentrl\[vllm\]'"):
         VLLMNcclGroup("127.0.0.1", 1, 2)
+    with pytest.raises(RemoteEngineError, match=r"pip install 'agentrl\[vllm\]'"):
+        preflight(vllm_nccl_group)
 
 
 # ---------------------------------------------------------------- SGLang over a group

@@ -40,6 +40,12 @@ T = TypeVar("T")
 
 BACKENDS = ("nccl", "gloo")
 
+VLLM_MISSING = (
+    "--rollout_engine vllm-server pushes weights through vLLM's NCCL group, whose trainer "
+    "side comes with vLLM: pip install 'agentrl[vllm]' in the trainer's environment too "
+    "(import failed: {})"
+)
+
 
 class BroadcastGroup(Protocol):
     """The trainer's end of a weight-update group: rank 0, the only sender."""
@@ -126,6 +132,12 @@ def address_seen_by(server_url: str) -> str:
         ) from exc
 
 
+def require_gpu(what: str, instead: str) -> None:
+    """RemoteEngineError when this process has no CUDA device for ``what``."""
+    if not torch.cuda.is_available():
+        raise RemoteEngineError(f"{what} sends from a GPU and this process has none: {instead}")
+
+
 class TorchBroadcastGroup:
     """A ``torch.distributed`` group built the way SGLang's server builds its end.
 
@@ -148,6 +160,8 @@ class TorchBroadcastGroup:
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"weight-sync backend {backend!r}: choose from {', '.join(BACKENDS)}")
+        if backend == "nccl" and device is None:
+            TorchGroupFactory(backend).preflight()
         from torch.distributed import distributed_c10d as c10d
 
         self.backend = backend
@@ -186,15 +200,27 @@ class TorchBroadcastGroup:
             self.group = None
 
 
-def torch_group_factory(backend: str, *, timeout_s: float = 600.0) -> GroupFactory:
+class TorchGroupFactory:
     """A `GroupFactory` for `TorchBroadcastGroup` with ``backend``."""
 
-    def build(address: str, port: int, world_size: int, name: str) -> BroadcastGroup:
+    def __init__(self, backend: str, *, timeout_s: float = 600.0) -> None:
+        self.backend = backend
+        self.timeout_s = float(timeout_s)
+
+    def preflight(self) -> None:
+        """Fail before the server is contacted when this side cannot join at all."""
+        if self.backend == "nccl":
+            require_gpu("weight_sync='nccl'", "use --weight_sync gloo or disk")
+
+    def __call__(self, address: str, port: int, world_size: int, name: str) -> BroadcastGroup:
         return TorchBroadcastGroup(
-            address, port, world_size, name, backend=backend, timeout_s=timeout_s
+            address, port, world_size, name, backend=self.backend, timeout_s=self.timeout_s
         )
 
-    return build
+
+def torch_group_factory(backend: str, *, timeout_s: float = 600.0) -> GroupFactory:
+    """A `GroupFactory` for `TorchBroadcastGroup` with ``backend``."""
+    return TorchGroupFactory(backend, timeout_s=timeout_s)
 
 
 class VLLMNcclGroup:
@@ -210,11 +236,8 @@ class VLLMNcclGroup:
             from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
             from vllm.distributed.utils import StatelessProcessGroup
         except ImportError as exc:
-            raise RemoteEngineError(
-                "--rollout_engine vllm-server pushes weights through vLLM's NCCL group, whose "
-                "trainer side comes with vLLM: pip install 'agentrl[vllm]' in the trainer's "
-                f"environment too (import failed: {exc})"
-            ) from exc
+            raise RemoteEngineError(VLLM_MISSING.format(exc)) from exc
+        require_gpu("the vLLM server's NCCL weight transfer", "the trainer needs a CUDA device")
         self.device = torch.device("cuda", torch.cuda.current_device())
         store_group = StatelessProcessGroup.create(
             host=master_address, port=int(master_port), rank=0, world_size=int(world_size)
@@ -228,9 +251,27 @@ class VLLMNcclGroup:
         self._comm = None
 
 
+def _vllm_preflight() -> None:
+    require_gpu("the vLLM server's NCCL weight transfer", "the trainer needs a CUDA device")
+    try:
+        import vllm  # noqa: F401 - only its presence is checked here
+    except ImportError as exc:
+        raise RemoteEngineError(VLLM_MISSING.format(exc)) from exc
+
+
 def vllm_nccl_group(address: str, port: int, world_size: int, _name: str) -> BroadcastGroup:
     """`GroupFactory` for `VLLMNcclGroup` (vLLM's group has no name)."""
     return VLLMNcclGroup(address, port, world_size)
+
+
+vllm_nccl_group.preflight = _vllm_preflight  # type: ignore[attr-defined]
+
+
+def preflight(factory: GroupFactory) -> None:
+    """Run ``factory``'s own check that this side can join, when it has one."""
+    check = getattr(factory, "preflight", None)
+    if callable(check):
+        check()
 
 
 class _Outcome:
@@ -312,12 +353,15 @@ __all__ = [
     "GroupFactory",
     "TensorSpecs",
     "TorchBroadcastGroup",
+    "TorchGroupFactory",
     "VLLMNcclGroup",
     "address_seen_by",
     "beside_server_call",
     "broadcast_state",
     "dtype_name",
     "free_port",
+    "preflight",
+    "require_gpu",
     "require_success",
     "tensor_specs",
     "torch_group_factory",

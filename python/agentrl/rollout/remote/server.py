@@ -23,6 +23,7 @@ from agentrl.rollout.remote.collective import (
     beside_server_call,
     broadcast_state,
     free_port,
+    preflight,
     tensor_specs,
     unique_group_name,
 )
@@ -99,6 +100,7 @@ class ServerEngine(LiveRowsEngine):
     def _ensure_group(self) -> BroadcastGroup:
         if self._group is not None:
             return self._group
+        preflight(self.group_factory)  # before the server is asked to wait for us
         world_size = 1 + self._server_ranks()
         address = self.weight_sync_host or address_seen_by(self.client.base_url)
         port = free_port(address)
