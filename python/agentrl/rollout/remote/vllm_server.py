@@ -22,7 +22,9 @@ once ``GET /get_world_size`` then ``POST /init_weight_transfer_engine`` with ``i
 group as rank 0; every sync ``POST /start_weight_update``, ``POST /update_weights`` with
 ``update_info`` ``{names, dtype_names, shapes}`` while the trainer broadcasts the tensors in
 that order (unpacked), ``POST /finish_weight_update`` with ``weight_version``, then
-``POST /reset_prefix_cache`` so no KV computed by old weights is reused.
+``POST /reset_prefix_cache`` so no KV computed by old weights is reused. ``init_info``
+leaves out vLLM's packed-transfer fields, so the workers expect one broadcast per tensor
+(their default), which is what the trainer sends.
 
 vLLM's workers receive over their own ``StatelessProcessGroup`` + ``PyNcclCommunicator``,
 so the trainer's end is vLLM's too (`collective.VLLMNcclGroup`, vLLM installed in the
