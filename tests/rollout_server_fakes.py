@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 import multiprocessing
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -109,6 +110,14 @@ class GroupPeer:
 # ---------------------------------------------------------------- HTTP plumbing
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Says nothing when a client hangs up first (a timed-out or failed test's client)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class _FakeHTTP:
     """A threaded loopback HTTP server routing to ``self.route(method, path, body)``."""
 
@@ -165,7 +174,7 @@ class _FakeHTTP:
                     time.sleep(fake.delay_s)
                 self._reply(*fake.route("POST", self.path, body))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
