@@ -1,20 +1,20 @@
 """Remote rollout engines against a loopback server that speaks SGLang's native HTTP API.
 
-The real SGLang server needs a GPU; `FakeSGLang` implements the documented request and
-response formats (``/generate`` with ``input_ids`` + per-row ``sampling_params`` +
-``return_logprob`` answering ``meta_info.output_token_logprobs``; ``/update_weights_from_disk``;
-``/flush_cache``; ``/health``) and can be told to fail, stall or answer garbage. The vLLM
-engine is checked against a stand-in ``vllm`` module with the same call surface.
+The real SGLang server needs a GPU; `FakeSGLang` (tests/rollout_server_fakes.py) implements
+the documented request and response formats (``/generate`` with ``input_ids`` + per-row
+``sampling_params`` + ``return_logprob`` answering ``meta_info.output_token_logprobs``;
+``/update_weights_from_disk``; ``/flush_cache``; ``/health``) and can be told to fail, stall
+or answer garbage. Weight sync over a process group is in test_rollout_servers.py. The
+in-process vLLM engine is checked against a stand-in ``vllm`` module with the same call
+surface.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,7 @@ from agentrl.rollout.remote.weights import (
     published_versions,
 )
 from agentrl.rollout.sampling import SamplingParams
-
-EOS = 2
-VOCAB = 50
+from rollout_server_fakes import EOS, FakeSGLang
 
 
 class FakeTokenizer:
@@ -42,123 +40,6 @@ class FakeTokenizer:
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return " ".join(f"t{i}" for i in ids if not (skip_special_tokens and i in (0, EOS)))
-
-
-class FakeSGLang:
-    """A threaded loopback HTTP server with SGLang's native endpoints (see module doc).
-
-    Generation is deterministic: row r continues with tokens ``(sum(prompt) + k) % VOCAB``
-    (never 0 or EOS), log-prob ``-0.1 * (k + 1)``; ``eos_after`` ends rows with EOS.
-    """
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, Any]] = []
-        self.fail_next: dict[str, int] = {}  # path -> how many 503 answers to give first
-        self.delay_s = 0.0
-        self.eos_after: int | None = None
-        self.stop_string_after: int | None = None
-        self.load_ok = True
-        self.unhealthy_polls = 0
-        self.garbage = False
-        self.abort = False
-        self.weight_version: str | None = None
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                return None
-
-            def _reply(self, status: int, body: Any) -> None:
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                server.requests.append(("GET " + self.path, None))
-                if self.path == "/health":
-                    if server.unhealthy_polls > 0:
-                        server.unhealthy_polls -= 1
-                        self._reply(503, b"")
-                    else:
-                        self._reply(200, b"")
-                else:
-                    self._reply(404, {"detail": "Not Found"})
-
-            def do_POST(self) -> None:
-                size = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(size) if size else b""
-                body = json.loads(raw) if raw else None
-                server.requests.append((self.path, body))
-                if server.fail_next.get(self.path, 0) > 0:
-                    server.fail_next[self.path] -= 1
-                    self._reply(503, {"error": "server is busy"})
-                    return
-                if server.delay_s:
-                    time.sleep(server.delay_s)
-                if self.path == "/generate":
-                    self._generate(body)
-                elif self.path == "/update_weights_from_disk":
-                    path = Path(body["model_path"])
-                    ok = server.load_ok and (path / WEIGHTS_FILE).is_file()
-                    if ok:
-                        server.weight_version = body.get("weight_version")
-                    message = "Succeeded to update model weights." if ok else "Failed to load."
-                    self._reply(200 if ok else 400, {"success": ok, "message": message})
-                elif self.path == "/flush_cache":
-                    self._reply(200, b"Cache flushed.\n")
-                else:
-                    self._reply(404, {"detail": "Not Found"})
-
-            def _generate(self, body: dict[str, Any]) -> None:
-                if not isinstance(body.get("input_ids"), list) or "sampling_params" not in body:
-                    self._reply(400, {"error": "input_ids and sampling_params are required"})
-                    return
-                if server.garbage:
-                    self._reply(200, [{"text": "x", "meta_info": {}}] * len(body["input_ids"]))
-                    return
-                out = []
-                for row, sp in zip(body["input_ids"], body["sampling_params"], strict=True):
-                    out.append(server.complete(row, sp))
-                self._reply(200, out)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def complete(self, row: list[int], sp: dict[str, Any]) -> dict[str, Any]:
-        n = int(sp["max_new_tokens"])
-        ids = [3 + (sum(row) + k) % (VOCAB - 3) for k in range(n)]
-        finish: dict[str, Any] = {"type": "length", "length": n}
-        if self.eos_after is not None and self.eos_after < n:
-            ids = [*ids[: self.eos_after], EOS]
-            finish = {"type": "stop", "matched": EOS}
-        elif self.stop_string_after is not None and self.stop_string_after < n:
-            ids = ids[: self.stop_string_after]
-            finish = {"type": "stop", "matched": "</tool_call>"}
-        if self.abort:
-            finish = {"type": "abort", "message": "weights are being updated"}
-        logprobs = [[-0.1 * (k + 1), t, None] for k, t in enumerate(ids)]
-        meta = {
-            "id": "r",
-            "finish_reason": finish,
-            "prompt_tokens": len(row),
-            "completion_tokens": len(ids),
-            "output_token_logprobs": logprobs,
-        }
-        return {"text": "", "output_ids": ids, "meta_info": meta}
-
-    def paths(self) -> list[str]:
-        return [p for p, _ in self.requests]
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 FAST = RetryPolicy(attempts=3, backoff_s=0.01, max_backoff_s=0.02)
@@ -172,7 +53,8 @@ def server():
 
 
 def _engine(server: FakeSGLang, tmp_path: Path, **kwargs: Any) -> SGLangEngine:
-    options: dict[str, Any] = {"shared_dir": tmp_path / "shared", "retry": FAST, "timeout_s": 5.0}
+    options: dict[str, Any] = {"shared_dir": tmp_path / "shared", "retry": FAST, "timeout_s": 5.0,
+                               "weight_sync": "disk"}  # fmt: skip
     options.update(kwargs)
     return SGLangEngine(server.url, FakeTokenizer(), **options)
 
@@ -229,7 +111,7 @@ def test_episodes_over_the_server_keep_the_alignment_invariants(server, tmp_path
 
     tok = tiny_tokenizer()
     server.eos_after = 5
-    engine = SGLangEngine(server.url, tok, shared_dir=tmp_path / "s", retry=FAST, version=3)
+    engine = SGLangEngine(server.url, tok, retry=FAST, version=3)
     sample = {"messages": [{"role": "user", "content": "2+3?"}], "gt": ["5"]}
     config = EpisodeConfig(max_turns=2, max_new_tokens=8, max_context_len=256)
     (group,) = run_episodes(engine, [sample], builtin_registry(), num_generations=2, config=config)
@@ -245,7 +127,7 @@ def test_transient_failures_are_retried_with_backoff(server, tmp_path):
     server.fail_next["/generate"] = 2
     sleeps: list[float] = []
     client = JsonHttpClient(server.url, timeout_s=5.0, retry=FAST, sleep=sleeps.append)
-    engine = SGLangEngine(server.url, FakeTokenizer(), shared_dir=tmp_path, client=client)
+    engine = SGLangEngine(server.url, FakeTokenizer(), client=client)
     (out,) = engine.generate([[1, 2]], SamplingParams(max_new_tokens=2))
     assert len(out.token_ids) == 2
     assert server.paths().count("/generate") == 3 and client.retries_done == 2
@@ -273,7 +155,7 @@ def test_no_server_at_all_is_reported_not_hung(tmp_path):
     fake = FakeSGLang()
     url = fake.url
     fake.close()  # the port is now closed: connection refused
-    engine = SGLangEngine(url, FakeTokenizer(), shared_dir=tmp_path, retry=FAST, timeout_s=2.0)
+    engine = SGLangEngine(url, FakeTokenizer(), retry=FAST, timeout_s=2.0)
     assert engine.health() is False
     with pytest.raises(RemoteEngineError, match="attempt"):
         engine.generate([[1]], SamplingParams(max_new_tokens=2))
@@ -371,6 +253,10 @@ def test_factory_builds_the_selected_engine(server, tmp_path):
         version=4,
     )
     assert isinstance(engine, SGLangEngine) and engine.version == 4
+    assert engine.weight_sync == "nccl" and engine.shared_dir is None  # disk only when chosen
+    on_disk = create_rollout_engine("sglang", tokenizer=FakeTokenizer(), sglang_base_url=server.url,
+                                    sglang_shared_path=tmp_path, weight_sync="disk")  # fmt: skip
+    assert on_disk.weight_sync == "disk" and on_disk.shared_dir == tmp_path
     with pytest.raises(ValueError, match="unknown rollout engine"):
         create_rollout_engine("tgi", tokenizer=FakeTokenizer())
 
@@ -466,7 +352,7 @@ def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, run_files, 
 
     config = short_run_config(run_files, tmp_path, "remote", total_steps=2, max_gen_len=6,
                               bc_coef=0.0, rollout_engine="sglang", hard_kl_stop_mult=0.0,
-                              sglang_wait_sec=5.0, sglang_base_url=server.url,
+                              sglang_wait_sec=5.0, sglang_base_url=server.url, weight_sync="disk",
                               sglang_shared_path=str(tmp_path / "shared"))  # fmt: skip
     trainer = Trainer(config)
     result = trainer.run()

@@ -230,8 +230,24 @@ class TrainConfig:
     rollout_engine: str = _opt(
         "rollout",
         "torch",
-        "torch (in process), sglang (a running server), vllm (ours, in process)",
-        ("torch", "sglang", "vllm"),
+        "torch (in process), sglang (a running SGLang server), vllm (vLLM in process), "
+        "vllm-server (a running `vllm serve`, at rollout_url)",
+        ("torch", "sglang", "vllm", "vllm-server"),
+    )
+    rollout_url: str = _opt("rollout", "http://localhost:8000", "vLLM server URL (vllm-server)")
+    weight_sync: str = _opt(
+        "rollout",
+        "nccl",
+        "how a rollout server gets new weights: nccl or gloo (broadcast over a process group "
+        "the trainer hosts; vllm-server takes nccl only), disk (SGLang: files under "
+        "sglang_shared_path)",
+        ("nccl", "gloo", "disk"),
+    )
+    weight_sync_host: str = _opt(
+        "rollout", "", "address the server reaches the trainer at for weight sync ('': auto)"
+    )
+    weight_sync_timeout_sec: float = _opt(
+        "rollout", 600.0, "wait for the server's side of a weight-sync step"
     )
     multi_gpu_mode: str = _opt(
         "rollout",
@@ -241,10 +257,10 @@ class TrainConfig:
     )
     sglang_base_url: str = _opt("rollout", "http://localhost:8998", "SGLang server URL")
     sglang_model_path: str = _opt("rollout", "../model", "model path the SGLang server loads")
-    sglang_wait_sec: float = _opt("rollout", 60.0, "wait for the SGLang server to be up")
+    sglang_wait_sec: float = _opt("rollout", 60.0, "wait for the rollout server to be up")
     vllm_gpu_memory_utilization: float = _opt("rollout", 0.3, "vLLM GPU memory share")
     sglang_shared_path: str = _opt(
-        "rollout", "./sglang_ckpt_agentic_async", "where weights are shared with SGLang"
+        "rollout", "./sglang_ckpt_agentic_async", "where weights are shared with SGLang (disk)"
     )
     async_workers: int = _opt("rollout", 1, "rollout threads (0: rollout in the trainer loop)")
     max_version_gap: int = _opt(
@@ -562,6 +578,7 @@ def validate(config: TrainConfig) -> None:
             "option logprob_temperature='sampling' needs rollout_engine='torch': the remote "
             "engines return log-probs of the raw policy"
         )
+    _check_weight_sync(config)
     if config.logprob_temperature == "sampling" and config.temperature <= 1e-6:
         raise _fail("temperature", config.temperature, "above 0 with logprob_temperature=sampling")
     for name, reason in COMPAT_ONLY.items():
@@ -571,6 +588,21 @@ def validate(config: TrainConfig) -> None:
                 f"option {name}={value!r}: accepted only at its default {default!r}, for "
                 f"compatibility: {reason}"
             )
+
+
+def _check_weight_sync(config: TrainConfig) -> None:
+    """``weight_sync`` other than the default only where a server can honour it."""
+    engine, sync = config.rollout_engine, config.weight_sync
+    if config.weight_sync_timeout_sec <= 0:
+        raise _fail("weight_sync_timeout_sec", config.weight_sync_timeout_sec, "above 0")
+    if sync == "disk" and engine != "sglang":
+        raise UsageError(f"option weight_sync='disk' needs rollout_engine='sglang', not {engine!r}")
+    if sync == "gloo" and engine != "sglang":
+        raise UsageError(
+            f"option weight_sync='gloo' needs rollout_engine='sglang' (rollout_engine={engine!r}: "
+            + ("the vLLM server receives over NCCL only)" if engine == "vllm-server"
+               else "no server receives weights)")
+        )  # fmt: skip
 
 
 # ------------------------------------------------------------------ presets and files

@@ -151,9 +151,10 @@ class DataParallel(OnRanks):
     def check(self, config: TrainConfig) -> None:
         if config.fsdp and not self.shards_weights:
             raise ValueError("fsdp=1 needs the FullyShardedDataParallel placement")
-        if config.rollout_engine == "sglang":
+        if config.rollout_engine in ("sglang", "vllm-server"):
+            server = "SGLang" if config.rollout_engine == "sglang" else "vLLM server"
             raise UsageError(
-                "the SGLang engine is one server for one trainer: run a single process "
+                f"the {server} engine is one server for one trainer: run a single process "
                 "(the server is the rollout fleet), not torchrun"
             )
 

@@ -1,10 +1,11 @@
 """The rollout engine a training process samples with: in process (torch) or a server.
 
 ``--rollout_engine torch`` samples from the run's own rollout copy of the policy;
-``sglang`` talks to a running SGLang server and ``vllm`` starts vLLM in this process
-(`agentrl.rollout.remote`). A server starts from its own copy of the model, so it is
-given the policy's weights (as version 0) before anything is sampled; later syncs go
-through the rollout source like any other engine's.
+``sglang`` and ``vllm-server`` talk to a running SGLang or vLLM server (weights pushed per
+``--weight_sync``) and ``vllm`` starts vLLM in this process (`agentrl.rollout.remote`).
+A server starts from its own copy of the model, so it is given the policy's weights (as
+version 0) before anything is sampled; later syncs go through the rollout source like any
+other engine's.
 """
 
 from __future__ import annotations
@@ -33,13 +34,21 @@ def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
 
 def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -> dict[str, Any]:
     options: dict[str, Any] = {"tokenizer": models.tokenizer, "seed": seed, "version": 0}
+    if kind in ("sglang", "vllm-server"):
+        options.update(
+            sglang_wait_s=config.sglang_wait_sec,
+            weight_sync=config.weight_sync,
+            weight_sync_host=config.weight_sync_host,
+            weight_sync_timeout_s=config.weight_sync_timeout_sec,
+        )
     if kind == "sglang":
         options.update(
             sglang_base_url=config.sglang_base_url,
             sglang_model_path=config.sglang_model_path,
             sglang_shared_path=config.sglang_shared_path,
-            sglang_wait_s=config.sglang_wait_sec,
         )
+    elif kind == "vllm-server":
+        options.update(vllm_server_url=config.rollout_url)
     elif kind == "vllm":
         options.update(
             vllm_model_path=str(vllm_start_dir(config, models)),

@@ -1,6 +1,7 @@
-"""Rollout engines other than the in-process torch one: an SGLang server, an in-process vLLM.
+"""Rollout engines other than the in-process torch one: SGLang and vLLM servers, an
+in-process vLLM.
 
-Both speak the `RolloutEngine` interface of `agentrl.rollout` (``generate`` over token-id
+All speak the `RolloutEngine` interface of `agentrl.rollout` (``generate`` over token-id
 prompts returning `Generation`s with behaviour log-probs; ``update_weights``; ``version``,
 ``lock``, ``reseed``), so the episode loop, the async producer and the trainer use them
 unchanged. Their heavy dependencies are optional and imported only when selected.
@@ -13,7 +14,7 @@ from typing import Any
 
 from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
 
-ENGINES = ("torch", "sglang", "vllm")
+ENGINES = ("torch", "sglang", "vllm", "vllm-server")
 
 
 def create_rollout_engine(
@@ -30,13 +31,21 @@ def create_rollout_engine(
     sglang_shared_path: str | os.PathLike[str] = "./sglang_ckpt_agentic_async",
     sglang_timeout_s: float = 600.0,
     sglang_wait_s: float = 0.0,
+    weight_sync: str = "nccl",
+    weight_sync_host: str = "",
+    weight_sync_timeout_s: float = 600.0,
+    vllm_server_url: str = "http://localhost:8000",
+    vllm_served_model: str | None = None,
     vllm_model_path: str | None = None,
     vllm_gpu_memory_utilization: float = 0.3,
     vllm_dtype: str = "bfloat16",
 ) -> Any:
-    """The rollout engine named ``kind`` (``torch``, ``sglang`` or ``vllm``).
+    """The rollout engine named ``kind`` (one of `ENGINES`).
 
-    ``sglang_wait_s`` > 0 waits that long for the server to report healthy first.
+    ``sglang_wait_s`` > 0 waits that long for a server (SGLang or vLLM) to report healthy
+    first. ``weight_sync`` is how a server gets new weights: ``nccl`` or ``gloo`` (a
+    process-group broadcast; the vLLM server takes ``nccl`` only) or ``disk`` (SGLang only,
+    through ``sglang_shared_path``).
     """
     if kind == "torch":
         from agentrl.rollout.engine import TorchEngine
@@ -49,13 +58,37 @@ def create_rollout_engine(
     if kind == "sglang":
         from agentrl.rollout.remote.sglang import SGLangEngine
 
-        engine = SGLangEngine(
+        engine: Any = SGLangEngine(
             sglang_base_url,
             tokenizer,
-            shared_dir=sglang_shared_path,
+            weight_sync=weight_sync,
+            shared_dir=sglang_shared_path if weight_sync == "disk" else None,
             model_path=sglang_model_path,
             version=version,
             timeout_s=sglang_timeout_s,
+            weight_sync_host=weight_sync_host,
+            weight_sync_timeout_s=weight_sync_timeout_s,
+        )
+        engine.reseed(seed)
+        if sglang_wait_s > 0:
+            engine.wait_until_healthy(sglang_wait_s)
+        return engine
+    if kind == "vllm-server":
+        from agentrl.rollout.remote.vllm_server import VLLMServerEngine
+
+        if weight_sync != "nccl":
+            raise ValueError(
+                f"weight_sync={weight_sync!r}: the vLLM server receives weights over its NCCL "
+                "weight-transfer engine only (weight_sync='nccl')"
+            )
+        engine = VLLMServerEngine(
+            vllm_server_url,
+            tokenizer,
+            served_model=vllm_served_model,
+            version=version,
+            timeout_s=sglang_timeout_s,
+            weight_sync_host=weight_sync_host,
+            weight_sync_timeout_s=weight_sync_timeout_s,
         )
         engine.reseed(seed)
         if sglang_wait_s > 0:
@@ -83,6 +116,10 @@ def __getattr__(name: str) -> Any:
         from agentrl.rollout.remote.sglang import SGLangEngine
 
         return SGLangEngine
+    if name == "VLLMServerEngine":
+        from agentrl.rollout.remote.vllm_server import VLLMServerEngine
+
+        return VLLMServerEngine
     if name == "VLLMEngine":
         from agentrl.rollout.remote.vllm_engine import VLLMEngine
 
@@ -97,5 +134,6 @@ __all__ = [
     "RetryPolicy",
     "SGLangEngine",
     "VLLMEngine",
+    "VLLMServerEngine",
     "create_rollout_engine",
 ]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from typing import Any
+
+import torch
 
 from agentrl.rollout.engine import (
     FINISH_EOS,
@@ -94,6 +96,43 @@ def finish_generation(
     )
 
 
+class PushedWeights:
+    """Stands in for ``engine.model`` of a server engine: the weights it was last sent.
+
+    A server's weights cannot be read back cheaply, so a CPU copy of what was pushed is
+    kept for callers that save the rollout weights (a checkpoint taken while the rollout
+    weights lag the policy).
+    """
+
+    def __init__(self) -> None:
+        self._state: dict[str, torch.Tensor] | None = None
+
+    def keep(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Copy ``state`` to the CPU, into the buffers of the previous copy when they fit."""
+        old = self._state or {}
+        kept: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for name, tensor in state.items():
+                if not torch.is_tensor(tensor):
+                    continue
+                buffer = old.get(name)
+                if (
+                    buffer is not None
+                    and buffer.shape == tensor.shape
+                    and buffer.dtype == tensor.dtype
+                ):
+                    kept[name] = buffer.copy_(tensor.detach())
+                else:
+                    kept[name] = tensor.detach().to("cpu", copy=True)
+        self._state = kept
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The last weights sent; the next push overwrites these tensors: clone to keep."""
+        if self._state is None:
+            raise RuntimeError("no weights have been sent to the rollout server yet")
+        return dict(self._state)
+
+
 class LiveRowsEngine(BatchEngine):
     """`BatchEngine` for engines that hand whole batches of rows to another generator.
 
@@ -140,6 +179,7 @@ class LiveRowsEngine(BatchEngine):
 
 __all__ = [
     "LiveRowsEngine",
+    "PushedWeights",
     "empty_generation",
     "finish_generation",
     "generation_rows",

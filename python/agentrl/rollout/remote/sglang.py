@@ -7,9 +7,19 @@ The client speaks SGLang's native HTTP API (the server itself needs a GPU; start
   re-tokenizes our chat rendering), per-row ``sampling_params`` and ``return_logprob``.
   Each answer's ``meta_info.output_token_logprobs`` holds ``[logprob, token_id, text]``
   per generated token: the token ids and their behaviour log-probs.
-* ``POST /update_weights_from_disk`` with the path of a directory the trainer published
-  (see `weights.publish_weights`), then ``POST /flush_cache`` so no prefix cached under the
-  old weights is reused.
+* Weights, after each policy sync, one of two ways (``weight_sync``):
+
+  - ``nccl`` (default) or ``gloo``: a process group between the trainer (rank 0) and the
+    server's tensor-parallel workers. Once: ``GET /get_server_info`` (its ``tp_size``), then
+    ``POST /init_weights_update_group`` (``master_address``, ``master_port``,
+    ``rank_offset`` 1, ``world_size``, ``group_name``, ``backend``) while the trainer joins
+    the same group. Every sync: ``POST /update_weights_from_distributed`` (``names``,
+    ``dtypes``, ``shapes``, ``group_name``, ``flush_cache``, ``weight_version``) while the
+    trainer broadcasts the tensors in that order (see `collective`). Nothing touches disk.
+  - ``disk``: the trainer writes the weights to a directory the server can read at the
+    same path (see `weights.publish_weights`), then ``POST /update_weights_from_disk`` and
+    ``POST /flush_cache``. Chosen explicitly only: never a fallback.
+
 * ``GET /health`` to wait for a server that is still loading.
 
 Behaviour log-probs from the server are used as the behaviour policy of decoupled PPO.
@@ -24,7 +34,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,14 +41,23 @@ from typing import Any
 import torch
 
 from agentrl.rollout.engine import Generation, WeightSource
+from agentrl.rollout.remote.collective import (
+    BACKENDS,
+    BroadcastGroup,
+    GroupFactory,
+    TensorSpecs,
+    require_success,
+    torch_group_factory,
+)
 from agentrl.rollout.remote.common import (
-    LiveRowsEngine,
+    PushedWeights,
     finish_generation,
     shared_sampling_fields,
     stored_logp,
     tokenizer_end_ids,
 )
 from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
+from agentrl.rollout.remote.server import ServerEngine
 from agentrl.rollout.remote.weights import (
     WEIGHTS_FILE,
     has_nonfinite,
@@ -50,9 +68,11 @@ from agentrl.rollout.remote.weights import (
 )
 from agentrl.rollout.sampling import SamplingParams
 
+WEIGHT_SYNCS = (*BACKENDS, "disk")
+
 
 class _PublishedWeights:
-    """Stands in for ``engine.model`` where callers only read the rollout weights back."""
+    """Stands in for ``engine.model`` with disk sync: the weights last published."""
 
     def __init__(self, engine: SGLangEngine) -> None:
         self._engine = engine
@@ -66,16 +86,21 @@ class _PublishedWeights:
         return load_file(str(Path(path) / WEIGHTS_FILE))
 
 
-class SGLangEngine(LiveRowsEngine):
-    """Generate with an SGLang server; load new weights into it after each policy sync.
+class SGLangEngine(ServerEngine):
+    """Generate with an SGLang server; send it new weights after each policy sync.
 
-    ``shared_dir`` must be readable by the server at the same path. ``eos_token_ids``
-    default: the tokenizer's EOS and pad ids; the server is asked to stop on them too,
-    and a final end token is moved out of ``token_ids`` as `TorchEngine` does.
+    ``weight_sync``: ``nccl``/``gloo`` (a process group, see the module doc; the backend
+    must be one the server's workers can use) or ``disk`` (``shared_dir`` must then be
+    readable by the server at the same path). ``group_factory`` builds the trainer's end of
+    the group (default: `TorchBroadcastGroup` with that backend). ``eos_token_ids``
+    default: the tokenizer's EOS and pad ids; the server is asked to stop on them too, and
+    a final end token is moved out of ``token_ids`` as `TorchEngine` does.
     ``max_batch_rows`` caps prompts per HTTP request (0: the whole batch in one request).
     Per-request seeds are sent only with ``send_seed`` (the server must allow them).
     """
 
+    SERVER_NAME = "SGLang server"
+    LAUNCH_HINT = "python -m sglang.launch_server --model-path <dir> --port <port>"
     STAT_NAMES = (
         "sequences",
         "generate_calls",
@@ -85,7 +110,9 @@ class SGLangEngine(LiveRowsEngine):
         "nonfinite_logps",
         "weight_updates",
         "weight_updates_skipped",
+        "weight_bytes_sent",
         "cache_flush_failures",
+        "group_destroy_failures",
     )
 
     def __init__(
@@ -93,7 +120,8 @@ class SGLangEngine(LiveRowsEngine):
         base_url: str,
         tokenizer: Any,
         *,
-        shared_dir: str | os.PathLike[str],
+        weight_sync: str = "nccl",
+        shared_dir: str | os.PathLike[str] | None = None,
         model_path: str | None = None,
         eos_token_ids: Sequence[int] | None = None,
         version: int = 0,
@@ -104,10 +132,18 @@ class SGLangEngine(LiveRowsEngine):
         load_format: str | None = None,
         send_seed: bool = False,
         client: JsonHttpClient | None = None,
+        group_factory: GroupFactory | None = None,
+        weight_sync_host: str = "",
+        weight_sync_timeout_s: float = 600.0,
     ) -> None:
+        if weight_sync not in WEIGHT_SYNCS:
+            raise ValueError(f"weight_sync {weight_sync!r}: choose from {', '.join(WEIGHT_SYNCS)}")
+        if weight_sync == "disk" and shared_dir is None:
+            raise ValueError("weight_sync='disk' needs shared_dir, a directory the server reads")
         self.client = client or JsonHttpClient(base_url, timeout_s=timeout_s, retry=retry)
         self.tokenizer = tokenizer
-        self.shared_dir = Path(shared_dir)
+        self.weight_sync = weight_sync
+        self.shared_dir = Path(shared_dir) if shared_dir is not None else None
         self.model_path = model_path
         ends = tokenizer_end_ids(tokenizer) if eos_token_ids is None else eos_token_ids
         self.eos_token_ids = frozenset(int(t) for t in ends)
@@ -116,35 +152,21 @@ class SGLangEngine(LiveRowsEngine):
         self.keep_published = int(keep_published)
         self.load_format = load_format
         self.send_seed = bool(send_seed)
+        self.group_factory = group_factory or torch_group_factory(
+            weight_sync if weight_sync in BACKENDS else "nccl", timeout_s=weight_sync_timeout_s
+        )
+        self.weight_sync_host = weight_sync_host
+        self.weight_sync_timeout_s = float(weight_sync_timeout_s)
+        self.pushed = PushedWeights()
+        self._group: BroadcastGroup | None = None
+        self.group_name: str | None = None
         self.lock = threading.RLock()
         self.stats = self._fresh_stats()
-        self.published_path: Path | None = latest_published(self.shared_dir)
+        self.published_path: Path | None = (
+            latest_published(self.shared_dir) if self.shared_dir is not None else None
+        )
         self._seed: int | None = None
         self._calls = 0
-
-    # ---- server state ----
-
-    def health(self, timeout_s: float = 5.0) -> bool:
-        """True when ``GET /health`` answers 200 now (one attempt, short timeout)."""
-        try:
-            response = self.client.request("GET", "/health", timeout_s=timeout_s, attempts=1)
-        except RemoteEngineError:
-            return False
-        return response.status == 200
-
-    def wait_until_healthy(self, timeout_s: float = 300.0, poll_s: float = 2.0) -> None:
-        """Block until the server is healthy; RemoteEngineError after ``timeout_s``."""
-        deadline = time.monotonic() + max(float(timeout_s), 0.0)
-        while True:
-            if self.health():
-                return
-            if time.monotonic() >= deadline:
-                raise RemoteEngineError(
-                    f"SGLang server at {self.client.base_url} not healthy after {timeout_s:.0f}s "
-                    "(is it running? start it with `python -m sglang.launch_server "
-                    "--model-path <dir> --port <port>`)"
-                )
-            time.sleep(poll_s)
 
     def flush_cache(self) -> bool:
         """Drop the server's prefix cache; False (and counted) when it refuses."""
@@ -159,19 +181,94 @@ class SGLangEngine(LiveRowsEngine):
         return ok
 
     @property
-    def model(self) -> _PublishedWeights:
-        return _PublishedWeights(self)
+    def model(self) -> Any:
+        """The weights last sent (disk sync: read back from the published directory)."""
+        return _PublishedWeights(self) if self.weight_sync == "disk" else self.pushed
 
     # ---- weights ----
 
     def _load_weights(self, source: WeightSource, version: int, *, strict: bool) -> bool:
-        """Publish ``source`` and have the server load it.
+        """Send ``source`` (a model or a state dict; with disk sync also a directory in the
+        server's reach) to the server as weights ``version``.
 
-        ``source`` may be a model, a state dict, or a directory already in the server's
-        reach (loaded as it is). A server that fails to load the weights raises
-        RemoteEngineError: rollouts must not go on silently with the old weights.
-        ``strict`` is not needed: the server checks names and shapes itself.
+        A server that fails to load the weights raises RemoteEngineError: rollouts must not
+        go on silently with the old weights. ``strict`` is not needed: the server checks
+        names and shapes itself.
         """
+        if self.weight_sync == "disk":
+            return self._load_through_disk(source, version)
+        if isinstance(source, str | os.PathLike):
+            raise ValueError(
+                f"weight_sync={self.weight_sync!r} sends tensors: pass a model or a state "
+                "dict, not a path (a directory is loaded only with weight_sync='disk')"
+            )
+        state = policy_state_dict(source)
+        if has_nonfinite(state):
+            return False
+        self._push_state(state, version)
+        return True
+
+    def _server_ranks(self) -> int:
+        """The server's tensor-parallel size: each TP worker joins as ``1 + tp_rank``."""
+        response = self.client.request("GET", "/get_server_info")
+        info = response.json() if 200 <= response.status < 300 else None
+        if not isinstance(info, Mapping) or not isinstance(info.get("tp_size"), int):
+            raise RemoteEngineError(
+                f"GET {self.client.base_url}/get_server_info gave no tp_size "
+                f"(HTTP {response.status}): cannot size the weight-update group"
+            )
+        for name in ("dp_size", "pp_size"):
+            if int(info.get(name) or 1) != 1:
+                raise RemoteEngineError(
+                    f"the SGLang server runs with {name}={info[name]}: the weight-update "
+                    "group here serves one tensor-parallel replica (start one server per "
+                    "replica, or use weight_sync='disk')"
+                )
+        return int(info["tp_size"])
+
+    def _init_group_request(self, address: str, port: int, world_size: int, name: str) -> None:
+        payload = {
+            "master_address": address,
+            "master_port": int(port),
+            "rank_offset": 1,
+            "world_size": int(world_size),
+            "group_name": name,
+            "backend": self.weight_sync,
+        }
+        answer = self.client.post_json("/init_weights_update_group", payload, attempts=1,
+                                       timeout_s=self.weight_sync_timeout_s)  # fmt: skip
+        require_success(answer, "/init_weights_update_group")
+
+    def _update_request(self, specs: TensorSpecs, version: int) -> None:
+        payload = {
+            "names": specs.names,
+            "dtypes": specs.dtypes,
+            "shapes": specs.shapes,
+            "group_name": self.group_name,
+            "flush_cache": True,
+            "weight_version": str(version),
+        }
+        answer = self.client.post_json("/update_weights_from_distributed", payload, attempts=1,
+                                       timeout_s=self.weight_sync_timeout_s)  # fmt: skip
+        require_success(answer, "/update_weights_from_distributed")
+
+    def close(self) -> None:
+        """Leave the weight-update group and ask the server to drop its end (best effort:
+        a server that cannot is counted in ``group_destroy_failures``)."""
+        name = self.group_name
+        super().close()
+        if name is None:
+            return
+        self.group_name = None
+        try:
+            answer = self.client.post_json("/destroy_weights_update_group", {"group_name": name},
+                                           attempts=1, timeout_s=30.0)  # fmt: skip
+            require_success(answer, "/destroy_weights_update_group")
+        except RemoteEngineError:
+            self.stats["group_destroy_failures"] += 1
+
+    def _load_through_disk(self, source: WeightSource, version: int) -> bool:
+        assert self.shared_dir is not None
         if isinstance(source, str | os.PathLike):
             path = Path(source)
         else:
@@ -290,4 +387,4 @@ def _token_id(value: Any) -> int:
     return value
 
 
-__all__ = ["SGLangEngine"]
+__all__ = ["WEIGHT_SYNCS", "SGLangEngine"]

@@ -1,0 +1,145 @@
+"""`ServerEngine`: what the SGLang and vLLM server engines share besides their formats.
+
+Waiting for a server to come up, and pushing weights over a collective: the group is set
+up once, on the first weight update (the server's worker count decides its size), then
+every update names the tensors over HTTP while they are broadcast (see `collective`). A
+subclass says how its server is asked: `_server_ranks`, `_init_group_request` and
+`_update_request`, plus optional steps around an update.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Mapping
+
+import torch
+
+from agentrl.rollout.remote.collective import (
+    BroadcastGroup,
+    GroupFactory,
+    TensorSpecs,
+    address_seen_by,
+    beside_server_call,
+    broadcast_state,
+    free_port,
+    preflight,
+    tensor_specs,
+    unique_group_name,
+)
+from agentrl.rollout.remote.common import LiveRowsEngine, PushedWeights
+from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError
+
+
+class ServerEngine(LiveRowsEngine):
+    """A `LiveRowsEngine` on an HTTP server whose weights arrive over a process group."""
+
+    SERVER_NAME = "rollout server"
+    LAUNCH_HINT = ""
+
+    client: JsonHttpClient
+    group_factory: GroupFactory
+    weight_sync_host: str
+    weight_sync_timeout_s: float
+    pushed: PushedWeights
+    _group: BroadcastGroup | None
+    group_name: str | None
+
+    # ---- server state ----
+
+    def health(self, timeout_s: float = 5.0) -> bool:
+        """True when ``GET /health`` answers 200 now (one attempt, short timeout)."""
+        try:
+            response = self.client.request("GET", "/health", timeout_s=timeout_s, attempts=1)
+        except RemoteEngineError:
+            return False
+        return response.status == 200
+
+    def wait_until_healthy(self, timeout_s: float = 300.0, poll_s: float = 2.0) -> None:
+        """Block until the server is healthy; RemoteEngineError after ``timeout_s``."""
+        deadline = time.monotonic() + max(float(timeout_s), 0.0)
+        while True:
+            if self.health():
+                return
+            if time.monotonic() >= deadline:
+                hint = (
+                    f" (is it running? start it with `{self.LAUNCH_HINT}`)"
+                    if self.LAUNCH_HINT
+                    else ""
+                )
+                raise RemoteEngineError(
+                    f"{self.SERVER_NAME} at {self.client.base_url} not healthy after "
+                    f"{timeout_s:.0f}s{hint}"
+                )
+            time.sleep(poll_s)
+
+    # ---- weights over a process group ----
+
+    @abc.abstractmethod
+    def _server_ranks(self) -> int:
+        """How many of the server's processes join the group (ranks 1..N)."""
+
+    @abc.abstractmethod
+    def _init_group_request(self, address: str, port: int, world_size: int, name: str) -> None:
+        """Ask the server to join the group (returns once it has); raise on refusal."""
+
+    @abc.abstractmethod
+    def _update_request(self, specs: TensorSpecs, version: int) -> None:
+        """Ask the server to receive ``specs`` from the group (returns once loaded)."""
+
+    def _before_update(self, version: int) -> None:
+        """A step the server needs before receiving (default: none)."""
+
+    def _after_update(self, version: int) -> None:
+        """A step the server needs after receiving (default: none)."""
+
+    @property
+    def model(self) -> PushedWeights:
+        return self.pushed
+
+    def _ensure_group(self) -> BroadcastGroup:
+        if self._group is not None:
+            return self._group
+        preflight(self.group_factory)  # before the server is asked to wait for us
+        world_size = 1 + self._server_ranks()
+        address = self.weight_sync_host or address_seen_by(self.client.base_url)
+        port = free_port(address)
+        name = unique_group_name()
+        _, group = beside_server_call(
+            lambda: self._init_group_request(address, port, world_size, name),
+            lambda: self.group_factory(address, port, world_size, name),
+            what=f"joining the {self.SERVER_NAME}'s weight-update group at {address}:{port}",
+            timeout_s=self.weight_sync_timeout_s,
+        )
+        self._group, self.group_name = group, name
+        return group
+
+    def _push_state(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Send ``state`` as weights ``version``: RemoteEngineError if the server fails."""
+        group = self._ensure_group()
+        specs = tensor_specs(state)
+        try:
+            self._before_update(version)
+            _, sent = beside_server_call(
+                lambda: self._update_request(specs, version),
+                lambda: broadcast_state(group, state, specs),
+                what=f"sending weights v{version} to the {self.SERVER_NAME}",
+                timeout_s=self.weight_sync_timeout_s,
+            )
+            self._after_update(version)
+        except RemoteEngineError:
+            # The two ends may now disagree on what comes next over the group: never reuse
+            # it; a later update sets up a fresh one.
+            self._group, self.group_name = None, None
+            raise
+        self.stats["weight_bytes_sent"] += int(sent)
+        self.pushed.keep(state)
+
+    def close(self) -> None:
+        """Leave the weight-update group (this side only)."""
+        if self._group is not None:
+            self._group.close()
+            self._group = None
+
+
+__all__ = ["ServerEngine"]
