@@ -157,3 +157,26 @@ def test_episodes_with_reuse_match_episodes_without_it() -> None:
         assert reused.response_ids == plain.response_ids
         assert torch.allclose(torch.tensor(reused.response_logps),
                               torch.tensor(plain.response_logps), atol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize("family", list(MODELS))
+def test_a_new_short_row_joins_rows_that_continue_their_caches(family: str) -> None:
+    # The new row's padding sees no kept positions at all: it must not disturb anything.
+    model = MODELS[family]()
+    tok = tiny_tokenizer()
+    engine = TorchEngine(model, tok)
+    prompts = [_ids(6, 11), _ids(7, 5)]
+    outs = engine.generate(prompts, GREEDY, max_new_tokens=4, cache_keys=["a", "b"])
+    grown = [
+        p + o.token_ids + _ids(8 + n, 9) for n, (p, o) in enumerate(zip(prompts, outs, strict=True))
+    ]
+    batch = [*grown, _ids(9, 3)]
+    got = engine.generate(batch, GREEDY, max_new_tokens=5, cache_keys=["a", "b", "c"])
+    assert engine.stats["prefill_tokens_reused"] > 0
+    plain = TorchEngine(model, tok, kv_reuse=False)
+    want = plain.generate(batch, GREEDY, max_new_tokens=5)
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]
+    for ids, out in zip(batch, got, strict=True):
+        full = torch.tensor([ids + out.token_ids])
+        ref = forward_logprobs(model, full)[0, len(ids) - 1 :]
+        assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4, rtol=0)
