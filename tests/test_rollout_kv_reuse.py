@@ -1,9 +1,9 @@
 """KV reuse across turns: a row continuing its kept cache computes what a fresh prefill would.
 
-Multi-turn batches of rows with different lengths run on a Qwen3 and a Llama model, each
-turn appending observation ids of different lengths: with reuse, greedy outputs equal
-those without it, and the behaviour log-probs equal those of one uncached forward pass
-over the whole sequence (within 1e-4). Kept caches are dropped on weight updates, on a
+Multi-turn batches of rows with different lengths run on a Qwen3 and a Llama model and the
+tiny preset's model (`agentrl.models.tiny`), each turn appending observation ids of
+different lengths: with reuse, greedy outputs equal those without it, and the behaviour
+log-probs equal those of one uncached forward pass over the whole sequence (within 1e-4). Kept caches are dropped on weight updates, on a
 prompt that no longer starts with their ids, and by `drop_cache`.
 """
 
@@ -17,7 +17,7 @@ from agentrl.rollout.engine import TorchEngine, forward_logprobs
 from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from helpers import tiny_model, tiny_tokenizer
+from helpers import SMALL_SPEC, tiny_model, tiny_tokenizer
 
 GREEDY = SamplingParams(greedy=True)
 
@@ -36,7 +36,13 @@ def _llama(seed: int = 0) -> Any:
         return LlamaForCausalLM(config).eval()
 
 
-MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama": _llama}
+def _tiny_preset() -> Any:
+    from agentrl.models.tiny import build_model
+
+    return build_model(SMALL_SPEC, len(tiny_tokenizer()))
+
+
+MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama": _llama, "tiny-preset": _tiny_preset}
 
 
 def _ids(seed: int, n: int) -> list[int]:
