@@ -3,8 +3,9 @@
 Multi-turn batches of rows with different lengths run on a Qwen3 and a Llama model and the
 tiny preset's model (`agentrl.models.tiny`), each turn appending observation ids of
 different lengths: with reuse, greedy outputs equal those without it, and the behaviour
-log-probs equal those of one uncached forward pass over the whole sequence (within 1e-4). Kept caches are dropped on weight updates, on a
-prompt that no longer starts with their ids, and by `drop_cache`.
+log-probs equal those of one uncached forward pass over the whole sequence (within 1e-4).
+Kept caches are dropped on weight updates, on a prompt that no longer starts with their
+ids, by `drop_cache`, and as soon as an episode finishes.
 """
 
 from __future__ import annotations
@@ -186,3 +187,31 @@ def test_a_new_short_row_joins_rows_that_continue_their_caches(family: str) -> N
         full = torch.tensor([ids + out.token_ids])
         ref = forward_logprobs(model, full)[0, len(ids) - 1 :]
         assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4, rtol=0)
+
+
+class _CountingEngine(TorchEngine):
+    """Records how many caches are kept when each generate call starts."""
+
+    kept_at_calls: list[int]
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.kept_at_calls = [*getattr(self, "kept_at_calls", []), self.kept_caches]
+        return super().generate(*args, **kwargs)
+
+
+def test_a_finished_episode_drops_its_cache_at_once() -> None:
+    engine = _CountingEngine(tiny_model(seed=3), tiny_tokenizer())
+    parsed = []
+
+    def first_stops(_text: str, _tools: Any) -> list[dict[str, Any]]:
+        parsed.append(1)  # the first episode's first turn has no call: it ends there
+        if len(parsed) == 1:
+            return []
+        return [{"name": "calculate_math", "arguments": {"expression": "1+1"}, "canonical": True}]
+
+    sample = {"messages": [{"role": "user", "content": "1+1"}], "tools": None, "gt": ["2"]}
+    config = EpisodeConfig(max_turns=3, max_new_tokens=4, sampling=GREEDY)
+    run_episodes(engine, [sample], builtin_registry(), num_generations=4, config=config,
+                 call_parser=first_stops)  # fmt: skip
+    assert engine.kept_at_calls == [0, 3, 3]
+    assert engine.kept_caches == 0

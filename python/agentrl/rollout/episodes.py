@@ -400,8 +400,6 @@ def _play_turn(
         contexts.append(list(ctx))
         budgets.append(budget)
         running.append(ep)
-    if reuse:
-        engine.drop_cache([ep.cache_key for ep in active if ep.done])  # type: ignore[attr-defined]
     if not running:
         return False
     t0 = time.perf_counter()
@@ -433,6 +431,8 @@ def _play_turn(
         with_calls.append(ep)
     if with_calls:
         _observe(engine.tokenizer, with_calls, turn, config)
+    if reuse:  # a finished episode's cache is never continued
+        engine.drop_cache([ep.cache_key for ep in active if ep.done])  # type: ignore[attr-defined]
     return True
 
 
