@@ -327,7 +327,9 @@ def main() -> int:
                 print(
                     f"  (d) {turns} turns: KV reuse {on['seconds']:6.2f} s (prefilled "
                     f"{on['prefilled']:.0f}, reused {on['reused']:.0f} tokens), no reuse "
-                    f"{off['seconds']:6.2f} s (prefilled {off['prefilled']:.0f}); turns/episode "
+                    f"{off['seconds']:6.2f} s (prefilled {off['prefilled']:.0f}); generated "
+                    f"{on['tokens_per_s'] * on['seconds']:.0f} / "
+                    f"{off['tokens_per_s'] * off['seconds']:.0f} tokens; turns/episode "
                     f"{on['turns_per_episode']:.2f}; speed-up {speedup:.2f}x",
                     flush=True,
                 )
