@@ -375,7 +375,10 @@ class TorchEngine(BatchEngine):
         self._takes_logits_to_keep = "logits_to_keep" in names
         self._stop_matchers: dict[tuple[str, ...], _StopMatcher] = {}
         if kv_reuse and not self._takes_positions:
-            raise ValueError("kv_reuse needs a model whose forward takes position_ids")
+            raise ValueError(
+                "kv_reuse needs a model whose forward takes position_ids; turn it off "
+                "(kv_reuse=False, agentrl train --rollout_kv_reuse 0)"
+            )
         self.kv_reuse = bool(kv_reuse)
         self._kept: dict[Hashable, _KeptCache] = {}
 

@@ -20,7 +20,7 @@ appended. The per-trajectory bookkeeping:
   Each tool turn whose re-rendering differs is counted in ``stats["template_divergence"]``;
 * an episode ends when a turn has no tool call, or after ``max_turns`` turns with a call
   (``unfinished``; the last observation is rendered without a generation prompt);
-* the generation context is the last ``max_context_len`` of the running ids;
+* the generation context is the last ``max_context_len`` tokens of the running ids;
 * with an engine that keeps KV caches between calls (``kv_reuse``, `TorchEngine`), each
   episode's generate rows carry its cache key, so a turn prefills only what was added
   since the last one; the caches of finished episodes are dropped;
