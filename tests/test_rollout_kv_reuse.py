@@ -18,7 +18,7 @@ from agentrl.rollout.engine import TorchEngine, forward_logprobs
 from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from helpers import SMALL_SPEC, tiny_model, tiny_tokenizer
+from helpers import SMALL_SPEC, UniformLogits, tiny_model, tiny_tokenizer
 
 GREEDY = SamplingParams(greedy=True)
 
@@ -138,6 +138,10 @@ def test_cache_keys_are_one_per_row_and_only_for_engines_that_keep_caches() -> N
     off = TorchEngine(tiny_model(seed=2), tiny_tokenizer(), kv_reuse=False)
     off.generate([[5, 6, 7]], GREEDY, max_new_tokens=2, cache_keys=["a"])
     assert off.kept_caches == 0
+    # Kept caches continue at explicit positions: a model without position ids cannot.
+    with pytest.raises(ValueError, match="--rollout_kv_reuse 0"):
+        TorchEngine(UniformLogits(), tiny_tokenizer())
+    assert not TorchEngine(UniformLogits(), tiny_tokenizer(), kv_reuse=False).kv_reuse
 
 
 @pytest.mark.slow
