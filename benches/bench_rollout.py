@@ -6,15 +6,20 @@ For each model, 8 calculator tasks x G=8 episodes, up to ``--max-turns`` turns e
                 shared prefill of each group's prompt, compaction of finished rows);
   (b) one-by-one the same loop called for one episode at a time, sequentially;
   (c) first turn only: ``TorchEngine.generate`` against ``transformers``' ``generate`` on
-                the same 8 prompts x 8 samples, same sampling settings and budget.
+                the same 8 prompts x 8 samples, same sampling settings and budget;
+  (d) KV reuse: the batched loop of (a) with ``--reuse-turns`` turns (default 2 and 4), on
+                an engine that keeps each episode's KV cache between turns and on one that
+                prefills every context in full, measured alternately in the same run
+                (best of ``--reuse-repeats``); the ratio is the speed-up of reuse.
 
 A random model never writes a tool call, so for random models every turn's output is
 treated as a ``calculate_math`` call (``--forced-calls``, default for random models):
-each episode then really runs ``--max-turns`` turns with tool execution, re-rendering and
+each episode then really runs ``--max-turns`` turns with tool execution, rendering of the
 observation tokens, and the loop's cost is measured rather than the model's skill. A
 warm-started model (``--model runs/tiny-sft``) uses the real parser instead.
 
-Run:  nice .venv/bin/python benches/bench_rollout.py            (about 2-4 minutes on CPU)
+Run:  nice .venv/bin/python benches/bench_rollout.py            (about 3-6 minutes on CPU)
+      ... --parts reuse --models random-20m                     (only (d))
 """
 
 from __future__ import annotations
@@ -131,6 +136,55 @@ def bench_loop(
     return loop_figures(a, ta), loop_figures(b, tb)
 
 
+def bench_reuse(
+    model: torch.nn.Module,
+    tok: Any,
+    samples: list[dict[str, Any]],
+    args: argparse.Namespace,
+    parser: Any,
+    turns: int,
+) -> dict[bool, dict[str, float]]:
+    """Seconds (best of ``args.reuse_repeats``) and prefill counters of the batched loop
+    with and without KV reuse; the two engines take turns so that load changes hit both."""
+    config = EpisodeConfig(
+        max_turns=turns,
+        max_new_tokens=args.max_new_tokens,
+        max_context_len=args.max_context_len,
+        sampling=SamplingParams.compat_defaults(),
+    )
+    registry = builtin_registry()
+    engines = {
+        reuse: TorchEngine(model, tok, device=args.device, seed=0, kv_reuse=reuse)
+        for reuse in (True, False)
+    }
+    figures: dict[bool, dict[str, float]] = {}
+    for engine in engines.values():  # warm-up
+        run_episodes(engine, samples[:1], registry, config=config, call_parser=parser)
+    for _ in range(max(1, args.reuse_repeats)):
+        for reuse, engine in engines.items():
+            engine.reseed(1)
+            engine.reset_stats()
+            groups, seconds = timed(
+                lambda engine=engine: run_episodes(
+                    engine,
+                    samples,
+                    registry,
+                    num_generations=args.g,
+                    config=config,
+                    rng=random.Random(0),
+                    call_parser=parser,
+                )
+            )
+            best = figures.get(reuse)
+            if best is None or seconds < best["seconds"]:
+                figures[reuse] = {
+                    **loop_figures(groups, seconds),
+                    "prefilled": float(engine.stats["prefill_tokens"]),
+                    "reused": float(engine.stats["prefill_tokens_reused"]),
+                }
+    return figures
+
+
 def bench_first_turn(
     engine: TorchEngine, samples: list[dict[str, Any]], args: argparse.Namespace
 ) -> tuple[float, float]:
@@ -202,12 +256,22 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--device", default="cpu")
     ap.add_argument(
+        "--parts", default="loop,first-turn,reuse", help="which of loop (a, b), first-turn (c), "
+        "reuse (d) to run"
+    )  # fmt: skip
+    ap.add_argument("--reuse-turns", default="2,4", help="turns per episode for (d)")
+    ap.add_argument("--reuse-repeats", type=int, default=2, help="timed runs per setting in (d)")
+    ap.add_argument(
         "--forced-calls",
         choices=("auto", "yes", "no"),
         default="auto",
         help="treat every turn as a calculator call (auto: for random models)",
     )
     args = ap.parse_args()
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    unknown = parts - {"loop", "first-turn", "reuse"}
+    if unknown:
+        ap.error(f"unknown --parts {sorted(unknown)}: use loop, first-turn, reuse")
     torch.set_num_threads(args.threads)
     from agentrl.models.loading import load_policy
 
@@ -234,25 +298,41 @@ def main() -> int:
         parser = forced_call if forced else None
         engine = TorchEngine(model, tok, device=args.device, seed=0)
         params = sum(p.numel() for p in model.parameters()) / 1e6
-        a, b = bench_loop(engine, samples, args, parser)
-        ours, hf = bench_first_turn(engine, samples, args)
-        print(f"\n== {name} ({params:.1f}M params, forced calls: {forced})")
-        for label, f in (("(a) batched", a), ("(b) one episode at a time", b)):
+        print(f"\n== {name} ({params:.1f}M params, forced calls: {forced})", flush=True)
+        if "loop" in parts:
+            a, b = bench_loop(engine, samples, args, parser)
+            for label, f in (("(a) batched", a), ("(b) one episode at a time", b)):
+                print(
+                    f"  {label:28s} {f['episodes_per_s']:8.2f} episodes/s "
+                    f"{f['tokens_per_s']:9.1f} gen tokens/s  {f['seconds']:6.1f} s  "
+                    f"turns/episode {f['turns_per_episode']:.2f}  tool calls {f['tool_calls']}"
+                )
+            episodes_ratio = a["episodes_per_s"] / b["episodes_per_s"]
+            tokens_ratio = a["tokens_per_s"] / b["tokens_per_s"]
             print(
-                f"  {label:28s} {f['episodes_per_s']:8.2f} episodes/s {f['tokens_per_s']:9.1f} "
-                f"gen tokens/s  {f['seconds']:6.1f} s  turns/episode {f['turns_per_episode']:.2f}"
-                f"  tool calls {f['tool_calls']}"
+                f"  ratios: batched/one-by-one episodes/s {episodes_ratio:.1f}x, tokens/s "
+                f"{tokens_ratio:.1f}x"
             )
-        print(
-            f"  (c) first turn, tokens/s:    TorchEngine {ours:9.1f}   transformers.generate "
-            f"{hf:9.1f}"
-        )
-        episodes_ratio = a["episodes_per_s"] / b["episodes_per_s"]
-        tokens_ratio = a["tokens_per_s"] / b["tokens_per_s"]
-        print(
-            f"  ratios: batched/one-by-one episodes/s {episodes_ratio:.1f}x, tokens/s "
-            f"{tokens_ratio:.1f}x; TorchEngine/generate first-turn tokens/s {ours / hf:.2f}x"
-        )
+        if "first-turn" in parts:
+            ours, hf = bench_first_turn(engine, samples, args)
+            print(
+                f"  (c) first turn, tokens/s:    TorchEngine {ours:9.1f}   "
+                f"transformers.generate {hf:9.1f}   ratio {ours / hf:.2f}x"
+            )
+        if "reuse" in parts:
+            for turns in [int(t) for t in args.reuse_turns.split(",") if t.strip()]:
+                f = bench_reuse(model, tok, samples, args, parser, turns)
+                on, off = f[True], f[False]
+                speedup = off["seconds"] / on["seconds"]
+                print(
+                    f"  (d) {turns} turns: KV reuse {on['seconds']:6.2f} s (prefilled "
+                    f"{on['prefilled']:.0f}, reused {on['reused']:.0f} tokens), no reuse "
+                    f"{off['seconds']:6.2f} s (prefilled {off['prefilled']:.0f}); generated "
+                    f"{on['tokens_per_s'] * on['seconds']:.0f} / "
+                    f"{off['tokens_per_s'] * off['seconds']:.0f} tokens; turns/episode "
+                    f"{on['turns_per_episode']:.2f}; speed-up {speedup:.2f}x",
+                    flush=True,
+                )
     return 0
 
 

@@ -1,5 +1,5 @@
 """Chat rendering (built-in MiniMind/Qwen layout, Jinja twin, tokenizer templates) and the
-observation delta of multi-turn rollouts, on a tiny BPE tokenizer built locally."""
+text a tool turn adds to a multi-turn rollout, on a tiny BPE tokenizer built locally."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from agentrl.chat import (
     apply_chat_template,
     encode_chat,
     normalize_message,
-    observation_delta,
+    observation_text,
     render_chat,
-    suffix_delta,
 )
 from agentrl.tools import builtin_registry, tool_message
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -241,41 +240,24 @@ def test_unknown_role_becomes_user_in_lenient_mode() -> None:
     }
 
 
-# ---------------------------------------------------------------- observation delta
-
-
-def test_suffix_delta_semantics() -> None:
-    assert suffix_delta([1, 2, 3], [1, 2, 3, 4, 5]) == [4, 5]
-    assert suffix_delta([1, 2, 3], [1, 2, 3]) == []
-    assert suffix_delta([1, 2, 3], [1, 9, 3, 4]) == [9, 3, 4]
-    assert suffix_delta([1, 2, 3], [1, 2]) == []
-    assert suffix_delta([], [7]) == [7]
-    assert suffix_delta([5], [6, 7]) == [6, 7]
-
-
-def test_observation_delta_strips_a_repeated_generation() -> None:
-    # Divergence before the generated tokens: they reappear at the start and are stripped.
-    assert observation_delta([1, 2, 3], [7, 8], [1, 2, 7, 8, 5, 6]) == [5, 6]
-    # Not a repeat: kept whole.
-    assert observation_delta([1, 2, 3], [7, 8], [1, 2, 9, 7, 8, 5]) == [9, 7, 8, 5]
-    assert observation_delta([1, 2], [], [1, 2, 3]) == [3]
+# ---------------------------------------------------------------- observation text
 
 
 def _ids(tok: PreTrainedTokenizerFast, text: str) -> list[int]:
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
-def _tool_turn(tok, template_tok, open_thinking: bool, generated: str):
-    """One rollout turn: context ids, generated ids, re-rendered ids after the tool result."""
+def _tool_turn(tok, open_thinking: bool, generated: str):
+    """One rollout turn: context ids, generated ids, the ids of the text the tool turn adds
+    (`observation_text`), and the ids and text of the re-rendered conversation."""
     messages = [{"role": "user", "content": "计算3+4"}]
-    context = apply_chat_template(template_tok, messages, TOOLS, True, open_thinking)
-    context_ids = _ids(tok, context)
-    gen_ids = _ids(tok, generated)
+    context = apply_chat_template(tok, messages, TOOLS, True, open_thinking)
     messages.append({"role": "assistant", "content": generated})
     result = builtin_registry().run("calculate_math", {"expression": "3+4"})
-    messages.append({"role": "tool", "content": tool_message(result)})
-    after = apply_chat_template(template_tok, messages, TOOLS, True, open_thinking)
-    return context_ids, gen_ids, _ids(tok, after), after
+    results = [{"role": "tool", "content": tool_message(result)}]
+    added = observation_text(tok, messages, results, TOOLS, True, open_thinking)
+    after = apply_chat_template(tok, messages + results, TOOLS, True, open_thinking)
+    return _ids(tok, context), _ids(tok, generated), _ids(tok, added), _ids(tok, after), after
 
 
 CALL = '<tool_call>\n{"name": "calculate_math", "arguments": {"expression": "3+4"}}\n</tool_call>'
@@ -286,13 +268,14 @@ OBSERVATION = (
 
 
 @pytest.mark.parametrize("open_thinking", [False, True])
-def test_delta_with_a_stable_template_is_exactly_the_new_tokens(tokenizer, open_thinking) -> None:
+def test_observation_with_a_stable_template_rebuilds_the_rendering(
+    tokenizer, open_thinking
+) -> None:
     generated = ("weigh it\n</think>\n\n" if open_thinking else "") + CALL
-    context_ids, gen_ids, after_ids, _ = _tool_turn(tokenizer, tokenizer, open_thinking, generated)
-    delta = observation_delta(context_ids, gen_ids, after_ids)
-    assert context_ids + gen_ids + delta == after_ids
+    context_ids, gen_ids, added_ids, after_ids, _ = _tool_turn(tokenizer, open_thinking, generated)
+    assert context_ids + gen_ids + added_ids == after_ids
     prompt = "<think>\n" if open_thinking else "<think>\n\n</think>\n\n"
-    assert tokenizer.decode(delta) == OBSERVATION + prompt
+    assert tokenizer.decode(added_ids) == OBSERVATION + prompt
 
 
 # Qwen3-style: earlier assistant turns lose their <think> block when re-rendered.
@@ -309,17 +292,15 @@ DROP_THINK_TEMPLATE = (
 )
 
 
-def test_delta_when_the_template_drops_earlier_think_blocks() -> None:
+def test_observation_when_the_template_drops_earlier_think_blocks() -> None:
     tok = _tokenizer(DROP_THINK_TEMPLATE)
-    context_ids, gen_ids, after_ids, after = _tool_turn(tok, tok, False, CALL)
+    context_ids, gen_ids, added_ids, after_ids, after = _tool_turn(tok, False, CALL)
     assert CALL + "<|im_end|>" in after and "<think>\n\n</think>\n\n" + CALL not in after
-    delta = observation_delta(context_ids, gen_ids, after_ids)
-    # The re-rendered assistant turn repeats the call: it must not come back as observation.
-    assert tok.decode(delta) == (
-        '<|im_end|>\n<|im_start|>user\n<tool_response>\n{"value":7.0,"result":"7"}\n'
-        "</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
-    )
-    assert after_ids[-len(delta) :] == delta
+    # Only the new text: the generated call does not come back as observation.
+    assert tok.decode(added_ids) == OBSERVATION + "<think>\n\n</think>\n\n"
+    running = context_ids + gen_ids + added_ids
+    assert running != after_ids  # the re-rendering rewrote history; the running ids did not
+    assert "<think>\n\n</think>\n\n" + CALL in tok.decode(running)
 
 
 # A template whose system turn changes with the conversation (e.g. a turn counter).
@@ -329,24 +310,33 @@ COUNTING_TEMPLATE = (
 )
 
 
-def test_delta_when_the_template_rewrites_the_start_of_the_context() -> None:
+def test_observation_when_the_template_rewrites_the_start_of_the_context() -> None:
     tok = _tokenizer(COUNTING_TEMPLATE)
-    context_ids, gen_ids, after_ids, _ = _tool_turn(tok, tok, False, CALL)
-    delta = observation_delta(context_ids, gen_ids, after_ids)
-    # Everything after the first difference is new: a suffix of the re-rendering,
-    # which does not begin with the generated tokens.
-    assert delta and after_ids[-len(delta) :] == delta
-    assert delta[: len(gen_ids)] != gen_ids
-    # Four messages: the tools block agentrl adds as a system turn (the template renders no
-    # tools), user, assistant, tool.
-    assert tok.decode(delta).startswith("4<|im_end|>")
+    context_ids, _gen, added_ids, after_ids, _ = _tool_turn(tok, False, CALL)
+    # The counter of the first turn stays as the model saw it; the new text is appended.
+    assert tok.decode(context_ids).startswith("<|im_start|>system\nturns=2<|im_end|>")
+    assert tok.decode(added_ids).startswith("<|im_end|>\n<|im_start|>user\n<tool_response>")
+    assert "turns=" not in tok.decode(added_ids)
+    assert tok.decode(after_ids).startswith("<|im_start|>system\nturns=4<|im_end|>")
+
+
+def test_observation_text_needs_an_assistant_turn_it_can_find(tokenizer) -> None:
+    user = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ValueError, match="ending with an assistant turn"):
+        observation_text(tokenizer, user, [{"role": "tool", "content": "1"}])
+    silent = _tokenizer(
+        "{%- for m in messages %}{%- if m.role != 'assistant' %}{{- m.content }}{%- endif %}"
+        "{%- endfor %}"
+    )
+    conversation = [*user, {"role": "assistant", "content": CALL}]
+    with pytest.raises(ChatTemplateError, match="last assistant turn"):
+        observation_text(silent, conversation, [{"role": "tool", "content": "1"}])
 
 
 def test_multi_turn_alignment_with_the_builtin_template(tokenizer) -> None:
     """Prompt + generated (mask 1) + observations (mask 0) rebuild the final rendering."""
     messages = [{"role": "user", "content": "计算3+4和5*6"}]
     prompt_ids = encode_chat(tokenizer, messages, TOOLS)
-    current = list(prompt_ids)
     response: list[int] = []
     mask: list[int] = []
     script = [CALL, CALL.replace("3+4", "5*6"), "<answer>7, 30</answer>"]
@@ -359,17 +349,12 @@ def test_multi_turn_alignment_with_the_builtin_template(tokenizer) -> None:
             break
         messages.append({"role": "assistant", "content": generated})
         expr = "3+4" if turn == 0 else "5*6"
-        messages.append(
-            {
-                "role": "tool",
-                "content": tool_message(registry.run("calculate_math", {"expression": expr})),
-            }
-        )
-        after = encode_chat(tokenizer, messages, TOOLS)
-        delta = observation_delta(current, gen_ids, after)
-        response += delta
-        mask += [0] * len(delta)
-        current = after
+        result = tool_message(registry.run("calculate_math", {"expression": expr}))
+        results = [{"role": "tool", "content": result}]
+        added = _ids(tokenizer, observation_text(tokenizer, messages, results, TOOLS))
+        messages += results
+        response += added
+        mask += [0] * len(added)
     assert len(response) == len(mask)
     final = render_chat(messages, TOOLS) + script[-1]
     assert prompt_ids + response == _ids(tokenizer, final)

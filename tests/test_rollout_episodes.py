@@ -63,7 +63,7 @@ def _two_turns(_turn: int, context: str) -> str:
     return "<answer>5</answer>" if "<tool_response>" in context else CALC % "2+3"
 
 
-def test_multi_turn_trajectories_keep_alignment_and_rebuild_the_context() -> None:
+def test_multi_turn_trajectories_keep_alignment_and_their_running_context() -> None:
     engine = ScriptedEngine(_two_turns, version=3)
     tok = engine.tokenizer
     groups = run_episodes(
@@ -80,7 +80,7 @@ def test_multi_turn_trajectories_keep_alignment_and_rebuild_the_context() -> Non
             assert [e["ok"] for e in traj.tool_events] == [True]
             assert traj.tool_events[0]["result"]["result"] == "5"
             assert traj.tool_events[0]["canonical"]
-            # prompt + response tokens are exactly the final rendered conversation
+            # prompt + response tokens are exactly the running context
             assert tok.decode(traj.prompt_ids + traj.response_ids) == traj.context
             call_ids = tok(CALC % "2+3", add_special_tokens=False)["input_ids"]
             assert traj.response_ids[: len(call_ids)] == call_ids
@@ -192,7 +192,9 @@ def test_keep_eos_trains_on_the_end_token_without_duplicating_it() -> None:
     generated_eos = [m for t, m in pairs if t == eos]
     # Each turn's end token is trained; the one closing the tool turn is an observation.
     assert generated_eos == [1, 0, 1]
-    assert tok.decode(traj.prompt_ids + traj.response_ids[:-1]) == traj.context
+    # The context is every token the model saw or generated, the kept end tokens included.
+    assert tok.decode(traj.prompt_ids + traj.response_ids) == traj.context
+    assert traj.context.endswith("</answer><|im_end|>")
 
 
 def test_thinking_ratio_opens_a_think_block() -> None:

@@ -1,4 +1,4 @@
-"""Rendering conversations for a model, and the observation delta of a tool turn.
+"""Rendering conversations for a model, and the text a tool turn adds to a rollout context.
 
 A tokenizer that ships a chat template renders with it (that is the format its model was
 trained on); when that template does not render the tools it is given, the tools block goes
@@ -9,15 +9,16 @@ system turn, a ``<think>`` block in every assistant turn, tool calls as ``<tool_
 JSON blocks and consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
 :data:`CHAT_TEMPLATE` is the same layout as a Jinja template, for tokenizers we build.
 
-During a multi-turn rollout the policy's context is re-rendered after each tool turn;
-:func:`observation_delta` returns exactly the tokens the environment added (to be appended
-with loss mask 0), even when the template re-renders earlier turns differently.
+During a multi-turn rollout the policy's context only grows: :func:`observation_text` is
+the text a tool turn adds after the model's own tokens (the turn's closing markers, the tool
+results, the next generation prompt), whatever the template does to earlier turns.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -552,36 +553,35 @@ def encode_chat(
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def suffix_delta(old_ids: Sequence[int], new_ids: Sequence[int]) -> list[int]:
-    """The part of ``new_ids`` after its longest common prefix with ``old_ids``."""
-    old, new = list(old_ids), list(new_ids)
-    if len(new) >= len(old) and new[: len(old)] == old:
-        return new[len(old) :]
-    limit = min(len(old), len(new))
-    common = 0
-    while common < limit and old[common] == new[common]:
-        common += 1
-    return new[common:]
+def observation_text(
+    tokenizer: Any,
+    messages: Sequence[Mapping[str, Any]],
+    new_messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    open_thinking: bool = False,
+) -> str:
+    """The text a template writes after the content of the last assistant turn of
+    ``messages`` once ``new_messages`` (tool results) follow it: that turn's closing
+    markers, the new messages and, when asked, the next generation prompt.
 
-
-def observation_delta(
-    context_ids: Sequence[int], generated_ids: Sequence[int], rerendered_ids: Sequence[int]
-) -> list[int]:
-    """Tokens the environment added after a generation, to append with loss mask 0.
-
-    ``context_ids`` is the full rendered context the model generated from,
-    ``generated_ids`` what it generated (without padding or EOS), ``rerendered_ids`` the
-    conversation re-rendered with the assistant turn and the tool results appended.
-    The delta is whatever follows the common prefix of ``context + generated`` and the
-    re-rendering. If the template re-rendered the assistant turn differently so that the
-    generated tokens reappear at the start of the delta, they are stripped: training on
-    them twice would corrupt the policy-gradient context.
+    Why: during a rollout the model's context grows by appending, so only this text is
+    new; re-rendering the whole conversation could rewrite earlier turns (a template that
+    drops past ``<think>`` blocks, normalises whitespace, ...). The assistant content is
+    replaced by a unique marker, so whatever the template does to the content itself does
+    not matter; the text after the marker is the answer.
     """
-    generated = list(generated_ids)
-    delta = suffix_delta([*context_ids, *generated], rerendered_ids)
-    if generated and len(delta) >= len(generated) and delta[: len(generated)] == generated:
-        delta = delta[len(generated) :]
-    return delta
+    if not messages or normalize_message(messages[-1])["role"] != "assistant":
+        raise ValueError("observation_text needs a conversation ending with an assistant turn")
+    marker = "agentrl-" + uuid.uuid4().hex
+    probe = [*messages[:-1], {"role": "assistant", "content": marker}, *new_messages]
+    text = apply_chat_template(tokenizer, probe, tools, add_generation_prompt, open_thinking)
+    if text.count(marker) != 1:
+        raise ChatTemplateError(
+            f"{template_name(tokenizer)} does not render the content of the last assistant "
+            "turn once, so the text a tool turn adds cannot be found"
+        )
+    return text[text.index(marker) + len(marker) :]
 
 
 __all__ = [
@@ -598,9 +598,8 @@ __all__ = [
     "encode_chat",
     "normalize_message",
     "normalize_messages",
-    "observation_delta",
+    "observation_text",
     "render_chat",
-    "suffix_delta",
     "template_name",
     "template_traits",
     "tools_block",

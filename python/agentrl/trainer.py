@@ -389,6 +389,10 @@ class Trainer:
         if isinstance(engine_stats, dict):  # cumulative engine counters (cache, sanitising)
             metrics.update({f"rollout/{k}": float(v) for k, v in engine_stats.items()
                             if isinstance(v, int | float)})  # fmt: skip
+        if outcome.batch is not None:  # tool turns whose re-rendering differs from the ids
+            metrics["rollout/template_divergence"] = sum(
+                t.stats.get("template_divergence", 0.0) for t in outcome.batch.trajectories
+            )
         seconds = self.rollout_seconds + self.train_seconds
         tokens = float(outcome.batch.loss_mask.sum()) if outcome.batch is not None else 0.0
         metrics["perf/rollout_sec"] = self.rollout_seconds

@@ -224,6 +224,13 @@ class TrainConfig:
         ("raw", "sampling"),
     )
     torch_rollout_use_cache: int = _opt("rollout", 1, "KV cache in generation", _FLAG)
+    rollout_kv_reuse: int = _opt(
+        "rollout",
+        1,
+        "torch engine: keep each episode's KV cache between turns and prefill only what a "
+        "turn added (the same log-probs within float rounding, less compute)",
+        _FLAG,
+    )
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
     max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")

@@ -24,7 +24,8 @@ def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
     kind = config.rollout_engine
     if kind == "torch":
         return TorchEngine(models.rollout, models.tokenizer, device=models.device,
-                           autocast=models.autocast, seed=seed)  # fmt: skip
+                           autocast=models.autocast, seed=seed,
+                           kv_reuse=bool(config.rollout_kv_reuse))  # fmt: skip
     from agentrl.rollout.remote import create_rollout_engine
 
     engine = create_rollout_engine(kind, **_server_options(config, models, kind, seed))

@@ -77,7 +77,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         """Groups gathered from the rollout ranks; rank 0's own engine only evaluates."""
         config, models = setup.config, setup.models
         engine = TorchEngine(models.rollout, models.tokenizer, device=models.device,
-                             autocast=models.autocast, seed=config.seed)  # fmt: skip
+                             autocast=models.autocast, seed=config.seed,
+                             kv_reuse=bool(config.rollout_kv_reuse))  # fmt: skip
         return GatheredSource(
             self.ctx,
             engine,
@@ -112,7 +113,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         train_pool, _ = load_prompts(cfg, tools, log)
         seed = cfg.seed + ctx.rank
         engine = TorchEngine(model, tokenizer, device=device,
-                             autocast=autocast_factory(device, cfg.dtype), seed=seed)  # fmt: skip
+                             autocast=autocast_factory(device, cfg.dtype), seed=seed,
+                             kv_reuse=bool(cfg.rollout_kv_reuse))  # fmt: skip
         gap = split_version_gap(cfg)
         rollout = AsyncRollout(
             engine,

@@ -12,7 +12,13 @@ different lengths and generates for all of them at once:
 * each row stops on its own: an end token (EOS, also the pad token), a stop string in its
   generated text, or its own token budget; finished rows are dropped from the batch (the
   cache is compacted) once enough of them have accumulated;
-* behaviour log-probs come from the raw policy distribution (see `sampling`).
+* behaviour log-probs come from the raw policy distribution (see `sampling`);
+* KV reuse across calls (``kv_reuse``): a row given a cache key keeps its KV cache (the
+  context and the tokens fed, padding trimmed) after the call; a later row with the same
+  key whose prompt starts with those ids prefills only the rest. Multi-turn episodes thus
+  append each observation instead of prefilling the whole context again. A stored cache
+  is dropped when used, when the weights change, when its ids no longer prefix the prompt
+  (a truncated context) and by `drop_cache` (finished episodes).
 
 `update_weights` loads new policy weights between generations (the engine lock makes it
 wait for a running `generate`), skipping weights with non-finite values.
@@ -23,10 +29,11 @@ from __future__ import annotations
 import abc
 import contextlib
 import inspect
+import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +42,8 @@ import torch
 
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
+
+logger = logging.getLogger(__name__)
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -125,6 +134,8 @@ class BatchEngine(abc.ABC):
     lock: threading.RLock
     stats: dict[str, int]
     version: int
+    # Whether ``generate`` takes ``cache_keys`` and keeps KV caches between calls.
+    kv_reuse: bool = False
 
     def _fresh_stats(self) -> dict[str, int]:
         return dict.fromkeys(self.STAT_NAMES, 0)
@@ -145,6 +156,16 @@ class BatchEngine(abc.ABC):
     ) -> list[Generation]:
         """One `Generation` per row, in order (called holding the lock)."""
 
+    def _sample_keyed_rows(
+        self,
+        rows: list[list[int]],
+        budgets: list[int],
+        params: SamplingParams,
+        keys: list[Hashable],
+    ) -> list[Generation]:
+        """`_sample_rows` for an engine with ``kv_reuse``: each row has a cache key."""
+        raise ValueError(f"{type(self).__name__} keeps no KV caches: cache_keys is not accepted")
+
     @abc.abstractmethod
     def _load_weights(self, source: WeightSource, version: int, *, strict: bool) -> bool:
         """Load ``source`` as weights ``version`` (holding the lock); False, with the
@@ -158,18 +179,27 @@ class BatchEngine(abc.ABC):
         num_samples: int = 1,
         max_new_tokens: int | Sequence[int] | None = None,
         seed: int | None = None,
+        cache_keys: Sequence[Hashable] | None = None,
     ) -> list[Generation]:
         """Generate for every prompt, ``num_samples`` times each (outputs prompt-major).
 
         ``max_new_tokens``: one budget for all, or one per output row (length
         ``len(prompts) * num_samples``); default ``params.max_new_tokens``.
+        ``cache_keys`` (engines with ``kv_reuse``): one key per output row; the row's KV
+        cache is kept under it for the next call with that key (see the module doc).
         """
         params = params or SamplingParams()
         rows, budgets = generation_rows(prompts, num_samples, max_new_tokens, params)
+        keys = None if cache_keys is None else list(cache_keys)
+        if keys is not None and len(keys) != len(rows):
+            raise ValueError(f"{len(keys)} cache keys for {len(rows)} output rows")
         with self.lock:
             if seed is not None:
                 self.reseed(seed)
-            results = self._sample_rows(rows, budgets, params)
+            if keys is None:
+                results = self._sample_rows(rows, budgets, params)
+            else:
+                results = self._sample_keyed_rows(rows, budgets, params, keys)
             self.stats["generate_calls"] += 1
             self.stats["sequences"] += len(rows)
         return results
@@ -207,6 +237,42 @@ def _select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
     if isinstance(cache, tuple | list):
         return tuple(tuple(t.index_select(0, index) for t in layer) for layer in cache)
     raise TypeError(f"cannot select rows of a {type(cache).__name__} cache")
+
+
+def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Keys and values ``[batch, heads, length, dim]`` of every layer of a cache of plain
+    full-attention layers; None for any other cache (sliding windows, quantised, ...)."""
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+        return None
+    if any(getattr(layer, "keys", None) is None for layer in layers):
+        return None
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def _cache_of_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A transformers cache holding ``layers`` (keys and values per layer)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=layers)
+
+
+@dataclass
+class _KeptCache:
+    """One row's KV cache kept between calls: the ids it covers and, per layer, keys and
+    values ``[heads, len(ids), dim]``, computed by weights ``version``."""
+
+    ids: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    version: int
+
+
+@dataclass
+class _Reuse:
+    """The first ``length`` positions of a kept cache, reused by a prompt of this call."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    length: int
 
 
 def _model_output_cache(output: Any) -> Any:
@@ -253,11 +319,17 @@ class TorchEngine(BatchEngine):
     config EOS ids. ``autocast``: None picks bf16 autocast for fp32 weights on CUDA,
     True/False force it on/off, or pass a factory returning a context manager.
     ``max_batch_rows`` caps rows per forward pass (0: no cap). ``compact_fraction``: drop
-    finished rows from the batch once they are at least this share of it.
+    finished rows from the batch once they are at least this share of it. ``kv_reuse``:
+    keep the KV caches of rows given ``cache_keys`` between calls (module doc); it needs
+    a model that takes ``position_ids``. Counters: ``prefill_tokens`` computed,
+    ``prefill_tokens_reused`` read from kept caches, ``kv_reuse_misses`` kept caches that
+    could not be used (weights changed, prompt no longer starts with their ids),
+    ``kv_reuse_unsupported`` rows whose cache type cannot be kept.
     """
 
     STAT_NAMES = (*BatchEngine.STAT_NAMES, "forward_calls", "prefill_tokens",
-                  "prefill_tokens_shared", "decode_rows", "generated_tokens", "compactions",
+                  "prefill_tokens_shared", "prefill_tokens_reused", "kv_reuse_misses",
+                  "kv_reuse_unsupported", "decode_rows", "generated_tokens", "compactions",
                   "nonfinite_rows", "nonfinite_steps", "fallback_rows",
                   "bad_prompt_ids")  # fmt: skip
 
@@ -273,6 +345,7 @@ class TorchEngine(BatchEngine):
         version: int = 0,
         max_batch_rows: int = 0,
         compact_fraction: float = 0.125,
+        kv_reuse: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -301,6 +374,13 @@ class TorchEngine(BatchEngine):
         self._takes_positions = "position_ids" in names or not names
         self._takes_logits_to_keep = "logits_to_keep" in names
         self._stop_matchers: dict[tuple[str, ...], _StopMatcher] = {}
+        if kv_reuse and not self._takes_positions:
+            raise ValueError(
+                "kv_reuse needs a model whose forward takes position_ids; turn it off "
+                "(kv_reuse=False, agentrl train --rollout_kv_reuse 0)"
+            )
+        self.kv_reuse = bool(kv_reuse)
+        self._kept: dict[Hashable, _KeptCache] = {}
 
     # ---- configuration helpers ----
 
@@ -347,16 +427,75 @@ class TorchEngine(BatchEngine):
                     f"(first given key: {next(iter(state), None)!r})"
                 )
             result = self.model.load_state_dict(state, strict=strict)
+        self._kept.clear()  # computed by the old weights
         unexpected = list(getattr(result, "unexpected_keys", []))
         if unexpected and strict:
             raise ValueError(f"unexpected weight names: {unexpected[:5]}")
         return True
+
+    # ---- kept KV caches ----
+
+    def drop_cache(self, keys: Sequence[Hashable]) -> None:
+        """Forget the KV caches kept for ``keys`` (finished episodes)."""
+        with self.lock:
+            for key in keys:
+                self._kept.pop(key, None)
+
+    @property
+    def kept_caches(self) -> int:
+        """How many rows' KV caches are kept now."""
+        return len(self._kept)
+
+    def _take_kept(self, rows: list[list[int]], keys: list[Hashable | None]) -> list[_Reuse | None]:
+        """The reusable part of each row's kept cache (taken out of the store)."""
+        reuse: list[_Reuse | None] = []
+        for ids, key in zip(rows, keys, strict=True):
+            kept = self._kept.pop(key, None) if key is not None else None
+            if kept is None:
+                reuse.append(None)
+                continue
+            length = min(_common_prefix([kept.ids, ids]), len(ids) - 1)
+            if kept.version != self.version or length < 1:
+                self.stats["kv_reuse_misses"] += 1
+                reuse.append(None)
+                continue
+            reuse.append(_Reuse(kept.layers, length))
+        return reuse
+
+    def _keep(self, key: Hashable, cache: Any, attn: torch.Tensor, b: int, ids: list[int]) -> None:
+        """Keep batch row ``b`` of ``cache`` (its unpadded positions, covering ``ids``)."""
+        layers = _cache_layers(cache)
+        if layers is None:
+            if not self.stats["kv_reuse_unsupported"]:
+                logger.warning(
+                    "kv_reuse: %s caches cannot be kept between calls; every turn is "
+                    "prefilled in full (counted in kv_reuse_unsupported)",
+                    type(cache).__name__,
+                )
+            self.stats["kv_reuse_unsupported"] += 1
+            return
+        where = attn[b].nonzero().squeeze(-1)
+        if where.numel() != len(ids):
+            raise RuntimeError(f"row cache holds {where.numel()} positions for {len(ids)} ids")
+        rows = [(k[b].index_select(1, where), v[b].index_select(1, where)) for k, v in layers]
+        self._kept[key] = _KeptCache(ids, rows, self.version)
 
     # ---- generation ----
 
     def _sample_rows(
         self, rows: list[list[int]], budgets: list[int], params: SamplingParams
     ) -> list[Generation]:
+        return self._sample_keyed_rows(rows, budgets, params, [None] * len(rows))
+
+    def _sample_keyed_rows(
+        self,
+        rows: list[list[int]],
+        budgets: list[int],
+        params: SamplingParams,
+        keys: list[Hashable | None],
+    ) -> list[Generation]:
+        if not self.kv_reuse:
+            keys = [None] * len(rows)
         results: list[Generation | None] = [None] * len(rows)
         was_training = self.model.training
         self.model.eval()
@@ -364,7 +503,10 @@ class TorchEngine(BatchEngine):
             with torch.inference_mode():
                 for chunk in self._chunks(rows):
                     outs = self._generate_rows(
-                        [rows[i] for i in chunk], [budgets[i] for i in chunk], params
+                        [rows[i] for i in chunk],
+                        [budgets[i] for i in chunk],
+                        params,
+                        [keys[i] for i in chunk],
                     )
                     for i, out in zip(chunk, outs, strict=True):
                         results[i] = out
@@ -451,8 +593,60 @@ class TorchEngine(BatchEngine):
         logits, cache = self._forward(ids, attn, positions, cache)
         return logits, cache, attn
 
+    def _prefill_reusing(
+        self, prompts: list[list[int]], prefixes: list[_Reuse | None]
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """`_prefill` for prompts of which some continue a kept cache: last logits, cache,
+        attention mask.
+
+        Each row's kept positions are left-padded to the longest, then its new tail
+        follows, left-padded too; the mask hides both paddings and the position ids
+        continue each row's own count.
+        """
+        device = self.device
+        used = [p.length if p is not None else 0 for p in prefixes]
+        head_width = max(used)
+        sample = next(p for p in prefixes if p is not None)
+        layers = []
+        for index, (k0, v0) in enumerate(sample.layers):
+            shape = (len(prompts), k0.size(0), head_width, k0.size(-1))
+            keys, values = k0.new_zeros(shape), v0.new_zeros((*shape[:3], v0.size(-1)))
+            for r, prefix in enumerate(prefixes):
+                if prefix is not None:
+                    k, v = prefix.layers[index]
+                    keys[r, :, head_width - prefix.length :] = k[:, : prefix.length]
+                    values[r, :, head_width - prefix.length :] = v[:, : prefix.length]
+            layers.append((keys, values))
+        head = torch.zeros((len(prompts), head_width), dtype=torch.long)
+        tails = [p[n:] for p, n in zip(prompts, used, strict=True)]
+        width = max(len(t) for t in tails)
+        ids = torch.full((len(tails), width), self.fallback_token_id, dtype=torch.long)
+        mask = torch.zeros((len(tails), width), dtype=torch.long)
+        for r, tail in enumerate(tails):
+            head[r, head_width - used[r] :] = 1
+            ids[r, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+            mask[r, width - len(tail) :] = 1
+        ids, mask, head = ids.to(device), mask.to(device), head.to(device)
+        starts = torch.tensor(used, dtype=torch.long, device=device)[:, None]
+        positions = starts + (mask.cumsum(-1) - 1).clamp(min=0)
+        attn = torch.cat([head, mask], dim=-1)
+        self.stats["prefill_tokens"] += sum(len(t) for t in tails)
+        self.stats["prefill_tokens_reused"] += sum(used)
+        logits, cache = self._forward(ids, attn, positions, _cache_of_layers(layers))
+        return logits, cache, attn
+
+    def _keep_row(
+        self, keys: list[Hashable | None], b: int, cache: Any, attn: torch.Tensor, ids: list[int]
+    ) -> None:
+        if keys[b] is not None:
+            self._keep(keys[b], cache, attn, b, ids)
+
     def _generate_rows(
-        self, rows: list[list[int]], budgets: list[int], params: SamplingParams
+        self,
+        rows: list[list[int]],
+        budgets: list[int],
+        params: SamplingParams,
+        keys: list[Hashable | None],
     ) -> list[Generation]:
         n = len(rows)
         version = self.version
@@ -463,12 +657,16 @@ class TorchEngine(BatchEngine):
         end_ids: list[int | None] = [None] * n
         end_logps: list[float | None] = [None] * n
         live = [i for i in range(n) if budgets[i] > 0]
+        for i in range(n):
+            if budgets[i] <= 0 and keys[i] is not None:
+                self._kept.pop(keys[i], None)  # nothing generated: nothing to continue
         if live:
             self._decode(
                 rows,
                 budgets,
                 live,
                 params,
+                [keys[i] for i in live],
                 out_ids,
                 out_logps,
                 out_sample,
@@ -498,6 +696,7 @@ class TorchEngine(BatchEngine):
         budgets: list[int],
         live: list[int],
         params: SamplingParams,
+        live_keys: list[Hashable | None],
         out_ids: list[list[int]],
         out_logps: list[list[float]],
         out_sample: list[list[float]],
@@ -505,23 +704,37 @@ class TorchEngine(BatchEngine):
         end_ids: list[int | None],
         end_logps: list[float | None],
     ) -> None:
-        """Prefill the distinct prompts of ``live`` rows, then decode until all are done."""
+        """Prefill the distinct prompts of ``live`` rows, then decode until all are done.
+
+        A row with a reusable kept cache is prefilled from where that cache ends; rows
+        with a cache key have theirs kept when they finish.
+        """
         device = self.device
         end_set = self.eos_token_ids | set(params.stop_token_ids)
         vocab_limit = _embedding_rows(self.model)
-        # Distinct prompts: each prefilled once, then its cache row copied to its rows.
-        distinct: dict[tuple[int, ...], int] = {}
+        reuse = self._take_kept([rows[i] for i in live], live_keys)
+        # Distinct prompts: each prefilled once, then its cache row copied to its rows
+        # (a row continuing its own kept cache is distinct).
+        distinct: dict[tuple[Any, ...], int] = {}
         row_source: list[int] = []
-        for i in live:
-            key = tuple(rows[i])
-            row_source.append(distinct.setdefault(key, len(distinct)))
-        prompts = [list(k) for k in distinct]
+        prompts: list[list[int]] = []
+        prefixes: list[_Reuse | None] = []
+        for n, i in enumerate(live):
+            key = (tuple(rows[i]), None if reuse[n] is None else n)
+            if key not in distinct:
+                distinct[key] = len(prompts)
+                prompts.append(rows[i])
+                prefixes.append(reuse[n])
+            row_source.append(distinct[key])
         if vocab_limit is not None:
             prompts = [self._valid_ids(p, vocab_limit) for p in prompts]
         self.stats["prefill_tokens_shared"] += sum(len(rows[i]) for i in live) - sum(
             len(p) for p in prompts
         )
-        logits, cache, attn = self._prefill(prompts)
+        if any(p is not None for p in prefixes):
+            logits, cache, attn = self._prefill_reusing(prompts, prefixes)
+        else:
+            logits, cache, attn = self._prefill(prompts)
         source = torch.tensor(row_source, dtype=torch.long, device=device)
         if len(prompts) != len(live) or row_source != list(range(len(live))):
             cache = _select_cache_rows(cache, source)
@@ -533,6 +746,7 @@ class TorchEngine(BatchEngine):
             seen = seen_mask([rows[i] for i in live], logits.size(-1), device)
         matcher = self._stop_matcher(params.stop, logits.size(-1))
         slots = list(live)  # batch row -> output row
+        slot_keys = list(live_keys)  # batch row -> cache key
         done = [False] * len(slots)
         n_done = 0
         while True:
@@ -561,6 +775,8 @@ class TorchEngine(BatchEngine):
                     end_logps[slot] = _finite_logp(logps[b])
                     done[b] = True
                     n_done += 1
+                    # Every generated token was fed: the cache covers them all.
+                    self._keep_row(slot_keys, b, cache, attn, rows[slot] + out_ids[slot])
                     continue
                 out_ids[slot].append(token)
                 out_logps[slot].append(_finite_logp(logps[b]))
@@ -568,11 +784,12 @@ class TorchEngine(BatchEngine):
                 self.stats["generated_tokens"] += 1
                 if matcher is not None and matcher.hit(out_ids[slot]):
                     reasons[slot] = FINISH_STOP
-                    done[b] = True
-                    n_done += 1
-                elif len(out_ids[slot]) >= budgets[slot]:
-                    done[b] = True
-                    n_done += 1
+                elif len(out_ids[slot]) < budgets[slot]:
+                    continue
+                done[b] = True
+                n_done += 1
+                # The last token was sampled, not fed: the cache ends before it.
+                self._keep_row(slot_keys, b, cache, attn, rows[slot] + out_ids[slot][:-1])
             if n_done == len(slots):
                 return
             token_col = step.tokens.unsqueeze(-1)
@@ -588,6 +805,7 @@ class TorchEngine(BatchEngine):
                 if seen is not None:
                     seen = seen.index_select(0, keep)
                 slots = [slots[b] for b in keep_rows]
+                slot_keys = [slot_keys[b] for b in keep_rows]
                 done = [False] * len(slots)
                 n_done = 0
                 self.stats["compactions"] += 1

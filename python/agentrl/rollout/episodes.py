@@ -9,11 +9,21 @@ appended. The per-trajectory bookkeeping:
 
 * generated tokens: mask 1, behaviour log-prob, the policy version that sampled them
   (the end token is dropped unless ``keep_eos``);
-* observation tokens (tool results and template glue, from the re-rendered conversation
-  by `agentrl.chat.observation_delta`): mask 0, log-prob 0.0, version -1;
+* observation tokens (the closing markers of the assistant turn, the tool results and the
+  next generation prompt, `agentrl.chat.observation_text`): mask 0, log-prob 0.0,
+  version -1;
+* token in, token out: an episode's running ids are its first prompt, then exactly the
+  tokens it generated and the observation tokens, turn after turn. They are never
+  replaced by a re-rendering of the conversation: a template may render history
+  differently (Qwen3 drops the empty ``<think>`` block of a past turn; BPE may merge
+  across a turn boundary), and training on ids the model never saw would be off-policy.
+  Each tool turn whose re-rendering differs is counted in ``stats["template_divergence"]``;
 * an episode ends when a turn has no tool call, or after ``max_turns`` turns with a call
   (``unfinished``; the last observation is rendered without a generation prompt);
-* the generation context is the last ``max_context_len`` tokens of the rendering;
+* the generation context is the last ``max_context_len`` tokens of the running ids;
+* with an engine that keeps KV caches between calls (``kv_reuse``, `TorchEngine`), each
+  episode's generate rows carry its cache key, so a turn prefills only what was added
+  since the last one; the caches of finished episodes are dropped;
 * with an episode environment (`agentrl.envs.EnvironmentTools`), every episode gets its
   own object: reset with the sample (its observation becomes a user turn), its tools
   bound to that object, its ``reward`` read into the trajectory, and ``close()`` called
@@ -22,6 +32,7 @@ appended. The per-trajectory bookkeeping:
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -30,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agentrl.chat import apply_chat_template, observation_delta
+from agentrl.chat import apply_chat_template, observation_text
 from agentrl.envs import EnvironmentTools, OpenEpisode
 from agentrl.parsing import parse_message, parse_tool_calls
 from agentrl.rollout.engine import Generation
@@ -42,7 +53,11 @@ CallParser = Callable[[str, list[dict[str, Any]] | None], list[dict[str, Any]]]
 
 
 class RolloutEngine(Protocol):
-    """What the loop needs from an engine (`TorchEngine`, a remote server client, a fake)."""
+    """What the loop needs from an engine (`TorchEngine`, a remote server client, a fake).
+
+    An engine whose ``kv_reuse`` attribute is true also takes ``cache_keys`` (one per
+    row) in ``generate`` and has ``drop_cache(keys)``; the loop then uses them.
+    """
 
     tokenizer: Any
 
@@ -128,6 +143,10 @@ def parse_calls(
     return [c for c in reward_calls if not c.get("canonical")]
 
 
+# Engine cache keys: unique across every batch of every thread sharing an engine.
+_EPISODE_KEYS = itertools.count()
+
+
 class _Episode:
     """Mutable state of one episode while the batch advances."""
 
@@ -147,8 +166,9 @@ class _Episode:
         self.valid_names = valid
         self.open_thinking = think
         self.prompt_ids: list[int] | None = None
-        self.full_ids: list[int] = []
+        self.full_ids: list[int] = []  # the running ids: every token the model saw or made
         self.context_text = ""
+        self.cache_key = next(_EPISODE_KEYS)
         self.ids: list[int] = []
         self.mask: list[int] = []
         self.logps: list[float] = []
@@ -161,7 +181,7 @@ class _Episode:
         self.done = False
         self.first_version: int | None = None
         self.pending_calls: list[dict[str, Any]] = []
-        self.last_generated: list[int] = []
+        self.kept_end_token = False
         self.start = time.perf_counter()
         self.end = self.start
         self.stats: dict[str, float] = {
@@ -169,6 +189,7 @@ class _Episode:
             "generated_tokens": 0.0,
             "observation_tokens": 0.0,
             "truncated_contexts": 0.0,
+            "template_divergence": 0.0,
             "generate_s": 0.0,
             "tool_s": 0.0,
             "render_s": 0.0,
@@ -327,103 +348,140 @@ def _play(
             firsts[key] = apply_chat_template(
                 tokenizer, ep.messages, ep.tools, True, ep.open_thinking
             )
-        ep.context_text = firsts[key]
     keys = list(firsts)
     first_ids = dict(zip(keys, _tokenize(tokenizer, [firsts[k] for k in keys]), strict=True))
     for n, ep in enumerate(episodes):
-        ep.full_ids = first_ids[_first_key(n, ep, g)]
+        ep.full_ids = list(first_ids[_first_key(n, ep, g)])
     render_s = time.perf_counter() - t_render
     for ep in episodes:
         ep.stats["render_s"] += render_s / max(len(episodes), 1)
-
-    for turn in range(config.max_turns):
-        active = [ep for ep in episodes if not ep.done]
-        if not active:
-            break
-        contexts: list[list[int]] = []
-        budgets: list[int] = []
-        running: list[_Episode] = []
-        for ep in active:
-            budget = _turn_budget(ep, config)
-            if budget <= 0:
-                ep.finish(unfinished=True)
-                continue
-            ctx = ep.full_ids
-            if config.max_context_len > 0 and len(ctx) > config.max_context_len:
-                ctx = ctx[-config.max_context_len :]
-                ep.stats["truncated_contexts"] += 1
-            if ep.prompt_ids is None:
-                ep.prompt_ids = list(ctx)
-            contexts.append(ctx)
-            budgets.append(budget)
-            running.append(ep)
-        if not running:
-            break
-        t0 = time.perf_counter()
-        outputs = engine.generate(contexts, config.sampling, max_new_tokens=budgets)
-        gen_s = time.perf_counter() - t0
-
-        with_calls: list[_Episode] = []
-        for ep, out in zip(running, outputs, strict=True):
-            ep.stats["generate_s"] += gen_s
-            ep.stats["turns"] += 1
-            if ep.first_version is None:
-                ep.first_version = out.version
-            generated = list(out.token_ids)
-            logps = list(out.logps)
-            if config.keep_eos and out.end_token_id is not None:
-                generated.append(out.end_token_id)
-                logps.append(out.end_logp if out.end_logp is not None else 0.0)
-            ep.add(generated, logps, out.version)
-            ep.last_generated = generated
-            ep.turn_outputs.append(out.text)
-            ep.context_text = ep.context_text + out.text
-            ep.pending_calls = parse(out.text, ep.tools)
-            if not ep.pending_calls:
-                ep.messages.append({"role": "assistant", "content": out.text})
-                ep.finish()
-                continue
-            ep.unfinished = turn == config.max_turns - 1
-            ep.messages.append({"role": "assistant", "content": out.text})
-            with_calls.append(ep)
-        if not with_calls:
-            continue
-
-        t0 = time.perf_counter()
-        events = _run_tools(with_calls, config.tool_workers)
-        tool_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        texts = []
-        for ep, evs in zip(with_calls, events, strict=True):
-            ep.stats["tool_s"] += tool_s
-            ep.tool_events.extend(evs)
-            ep.tool_turns.extend([turn] * len(evs))
-            for ev in evs:
-                ep.messages.append(
-                    {
-                        "role": "tool",
-                        "content": tool_message(ev["result"], config.tool_result_chars),
-                    }
-                )
-            texts.append(
-                apply_chat_template(
-                    tokenizer, ep.messages, ep.tools, not ep.unfinished, ep.open_thinking
-                )
-            )
-        for ep, text, ids in zip(with_calls, texts, _tokenize(tokenizer, texts), strict=True):
-            ep.add(observation_delta(ep.full_ids, ep.last_generated, ids), None, -1)
-            ep.full_ids = ids
-            ep.context_text = text
-            if ep.unfinished:
-                ep.finish(unfinished=True)
-        render_s = time.perf_counter() - t0
-        for ep in with_calls:
-            ep.stats["render_s"] += render_s / len(with_calls)
+    reuse = bool(getattr(engine, "kv_reuse", False))
+    try:
+        for turn in range(config.max_turns):
+            if not _play_turn(engine, episodes, turn, config, parse, reuse):
+                break
+    finally:
+        if reuse:
+            engine.drop_cache([ep.cache_key for ep in episodes])  # type: ignore[attr-defined]
 
     for ep in episodes:
         if not ep.done:
             ep.finish(unfinished=ep.unfinished)
+    texts = tokenizer.batch_decode([ep.full_ids for ep in episodes], skip_special_tokens=False)
+    for ep, text in zip(episodes, texts, strict=True):
+        ep.context_text = text
     return _groups(episodes, samples, prompts, indices, g)
+
+
+def _play_turn(
+    engine: RolloutEngine,
+    episodes: list[_Episode],
+    turn: int,
+    config: EpisodeConfig,
+    parse: CallParser,
+    reuse: bool,
+) -> bool:
+    """One generate call for every running episode, then their tools; False: all done."""
+    active = [ep for ep in episodes if not ep.done]
+    contexts: list[list[int]] = []
+    budgets: list[int] = []
+    running: list[_Episode] = []
+    for ep in active:
+        budget = _turn_budget(ep, config)
+        if budget <= 0:
+            ep.finish(unfinished=True)
+            continue
+        ctx = ep.full_ids
+        if config.max_context_len > 0 and len(ctx) > config.max_context_len:
+            ctx = ctx[-config.max_context_len :]
+            ep.stats["truncated_contexts"] += 1
+        if ep.prompt_ids is None:
+            ep.prompt_ids = list(ctx)
+        contexts.append(list(ctx))
+        budgets.append(budget)
+        running.append(ep)
+    if not running:
+        return False
+    t0 = time.perf_counter()
+    extra = {"cache_keys": [ep.cache_key for ep in running]} if reuse else {}
+    outputs = engine.generate(contexts, config.sampling, max_new_tokens=budgets, **extra)
+    gen_s = time.perf_counter() - t0
+
+    with_calls: list[_Episode] = []
+    for ep, out in zip(running, outputs, strict=True):
+        ep.stats["generate_s"] += gen_s
+        ep.stats["turns"] += 1
+        if ep.first_version is None:
+            ep.first_version = out.version
+        generated = list(out.token_ids)
+        logps = list(out.logps)
+        ep.kept_end_token = config.keep_eos and out.end_token_id is not None
+        if ep.kept_end_token:
+            generated.append(int(out.end_token_id))  # type: ignore[arg-type]
+            logps.append(out.end_logp if out.end_logp is not None else 0.0)
+        ep.add(generated, logps, out.version)
+        ep.full_ids.extend(generated)
+        ep.turn_outputs.append(out.text)
+        ep.messages.append({"role": "assistant", "content": out.text})
+        ep.pending_calls = parse(out.text, ep.tools)
+        if not ep.pending_calls:
+            ep.finish()
+            continue
+        ep.unfinished = turn == config.max_turns - 1
+        with_calls.append(ep)
+    if with_calls:
+        _observe(engine.tokenizer, with_calls, turn, config)
+    if reuse:  # a finished episode's cache is never continued
+        engine.drop_cache([ep.cache_key for ep in active if ep.done])  # type: ignore[attr-defined]
+    return True
+
+
+def _observe(tokenizer: Any, episodes: list[_Episode], turn: int, config: EpisodeConfig) -> None:
+    """Run the episodes' calls and append the tool results to their running ids.
+
+    Only the text the template adds after the assistant turn's content is tokenized and
+    appended (it starts with the turn's closing markers: the end token the model stopped
+    on is not among its generated ids unless ``keep_eos``). The re-rendered conversation
+    is tokenized too, only to count where it differs from the running ids.
+    """
+    t0 = time.perf_counter()
+    events = _run_tools(episodes, config.tool_workers)
+    tool_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    added: list[str] = []
+    rerendered: list[str] = []
+    for ep, evs in zip(episodes, events, strict=True):
+        ep.stats["tool_s"] += tool_s
+        ep.tool_events.extend(evs)
+        ep.tool_turns.extend([turn] * len(evs))
+        results = [
+            {"role": "tool", "content": tool_message(ev["result"], config.tool_result_chars)}
+            for ev in evs
+        ]
+        prompt_next = not ep.unfinished
+        added.append(
+            observation_text(
+                tokenizer, ep.messages, results, ep.tools, prompt_next, ep.open_thinking
+            )
+        )
+        ep.messages.extend(results)
+        rerendered.append(
+            apply_chat_template(tokenizer, ep.messages, ep.tools, prompt_next, ep.open_thinking)
+        )
+    added_ids = _tokenize(tokenizer, added)
+    rerendered_ids = _tokenize(tokenizer, rerendered)
+    for ep, ids, whole in zip(episodes, added_ids, rerendered_ids, strict=True):
+        if ep.kept_end_token and ids[:1] == ep.full_ids[-1:]:
+            ids = ids[1:]  # the closing end token is already there, as generated
+        ep.add(ids, None, -1)
+        ep.full_ids.extend(ids)
+        if ep.full_ids != whole:
+            ep.stats["template_divergence"] += 1
+        if ep.unfinished:
+            ep.finish(unfinished=True)
+    render_s = time.perf_counter() - t0
+    for ep in episodes:
+        ep.stats["render_s"] += render_s / len(episodes)
 
 
 def _columns(sample: Any) -> dict[str, Any]:
