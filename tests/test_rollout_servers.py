@@ -184,7 +184,7 @@ def test_sglang_refusing_the_group_is_a_clear_error_not_a_hang(sglang):
 
 
 def test_sglang_failing_an_update_stops_the_sync(sglang):
-    engine = _sglang_engine(sglang, weight_sync_timeout_s=5.0)
+    engine = _sglang_engine(sglang, weight_sync_timeout_s=60.0)
     assert engine.update_weights(_weights(1.0), version=1)
     sglang.status_next["/update_weights_from_distributed"] = 500
     with pytest.raises(RemoteEngineError, match=r"failed after 1 attempt\(s\): HTTP 500"):
@@ -368,7 +368,7 @@ def test_vllm_weights_follow_the_weight_transfer_protocol(vllm):
 
 
 def test_vllm_refusing_an_update_is_an_error(vllm):
-    engine = _vllm_engine(vllm, weight_sync_timeout_s=5.0)
+    engine = _vllm_engine(vllm, weight_sync_timeout_s=60.0)
     vllm.status_next["/start_weight_update"] = 500
     with pytest.raises(RemoteEngineError, match=r"start_weight_update.*HTTP 500"):
         engine.update_weights(_weights(1.0), version=1)
