@@ -199,3 +199,51 @@ def test_lora_policy_and_reference_equal_the_full_vocabulary(tiny, targets):
     torch.testing.assert_close(got * mask, want * mask, rtol=1e-5, atol=1e-5)
     assert float(((on - got) * mask).abs().max()) > 1e-4  # the adapter did change the policy
     assert policy.training  # the view puts the policy back in training mode
+
+
+def _grouped_rows(vocab: int):
+    """Five rows over two prompts (7 and 10 tokens), responses of 2-6 tokens, right-padded."""
+    gen = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in (7, 10)]
+    plan = [(0, 4), (1, 3), (0, 6), (1, 5), (0, 2)]
+    rows = [prompts[p] + torch.randint(3, vocab, (r,), generator=gen).tolist() for p, r in plan]
+    width = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    mask = torch.zeros(len(rows), width - 1)
+    for i, ((p, r), row) in enumerate(zip(plan, rows, strict=True)):
+        ids[i, : len(row)] = torch.tensor(row)
+        attn[i, : len(row)] = 1
+        mask[i, len(prompts[p]) - 1 : len(row) - 1] = 1
+    return ids, attn, mask, [prompts[p] for p, _ in plan]
+
+
+def test_shared_prompts_run_once_with_the_same_values_and_gradients(tiny):
+    from agentrl.training.forward import shared_prefixes
+
+    model = copy.deepcopy(tiny).train()
+    ids, attn, mask, prompts = _grouped_rows(tiny.config.vocab_size)
+    plan = shared_prefixes(prompts)
+    assert plan is not None and plan.owner == (0, 1) and plan.rows == (0, 1, 0, 1, 0)
+    assert plan.lengths == (6, 9)
+    seen = []
+    hook = model.model.register_forward_pre_hook(
+        lambda _m, _a, kw: seen.append(tuple(kw["input_ids"].shape)), with_kwargs=True
+    )
+
+    def shared(*args, **kwargs):
+        return masked_logps(*args, prefixes=plan, **kwargs)
+
+    _check_same(model, shared, ids, attn, mask, temperature=0.7)
+    hook.remove()
+    # the full-vocabulary reference runs the rows whole; the shared forward runs the two
+    # prompts (less their last token), then every row's continuation from column 6
+    assert (2, 9) in seen and (5, ids.size(1) - 6) in seen
+
+
+def test_rows_that_share_nothing_get_no_plan():
+    from agentrl.training.forward import shared_prefixes
+
+    assert shared_prefixes([[1, 2, 3], [4, 5, 6]]) is None  # one row per prompt
+    assert shared_prefixes([[1, 2, 3], [1, 2, 3], None]) is None  # a truncated row
+    assert shared_prefixes([[1, 2, 3]] * 3 + [[1, 2, 9]]).rows == (0, 0, 0, 0)

@@ -20,12 +20,20 @@ Three ways, the most economical the model allows (same values and gradients):
   those positions are normalised a slice at a time.
 - **full logits**: any other model (no output layer to find, a torch.compile wrapper):
   every position's logits, the trained ones picked before normalising.
+
+Rows of one rollout group start with the same prompt, and nothing before a row's first
+trained position needs an output. With a `SharedPrefixes` plan (split path) each distinct
+prompt runs through the decoder once, with gradient, and the rows continue from its KV
+cache, expanded to them: the decoder sees ``prompts + responses`` tokens instead of
+``rows x (prompt + response)``. The gradients of all rows flow back into the one prompt
+pass, so values and gradients equal the row-by-row computation.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +139,109 @@ def _head_sees(head: torch.nn.Module, where: torch.Tensor) -> Iterator[list[int]
         handle.remove()
 
 
+@dataclass(frozen=True)
+class SharedPrefixes:
+    """Which rows of a micro-batch continue which shared prompt (host-side plan).
+
+    ``owner[g]`` is a row whose first ``lengths[g]`` ids are prompt ``g``; ``rows[r]`` is
+    the prompt row ``r`` continues (its first ``lengths[rows[r]]`` ids are that prompt's).
+    """
+
+    owner: tuple[int, ...]
+    lengths: tuple[int, ...]
+    rows: tuple[int, ...]
+
+
+def shared_prefixes(
+    prompts: Sequence[Sequence[int] | None], min_rows_per_prefix: float = 1.5
+) -> SharedPrefixes | None:
+    """A plan from each row's prompt ids (None: a row that must not share, e.g. truncated).
+
+    A row's prefix is its prompt less the last token: the last prompt position already
+    predicts the first response token. None when the rows share too little to gain.
+    """
+    if any(p is None or len(p) < 2 for p in prompts) or not prompts:
+        return None
+    index: dict[tuple[int, ...], int] = {}
+    owner: list[int] = []
+    rows: list[int] = []
+    for row, prompt in enumerate(prompts):
+        key = tuple(prompt[:-1])  # type: ignore[index]
+        if key not in index:
+            index[key] = len(owner)
+            owner.append(row)
+        rows.append(index[key])
+    if len(prompts) < min_rows_per_prefix * len(owner):
+        return None
+    lengths = tuple(len(prompts[r]) - 1 for r in owner)  # type: ignore[arg-type]
+    return SharedPrefixes(tuple(owner), lengths, tuple(rows))
+
+
+def _cache_kwarg(body: torch.nn.Module) -> str | None:
+    """The name under which ``body`` takes a KV cache, None when it takes none."""
+    try:
+        names = inspect.signature(body.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    if "position_ids" not in names:
+        return None
+    return next((n for n in ("cache", "past_key_values") if n in names), None)
+
+
+def _output_cache(out: Any) -> Any:
+    for name in ("cache", "past_key_values"):
+        value = getattr(out, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _shared_hidden(
+    body: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    plan: SharedPrefixes,
+    cache_kwarg: str,
+) -> tuple[torch.Tensor, int] | None:
+    """Hidden states [B, S, H] of every row from position ``start`` on, the prompts run
+    once; None when the model returns no cache (then the rows run whole)."""
+    device = input_ids.device
+    start = min(plan.lengths)
+    longest = max(plan.lengths)
+    owners = torch.tensor(plan.owner, device=device)
+    lengths = torch.tensor(plan.lengths, device=device)
+    positions = torch.arange(longest, device=device)
+    prefix_attn = (positions.unsqueeze(0) < lengths.unsqueeze(1)).to(attention_mask.dtype)
+    prefix_ids = input_ids[owners, :longest] * prefix_attn
+    out = body(input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
+    cache = _output_cache(out)
+    if cache is None or not hasattr(cache, "batch_select_indices"):
+        return None
+    rows = torch.tensor(plan.rows, device=device)
+    cache.batch_select_indices(rows)
+    # Column j of row r's continuation is position row_len[r] + j.
+    row_len = lengths[rows]
+    total = input_ids.size(1)
+    width = total - start
+    cols = torch.arange(width, device=device).unsqueeze(0)
+    absolute = cols + row_len.unsqueeze(1)
+    inside = (absolute < total).to(attention_mask.dtype)
+    take = absolute.clamp(max=total - 1)
+    suffix_ids = input_ids.gather(1, take)
+    suffix_attn = attention_mask.gather(1, take) * inside
+    suffix_pos = absolute
+    attn = torch.cat([prefix_attn[rows], suffix_attn], dim=1)
+    out = body(input_ids=suffix_ids, attention_mask=attn, position_ids=suffix_pos,
+               use_cache=True, **{cache_kwarg: cache})  # fmt: skip
+    hidden = out.last_hidden_state
+    # Back to columns from ``start``: column c is row r's continuation column
+    # c - (row_len[r] - start); before it lies the row's prompt (no output needed).
+    back = cols - (row_len - start).unsqueeze(1)
+    valid = back >= 0
+    full = hidden.gather(1, back.clamp(min=0).unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
+    return full * valid.unsqueeze(-1).to(full.dtype), start
+
+
 def masked_logps(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -140,9 +251,11 @@ def masked_logps(
     with_entropy: bool = False,
     autocast: Autocast | None = None,
     temperature: float = 1.0,
+    prefixes: SharedPrefixes | None = None,
 ) -> ForwardOutput:
     """Per-token log-probs [B, T-1] of ``input_ids[:, 1:]``, computed where ``mask`` > 0,
-    under ``logits / temperature`` (1.0: the raw policy)."""
+    under ``logits / temperature`` (1.0: the raw policy). ``prefixes``: rows that share
+    their prompt (no trained position inside it), run once (split path only)."""
     where = mask > 0
     targets = input_ids[:, 1:][where]
     amp = autocast or nullcontext
@@ -150,8 +263,8 @@ def masked_logps(
     split = split_output_layer(model)
     if split is not None:
         with split.mode(), amp():
-            out = split.body(input_ids=input_ids, attention_mask=attention_mask)
-            hidden = out.last_hidden_state[:, :-1][where]
+            hidden = _decoder_hidden(split.body, input_ids, attention_mask, prefixes)
+            hidden = hidden[:, :-1][where]
             logps, entropy = linear_token_logps(hidden, split.head.weight, targets,
                                                 temperature=temperature,
                                                 with_entropy=with_entropy)  # fmt: skip
@@ -170,6 +283,28 @@ def masked_logps(
     return ForwardOutput(_spread(logps, where), _spread(entropy, where), aux)
 
 
+def _decoder_hidden(
+    body: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prefixes: SharedPrefixes | None,
+) -> torch.Tensor:
+    """[B, T, H] hidden states; positions inside a shared prompt are zeros (untrained)."""
+    kwarg = _cache_kwarg(body) if prefixes is not None else None
+    if prefixes is not None and kwarg is not None and not _checkpointed(body):
+        shared = _shared_hidden(body, input_ids, attention_mask, prefixes, kwarg)
+        if shared is not None:
+            tail, start = shared
+            head = tail.new_zeros(tail.size(0), start, tail.size(-1))
+            return torch.cat([head, tail], dim=1)
+    return body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def _checkpointed(body: torch.nn.Module) -> bool:
+    """Activation checkpointing drops the KV cache in training forwards."""
+    return any(getattr(m, "gradient_checkpointing", False) for m in body.modules())
+
+
 def _spread(values: torch.Tensor | None, where: torch.Tensor) -> torch.Tensor | None:
     """[N] values at the True places of ``where`` [B, T-1], 0 elsewhere."""
     if values is None:
@@ -178,4 +313,11 @@ def _spread(values: torch.Tensor | None, where: torch.Tensor) -> torch.Tensor | 
     return full.masked_scatter(where, values)
 
 
-__all__ = ["OutputSplit", "masked_logps", "output_head", "split_output_layer"]
+__all__ = [
+    "OutputSplit",
+    "SharedPrefixes",
+    "masked_logps",
+    "output_head",
+    "shared_prefixes",
+    "split_output_layer",
+]

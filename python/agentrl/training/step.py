@@ -28,7 +28,7 @@ from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, st
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
 from agentrl.training.demonstrations import compute_bc_aux_loss
-from agentrl.training.forward import masked_logps
+from agentrl.training.forward import SharedPrefixes, masked_logps, shared_prefixes
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.setup import Models
 from agentrl.trajectory import RolloutGroup
@@ -93,6 +93,19 @@ def row_chunks(seq_lens: torch.Tensor, size: int) -> list[torch.Tensor]:
         return [torch.arange(n, device=seq_lens.device)]
     order = torch.argsort(seq_lens, descending=True, stable=True)
     return [order[start : start + size] for start in range(0, n, size)]
+
+
+def prefix_plan(
+    batch: PackedBatch, rows: Sequence[int], max_total_len: int
+) -> SharedPrefixes | None:
+    """Which of ``rows`` share their prompt (see `agentrl.training.forward`); a row cut
+    to ``max_total_len`` lost the head of its prompt and shares nothing."""
+    prompts: list[Sequence[int] | None] = []
+    for row in rows:
+        traj = batch.trajectories[row]
+        whole = len(traj.prompt_ids) + len(traj.response_ids) <= max_total_len
+        prompts.append(traj.prompt_ids if whole else None)
+    return shared_prefixes(prompts)
 
 
 def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:
@@ -170,13 +183,17 @@ def _policy_pass(
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
         rows_mask = mask[rows, : width - 1]
         tau = settings.logprob_temperature
+        # rows_host lives on the CPU: reading it is no device sync.
+        prefixes = prefix_plan(batch, rows_host.numpy().tolist(), settings.max_total_len)
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
-                           autocast=models.autocast, temperature=tau)  # fmt: skip
+                           autocast=models.autocast, temperature=tau,
+                           prefixes=prefixes)  # fmt: skip
         ref = None
         if models.reference is not models.policy:  # the policy stands in when KL is off
             with torch.no_grad():
                 ref = masked_logps(models.reference, ids, attn, rows_mask,
-                                   autocast=models.autocast, temperature=tau)  # fmt: skip
+                                   autocast=models.autocast, temperature=tau,
+                                   prefixes=prefixes)  # fmt: skip
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
@@ -329,6 +346,7 @@ __all__ = [
     "config_sections",
     "host_floats",
     "pack_batch",
+    "prefix_plan",
     "tool_metrics",
     "train_on_groups",
 ]
