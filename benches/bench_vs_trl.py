@@ -513,9 +513,10 @@ DIFFERENT = (
     "the detached current log-probs: neither runs an extra old-policy forward",
     "reference forward: TRL's sits in its generation phase (counted in its rollout column), "
     "agentrl's in its training phase",
-    "training forward: TRL computes logits only for completion positions "
-    "(logits_to_keep) through its chunked log-prob kernel; agentrl takes the full "
-    "logits of every prompt + completion position",
+    "training forward: TRL runs every row's prompt + completion through the decoder and "
+    "computes logits for completion positions (logits_to_keep); agentrl runs each "
+    "group's prompt once (its KV cache shared by the group's G rows, gradient through "
+    "it) and the output layer and softmax at trained positions only, a slice at a time",
     "advantage std: TRL's torch.std (unbiased) vs agentrl's population std; "
     "lr schedule: TRL constant, agentrl cosine to lr/10 (no effect on speed)",
     "TRL's own defaults that are switched off here because agentrl has no counterpart: "

@@ -211,7 +211,7 @@ def _grouped_rows(vocab: int):
     ids = torch.zeros(len(rows), width, dtype=torch.long)
     attn = torch.zeros_like(ids)
     mask = torch.zeros(len(rows), width - 1)
-    for i, ((p, r), row) in enumerate(zip(plan, rows, strict=True)):
+    for i, ((p, _), row) in enumerate(zip(plan, rows, strict=True)):
         ids[i, : len(row)] = torch.tensor(row)
         attn[i, : len(row)] = 1
         mask[i, len(prompts[p]) - 1 : len(row) - 1] = 1

@@ -97,8 +97,7 @@ def _slice_grad(
         z = z / temperature
     out = torch.exp(z - lse.unsqueeze(1)).mul_(-grad.unsqueeze(1))
     out.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1))
-    passes = torch.isfinite(wide) & (wide.abs() <= _CLAMP)
-    out = out.mul_(passes)
+    out = out.mul_(wide.abs() <= _CLAMP)  # False for NaN and inf too
     if temperature != 1.0:
         out = out.div_(temperature)
     return out
