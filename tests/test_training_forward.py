@@ -215,17 +215,17 @@ def _grouped_rows(vocab: int):
         ids[i, : len(row)] = torch.tensor(row)
         attn[i, : len(row)] = 1
         mask[i, len(prompts[p]) - 1 : len(row) - 1] = 1
-    return ids, attn, mask, [prompts[p] for p, _ in plan]
+    return ids, attn, mask, [prompts[p] for p, _ in plan], [len(r) for r in rows]
 
 
 def test_shared_prompts_run_once_with_the_same_values_and_gradients(tiny):
     from agentrl.training.forward import shared_prefixes
 
     model = copy.deepcopy(tiny).train()
-    ids, attn, mask, prompts = _grouped_rows(tiny.config.vocab_size)
-    plan = shared_prefixes(prompts)
+    ids, attn, mask, prompts, lengths = _grouped_rows(tiny.config.vocab_size)
+    plan = shared_prefixes(prompts, lengths)
     assert plan is not None and plan.owner == (0, 1) and plan.rows == (0, 1, 0, 1, 0)
-    assert plan.lengths == (6, 9)
+    assert plan.lengths == (6, 9) and plan.continuation == 7  # 6 tokens + the prompt's last
     seen = []
     hook = model.model.register_forward_pre_hook(
         lambda _m, _a, kw: seen.append(tuple(kw["input_ids"].shape)), with_kwargs=True
@@ -237,13 +237,14 @@ def test_shared_prompts_run_once_with_the_same_values_and_gradients(tiny):
     _check_same(model, shared, ids, attn, mask, temperature=0.7)
     hook.remove()
     # the full-vocabulary reference runs the rows whole; the shared forward runs the two
-    # prompts (less their last token), then every row's continuation from column 6
-    assert (2, 9) in seen and (5, ids.size(1) - 6) in seen
+    # prompts (less their last token), then every row's continuation (at most 7 tokens)
+    assert (2, 9) in seen and (5, 7) in seen
 
 
 def test_rows_that_share_nothing_get_no_plan():
     from agentrl.training.forward import shared_prefixes
 
-    assert shared_prefixes([[1, 2, 3], [4, 5, 6]]) is None  # one row per prompt
-    assert shared_prefixes([[1, 2, 3], [1, 2, 3], None]) is None  # a truncated row
-    assert shared_prefixes([[1, 2, 3]] * 3 + [[1, 2, 9]]).rows == (0, 0, 0, 0)
+    assert shared_prefixes([[1, 2, 3], [4, 5, 6]], [5, 5]) is None  # one row per prompt
+    assert shared_prefixes([[1, 2, 3], [1, 2, 3], None], [5, 5, 5]) is None  # a truncated row
+    plan = shared_prefixes([[1, 2, 3]] * 3 + [[1, 2, 9]], [4, 8, 5, 6])
+    assert plan.rows == (0, 0, 0, 0) and plan.continuation == 6

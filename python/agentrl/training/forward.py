@@ -145,17 +145,22 @@ class SharedPrefixes:
 
     ``owner[g]`` is a row whose first ``lengths[g]`` ids are prompt ``g``; ``rows[r]`` is
     the prompt row ``r`` continues (its first ``lengths[rows[r]]`` ids are that prompt's).
+    The continuations run padded to ``continuation`` tokens, not to the longest row.
     """
 
     owner: tuple[int, ...]
     lengths: tuple[int, ...]
     rows: tuple[int, ...]
+    continuation: int  # the longest row's tokens after its shared prefix
 
 
 def shared_prefixes(
-    prompts: Sequence[Sequence[int] | None], min_rows_per_prefix: float = 1.5
+    prompts: Sequence[Sequence[int] | None],
+    row_lengths: Sequence[int],
+    min_rows_per_prefix: float = 1.5,
 ) -> SharedPrefixes | None:
-    """A plan from each row's prompt ids (None: a row that must not share, e.g. truncated).
+    """A plan from each row's prompt ids (None: a row that must not share, e.g. truncated)
+    and its length in tokens (prompt included).
 
     A row's prefix is its prompt less the last token: the last prompt position already
     predicts the first response token. None when the rows share too little to gain.
@@ -174,7 +179,8 @@ def shared_prefixes(
     if len(prompts) < min_rows_per_prefix * len(owner):
         return None
     lengths = tuple(len(prompts[r]) - 1 for r in owner)  # type: ignore[arg-type]
-    return SharedPrefixes(tuple(owner), lengths, tuple(rows))
+    continuation = max(n - lengths[g] for n, g in zip(row_lengths, rows, strict=True))
+    return SharedPrefixes(tuple(owner), lengths, tuple(rows), max(continuation, 1))
 
 
 def _cache_kwarg(body: torch.nn.Module) -> str | None:
@@ -222,8 +228,7 @@ def _shared_hidden(
     # Column j of row r's continuation is position row_len[r] + j.
     row_len = lengths[rows]
     total = input_ids.size(1)
-    width = total - start
-    cols = torch.arange(width, device=device).unsqueeze(0)
+    cols = torch.arange(plan.continuation, device=device).unsqueeze(0)
     absolute = cols + row_len.unsqueeze(1)
     inside = (absolute < total).to(attention_mask.dtype)
     take = absolute.clamp(max=total - 1)
@@ -235,10 +240,11 @@ def _shared_hidden(
                use_cache=True, **{cache_kwarg: cache})  # fmt: skip
     hidden = out.last_hidden_state
     # Back to columns from ``start``: column c is row r's continuation column
-    # c - (row_len[r] - start); before it lies the row's prompt (no output needed).
-    back = cols - (row_len - start).unsqueeze(1)
-    valid = back >= 0
-    full = hidden.gather(1, back.clamp(min=0).unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
+    # c - (row_len[r] - start); before it lies the row's prompt, after it padding.
+    back = torch.arange(total - start, device=device).unsqueeze(0) - (row_len - start).unsqueeze(1)
+    valid = (back >= 0) & (back < plan.continuation)
+    back = back.clamp(min=0, max=plan.continuation - 1)
+    full = hidden.gather(1, back.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
     return full * valid.unsqueeze(-1).to(full.dtype), start
 
 

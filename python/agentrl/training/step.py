@@ -101,11 +101,13 @@ def prefix_plan(
     """Which of ``rows`` share their prompt (see `agentrl.training.forward`); a row cut
     to ``max_total_len`` lost the head of its prompt and shares nothing."""
     prompts: list[Sequence[int] | None] = []
+    lengths: list[int] = []
     for row in rows:
         traj = batch.trajectories[row]
-        whole = len(traj.prompt_ids) + len(traj.response_ids) <= max_total_len
-        prompts.append(traj.prompt_ids if whole else None)
-    return shared_prefixes(prompts)
+        length = len(traj.prompt_ids) + len(traj.response_ids)
+        prompts.append(traj.prompt_ids if length <= max_total_len else None)
+        lengths.append(length)
+    return shared_prefixes(prompts, lengths)
 
 
 def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:
