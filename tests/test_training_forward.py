@@ -173,6 +173,7 @@ def test_bfloat16_weights_give_bfloat16_gradients(tiny):
     assert all(g is not None and g.dtype == torch.bfloat16 for g in grads)
 
 
+@pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`")  # adapting lm_head
 @pytest.mark.parametrize("targets", ["q_proj,v_proj", "q_proj,lm_head"])
 def test_lora_policy_and_reference_equal_the_full_vocabulary(tiny, targets):
     """peft models take the split (base decoder, adapters inside) or, with an adapted

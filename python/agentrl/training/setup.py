@@ -115,7 +115,9 @@ def weight_dtype(config: TrainConfig) -> str:
 
 
 def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
-    """Mixed precision on CUDA in the configured dtype; CPU runs in float32."""
+    """Autocast to the configured half dtype on CUDA (the weights are held in it already,
+    but autocast keeps its float32 ops: softmax, norms); the CPU computes in the weights'
+    dtype."""
     if device.type != "cuda" or dtype == "float32":
         return contextlib.nullcontext
     amp = torch.bfloat16 if dtype == "bfloat16" else torch.float16
