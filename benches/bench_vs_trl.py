@@ -570,6 +570,11 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     )
     cpu_ratio = rows[TRL]["cpu_s"] / rows[AGENTRL]["cpu_s"]
     print(f"CPU time per step, TRL over agentrl: {cpu_ratio:.2f}x")
+    rest_ratio = rows[TRL]["rest_s"] / rows[AGENTRL]["rest_s"]
+    print(
+        f"rest column (the optimisation part; TRL's reference forward is in its rollout "
+        f"column, agentrl's here), TRL over agentrl: {rest_ratio:.2f}x"
+    )
     tokens = [r["gen_tokens"] for r in rows.values()]
     if min(tokens) < 0.9 * max(tokens):
         print(f"warning: generated tokens per step differ by more than 10% ({tokens})")
@@ -581,6 +586,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
         print(f"  - {line}")
     if args.json:
         payload = {"ratio": ratio, "paired_ratio": paired, "cpu_ratio": cpu_ratio,
+                   "rest_ratio": rest_ratio,
                    "load_average": load, "args": vars(args),
                    **rows}  # fmt: skip
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
