@@ -249,3 +249,19 @@ def test_rows_that_share_nothing_get_no_plan():
     assert shared_prefixes([[1, 2, 3], [1, 2, 3], None], [5, 5, 5]) is None  # a truncated row
     plan = shared_prefixes([[1, 2, 3]] * 3 + [[1, 2, 9]], [4, 8, 5, 6])
     assert plan.rows == (0, 0, 0, 0) and plan.continuation == 6
+
+
+def test_offloaded_reference_takes_the_head_hook(tiny):
+    from agentrl.training.memory import OffloadedReference
+
+    model = copy.deepcopy(tiny).eval()
+    wrapped = OffloadedReference(copy.deepcopy(model), torch.device("cpu"))
+    assert split_output_layer(wrapped) is None
+    ids, attn, mask = _rows(tiny.config.vocab_size)
+    calls = []
+    wrapped.model.lm_head.register_forward_hook(lambda _m, a, _o: calls.append(a[0].shape))
+    with torch.no_grad():
+        got = masked_logps(wrapped, ids, attn, mask).logps
+        want = masked_logps(model, ids, attn, mask).logps
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert calls == [(int(mask.sum()), tiny.config.hidden_size)]  # trained positions only

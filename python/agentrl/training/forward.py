@@ -14,8 +14,9 @@ Three ways, the most economical the model allows (same values and gradients):
   `agentrl.rl.logprobs.linear_token_logps` projects and normalises the trained positions
   a slice at a time, so no ``[tokens, vocabulary]`` logits are ever held.
 - **head hook**: the model has an output layer but its forward must run as a whole
-  (FSDP's root gathers and reduces there; mixture-of-experts returns its router loss;
-  logit soft-capping or scaling follows the head; an adapted head): a pre-hook on the
+  (FSDP's root gathers and reduces there; the offloaded reference visits the device
+  there; mixture-of-experts returns its router loss; logit soft-capping or scaling
+  follows the head; an adapted head): a pre-hook on the
   output layer hands it the trained positions' hidden states only, and the logits of
   those positions are normalised a slice at a time.
 - **full logits**: any other model (no output layer to find, a torch.compile wrapper):
@@ -49,6 +50,7 @@ from agentrl.rl.logprobs import (
     scaled_aux_loss,
     token_logps,
 )
+from agentrl.training.memory import OffloadedReference
 
 # Config attributes that change logits after the output projection.
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
@@ -70,9 +72,13 @@ def _is_compiled(model: torch.nn.Module) -> bool:
 
 
 def output_head(model: torch.nn.Module) -> torch.nn.Module | None:
-    """The module that maps hidden states to vocabulary logits, when the model names one."""
+    """The module that maps hidden states to vocabulary logits, when the model names one
+    (also inside the wrappers whose forward calls the model's: the LoRA reference view, the
+    offloaded reference)."""
     if isinstance(model, ReferenceView):
         model = model.policy
+    elif isinstance(model, OffloadedReference):
+        model = model.model
     get_head = getattr(model, "get_output_embeddings", None)
     head = get_head() if callable(get_head) else None
     return head if isinstance(head, torch.nn.Module) else None
@@ -99,8 +105,8 @@ def _reference_mode(policy: torch.nn.Module) -> Iterator[None]:
 
 def split_output_layer(model: torch.nn.Module) -> OutputSplit | None:
     """The decoder and head of ``model`` when its logits are exactly ``head(decoder(x))``."""
-    if isinstance(model, FSDPModule) or _is_compiled(model):
-        return None  # their own forward must run (FSDP gathers there; compile traces it)
+    if isinstance(model, FSDPModule | OffloadedReference) or _is_compiled(model):
+        return None  # their own forward must run (gathers, device visits, compiled code)
     mode: Callable[[], AbstractContextManager[Any]] = nullcontext
     if isinstance(model, ReferenceView):
         policy = model.policy
