@@ -174,6 +174,7 @@ def test_bfloat16_weights_give_bfloat16_gradients(tiny):
 
 
 @pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`")  # adapting lm_head
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")  # peft asks
 @pytest.mark.parametrize("targets", ["q_proj,v_proj", "q_proj,lm_head"])
 def test_lora_policy_and_reference_equal_the_full_vocabulary(tiny, targets):
     """peft models take the split (base decoder, adapters inside) or, with an adapted

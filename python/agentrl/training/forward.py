@@ -16,9 +16,9 @@ Three ways, the most economical the model allows (same values and gradients):
 - **head hook**: the model has an output layer but its forward must run as a whole
   (FSDP's root gathers and reduces there; the offloaded reference visits the device
   there; mixture-of-experts returns its router loss; logit soft-capping or scaling
-  follows the head; an adapted head): a pre-hook on the
-  output layer hands it the trained positions' hidden states only, and the logits of
-  those positions are normalised a slice at a time.
+  follows the head; an adapted head): a pre-hook on the output layer hands it the
+  trained positions' hidden states only, and their logits are normalised a slice at a
+  time.
 - **full logits**: any other model (no output layer to find, a torch.compile wrapper):
   every position's logits, the trained ones picked before normalising.
 
