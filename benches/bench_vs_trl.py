@@ -25,6 +25,11 @@ dropped; the medians of the measured steps are reported with their ratio, the me
 the per-step ratios (step i of both ran back to back) and the ratio of CPU seconds per
 step, which moves least when other processes load the machine.
 
+Peak memory cannot be told apart in one process that holds both frameworks, so each
+framework then trains ``--memory-steps`` steps alone in a fresh process, and its peak
+resident set from the moment the inputs are built (Linux ``VmHWM``) is reported next to
+that of a process that only imports both frameworks after building the same inputs.
+
 Run:  nice .venv/bin/python benches/bench_vs_trl.py        (about 1-2 minutes on 2 cores)
       add ``--threads 1`` on a machine shared with other jobs (steadier numbers).
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: trl, datasets, accelerate).
@@ -382,6 +387,81 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
         raise RuntimeError(f"TRL ran {trainer.state.global_step} of {steps} steps")
 
 
+# ------------------------------------------------------------------ peak memory
+
+MEMORY_TAG = "PEAK_RSS_MB "
+NOBODY = "none"
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak resident set afresh (Linux: ``/proc/self/clear_refs``),
+    so that building the inputs (training the tokenizer) is not what is measured."""
+    import gc
+
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set since :func:`reset_peak_rss` (``VmHWM``)."""
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError("/proc/self/status has no VmHWM line")
+
+
+def run_alone(args: argparse.Namespace, setup: Setup) -> None:
+    """``args.memory_child`` trains alone (``none``: nothing), in this fresh process."""
+    steps = args.warmup + args.steps
+    logs = {AGENTRL: StepLog(), TRL: StepLog()}
+    turns = Turns(args.memory_child if args.memory_child != NOBODY else AGENTRL)
+    if args.memory_child == AGENTRL:
+        turns.finish(TRL)
+        run_agentrl(setup, turns, logs[AGENTRL], steps)
+    elif args.memory_child == TRL:
+        turns.finish(AGENTRL)
+        run_trl(setup, args, turns, logs[TRL])
+    else:  # the frameworks imported, the inputs built, nothing trained
+        from agentrl.trainer import Trainer  # noqa: F401
+        from datasets import Dataset  # noqa: F401
+        from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+
+
+def measure_peak_memory(args: argparse.Namespace) -> dict[str, float]:
+    """Peak RSS (MiB) of a fresh process per framework, and of one that trains nothing."""
+    import subprocess
+
+    peaks = {}
+    for who in (NOBODY, AGENTRL, TRL):
+        command = [sys.executable, __file__, "--memory-child", who,
+                   "--steps", str(args.memory_steps), "--warmup", "1",
+                   "--threads", str(torch.get_num_threads())]  # fmt: skip
+        for name in ("prompts", "prompts_per_step", "group_size", "max_new_tokens",
+                     "temperature", "top_p", "top_k", "repetition_penalty",
+                     "learning_rate", "beta", "seed"):  # fmt: skip
+            command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        lines = [x for x in done.stdout.splitlines() if x.startswith(MEMORY_TAG)]
+        if done.returncode != 0 or not lines:
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+            raise RuntimeError(f"the peak-memory run of {who} failed:\n{tail}")
+        peaks[who] = float(lines[-1][len(MEMORY_TAG) :])
+    return peaks
+
+
+def report_memory(args: argparse.Namespace, peaks: dict[str, float]) -> None:
+    base = peaks[NOBODY]
+    print(
+        f"peak memory (resident set of a fresh process training {args.memory_steps + 1} steps "
+        f"alone, from the moment its inputs are built; only importing both: {base:.0f} MiB):"
+    )
+    for who in (AGENTRL, TRL):
+        print(f"  {who:<8} {peaks[who]:>7.0f} MiB peak, {peaks[who] - base:>6.0f} MiB above that")
+    extra = {w: peaks[w] - base for w in (AGENTRL, TRL)}
+    if extra[AGENTRL] > 0:
+        print(f"  training memory, TRL over agentrl: {extra[TRL] / extra[AGENTRL]:.2f}x")
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -433,9 +513,10 @@ DIFFERENT = (
     "the detached current log-probs: neither runs an extra old-policy forward",
     "reference forward: TRL's sits in its generation phase (counted in its rollout column), "
     "agentrl's in its training phase",
-    "training forward: TRL computes logits only for completion positions "
-    "(logits_to_keep) through its chunked log-prob kernel; agentrl takes the full "
-    "logits of every prompt + completion position",
+    "training forward: TRL runs every row's prompt + completion through the decoder and "
+    "computes logits for completion positions (logits_to_keep); agentrl runs each "
+    "group's prompt once (its KV cache shared by the group's G rows, gradient through "
+    "it) and the output layer and softmax at trained positions only, a slice at a time",
     "advantage std: TRL's torch.std (unbiased) vs agentrl's population std; "
     "lr schedule: TRL constant, agentrl cosine to lr/10 (no effect on speed)",
     "TRL's own defaults that are switched off here because agentrl has no counterpart: "
@@ -489,6 +570,11 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     )
     cpu_ratio = rows[TRL]["cpu_s"] / rows[AGENTRL]["cpu_s"]
     print(f"CPU time per step, TRL over agentrl: {cpu_ratio:.2f}x")
+    rest_ratio = rows[TRL]["rest_s"] / rows[AGENTRL]["rest_s"]
+    print(
+        f"rest column (the optimisation part; TRL's reference forward is in its rollout "
+        f"column, agentrl's here), TRL over agentrl: {rest_ratio:.2f}x"
+    )
     tokens = [r["gen_tokens"] for r in rows.values()]
     if min(tokens) < 0.9 * max(tokens):
         print(f"warning: generated tokens per step differ by more than 10% ({tokens})")
@@ -500,6 +586,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
         print(f"  - {line}")
     if args.json:
         payload = {"ratio": ratio, "paired_ratio": paired, "cpu_ratio": cpu_ratio,
+                   "rest_ratio": rest_ratio,
                    "load_average": load, "args": vars(args),
                    **rows}  # fmt: skip
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
@@ -529,6 +616,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default="", help="also write the summary to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument("--verbose", action="store_true", help="show both frameworks' own output")
+    p.add_argument(
+        "--memory-steps",
+        type=int,
+        default=2,
+        help="measured steps of each peak-memory process (0: no memory report)",
+    )
+    p.add_argument("--memory-child", choices=(AGENTRL, TRL, NOBODY), default="",
+                   help=argparse.SUPPRESS)  # fmt: skip
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 1:
         p.error("--steps and --warmup must be at least 1")
@@ -552,6 +647,16 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     tmp = tempfile.TemporaryDirectory(prefix="agentrl-vs-trl-")
     workdir = Path(tmp.name)
+    if args.memory_child:
+        try:
+            setup = build_inputs(args, workdir)
+            reset_peak_rss()
+            with contextlib.redirect_stdout(sys.stderr):
+                run_alone(args, setup)
+            print(f"{MEMORY_TAG}{peak_rss_mb():.1f}", flush=True)
+        finally:
+            tmp.cleanup()
+        return 0
     try:
         began = time.perf_counter()
         setup = build_inputs(args, workdir)
@@ -585,6 +690,14 @@ def main(argv: list[str] | None = None) -> int:
         if failure:
             raise failure[0]
         report(args, setup, logs)
+        if args.memory_steps > 0:
+            print(f"peak memory: {args.memory_steps} + 1 steps of each alone ...", flush=True)
+            peaks = measure_peak_memory(args)
+            report_memory(args, peaks)
+            if args.json:
+                payload = json.loads(Path(args.json).read_text(encoding="utf-8"))
+                payload["peak_rss_mb"] = peaks
+                Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     except BaseException:
         chatter = workdir / "frameworks.log"
         if chatter.is_file():

@@ -56,11 +56,16 @@ def _models(model, tokenizer) -> Models:
                   autocast_factory(torch.device("cpu"), "float32"), "test")  # fmt: skip
 
 
-def _prepared_step(tiny, micro: int):
-    """A rolled-out batch on a tiny model, and a call that trains one step on it."""
+def _prepared_step(tiny, micro: int, beta: float = 0.03):
+    """A rolled-out batch on a tiny model, and a call that trains one step on it.
+
+    With ``beta`` 0 the models are laid out as `reference_model` does with the KL off:
+    the policy stands in for the reference.
+    """
     model, tokenizer = tiny
     tools = builtin_registry()
-    config = resolve(preset="compat", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
+    overrides = {"bc_coef": 0.0, "loss_reduction": "token", "beta": beta}
+    config = resolve(preset="compat", overrides=overrides)
     loss, advantage, bc = config_sections(config.flat())
     sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
     episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
@@ -70,6 +75,8 @@ def _prepared_step(tiny, micro: int):
                           seed=0, version=PolicyVersion())  # fmt: skip
     groups = source.next_batch(1)
     models = _models(model, tokenizer)
+    if beta == 0:
+        models.reference = models.policy
     settings = StepSettings(loss, advantage, bc, config.reward, num_generations=3,
                             max_total_len=512, strict_group_packing=True,
                             stale_discount=0.65, micro_batch_size=micro)  # fmt: skip
@@ -77,10 +84,12 @@ def _prepared_step(tiny, micro: int):
     # exactly (after an Adam step, float noise in near-zero coordinates is amplified).
     opt = Optimization(models.policy, OptimConfig(accumulation_steps=2), 4)
 
+    control = BetaController(BetaConfig(beta=beta, beta_auto_tune=beta > 0))
+
     def step():
         out = train_on_groups(groups, step=1, current_version=0, reward_baseline=0.0,
                               settings=settings, models=models, optimization=opt,
-                              beta=BetaController(BetaConfig()))  # fmt: skip
+                              beta=control)  # fmt: skip
         return out, models
 
     return step
@@ -100,6 +109,30 @@ def test_micro_batches_give_the_full_batch_update(tiny):
     scale = max(float(g.abs().max()) for g in g_whole.values())
     for key in g_whole:
         torch.testing.assert_close(g_micro[key], g_whole[key], rtol=1e-4, atol=1e-6 * scale)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.03])
+def test_no_reference_forward_when_the_kl_penalty_is_off(tiny, beta):
+    """With beta 0 each micro-batch runs one decoder forward (the policy's); with a KL
+    penalty a second one, the reference's."""
+    step = _prepared_step(tiny, 2, beta=beta)
+    calls: Counter[str] = Counter()
+    decoder = type(tiny[0].model)
+    original = decoder.forward
+
+    def counted(self, *args, **kwargs):
+        calls["grad" if torch.is_grad_enabled() else "no_grad"] += 1
+        return original(self, *args, **kwargs)
+
+    decoder.forward = counted
+    try:
+        out, _ = step()
+    finally:
+        decoder.forward = original
+    assert out.report is not None and out.report.skipped is None
+    micro_batches = 3  # 6 rows, 2 per micro-batch
+    assert calls["grad"] == micro_batches
+    assert calls["no_grad"] == (0 if beta == 0 else micro_batches)
 
 
 _HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")

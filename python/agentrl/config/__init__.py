@@ -100,7 +100,10 @@ class TrainConfig:
     dtype: str = _opt(
         "run",
         "bfloat16",
-        "compute dtype under CUDA autocast; weights stay float32, CPU runs in float32",
+        "weights of the policy, reference and rollout copy (train and eval, CPU too); "
+        "bfloat16/float16: float32 master weights and AdamW state in the optimizer, "
+        "no loss scaling (train in bfloat16, not float16); with fsdp=1 the shards stay "
+        "float32 and FSDP computes in dtype",
         ("bfloat16", "float16", "float32"),
     )
     use_compile: int = _opt("run", 0, "torch.compile the trained model", _FLAG)

@@ -5,8 +5,9 @@ A spec is one of: ``tiny`` (the built-in preset), a Hugging Face model directory
 is cached), a ``.gguf`` file (dequantised by transformers, tokenizer and chat template from
 the file; needs the ``gguf`` extra), or a MiniMind ``.pth`` checkpoint (its tokenizer
 directory found beside it or passed explicitly).
-Weights are kept in fp32 unless a dtype is asked for; on CUDA the compute runs under bf16
-autocast (see `autocast_context`), on CPU in plain fp32.
+Weights are loaded in the dtype asked for (float32 by default), on every device: a
+bfloat16 model is never held in float32 on the way. `autocast_context` gives float32
+weights bf16 compute on CUDA.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
 def resolve_dtype(
     dtype: str | torch.dtype | None, device: str | torch.device | None = None
 ) -> torch.dtype:
-    """Weight dtype: fp32 by default everywhere (CUDA gets bf16 through autocast instead)."""
+    """Weight dtype: the one named, float32 when none (or ``auto``) is."""
     del device  # the default does not depend on it; kept so callers state their intent
     if dtype is None or dtype == "auto":
         return torch.float32

@@ -1,8 +1,15 @@
-"""Per-token log-probs (and entropy, MoE auxiliary loss) from one model forward pass.
+"""Per-token log-probs (and entropy, MoE auxiliary loss), chunked over tokens.
 
 Logits are sanitised (NaN -> 0, +-inf -> +-30, clamp to +-80) before normalising: one
 bad activation must produce a large-but-finite loss that the optimiser's non-finite
 check can reason about, not NaN everywhere.
+
+The vocabulary is the widest axis of a language model (150k for Qwen3): logits of a few
+thousand tokens in float32 are gigabytes. The two autograd functions here normalise a
+slice of tokens at a time and keep only each token's log-normaliser for the backward
+pass, which recomputes the slice's softmax: at most ``chunk x vocabulary`` float32 values
+exist at once. :func:`linear_token_logps` also runs the output projection per slice, so
+the logits of all tokens never exist at all (forward or backward).
 """
 
 from __future__ import annotations
@@ -10,10 +17,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-__all__ = ["ForwardOutput", "sanitize_logits", "sequence_logps", "token_entropy"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "ForwardOutput",
+    "chunk_tokens",
+    "linear_token_logps",
+    "sanitize_logits",
+    "sequence_logps",
+    "token_entropy",
+    "token_logps",
+]
+
+# Float32 values of one slice of logits (128 MiB): 220 tokens of a 152k vocabulary.
+CHUNK_ELEMENTS = 1 << 25
+_CLAMP = 80.0
 
 
 @dataclass
@@ -25,7 +47,9 @@ class ForwardOutput:
 
 def sanitize_logits(logits: torch.Tensor) -> torch.Tensor:
     """Float32 logits with NaN/inf replaced and the range clamped to +-80."""
-    return torch.nan_to_num(logits.float(), nan=0.0, posinf=30.0, neginf=-30.0).clamp(-80.0, 80.0)
+    return torch.nan_to_num(logits.float(), nan=0.0, posinf=30.0, neginf=-30.0).clamp(
+        -_CLAMP, _CLAMP
+    )
 
 
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -35,7 +59,196 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
         return -(logp.exp() * logp).sum(dim=-1)
 
 
-def _moe_kwargs(model: torch.nn.Module) -> tuple[dict[str, bool], float | None]:
+def chunk_tokens(vocab: int, elements: int | None = None) -> int:
+    """Tokens per slice so that a slice holds about ``elements`` (`CHUNK_ELEMENTS`) logits."""
+    return max(1, (elements or CHUNK_ELEMENTS) // max(vocab, 1))
+
+
+def _slice_stats(
+    raw: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(log-prob of each target, log-normaliser, entropy) of one slice of raw logits."""
+    z = sanitize_logits(raw)
+    if temperature != 1.0:
+        z = z / temperature
+    lse = torch.logsumexp(z, dim=-1)
+    picked = z.gather(1, targets.unsqueeze(1)).squeeze(1) - lse
+    entropy = None
+    if with_entropy:
+        entropy = lse - (torch.softmax(z, dim=-1) * z).sum(dim=-1)
+    return picked, lse, entropy
+
+
+def _slice_grad(
+    raw: torch.Tensor,
+    targets: torch.Tensor,
+    lse: torch.Tensor,
+    grad: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor:
+    """d(sum grad * logp) / d raw logits of one slice, in float32.
+
+    d logp_t / d z = onehot(t) - softmax(z); the sanitising clamp passes the gradient only
+    where the raw logit was finite and inside +-80; z = sanitised / temperature.
+    """
+    wide = raw.float()
+    z = sanitize_logits(wide)
+    if temperature != 1.0:
+        z = z / temperature
+    out = torch.exp(z - lse.unsqueeze(1)).mul_(-grad.unsqueeze(1))
+    out.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1))
+    out = out.mul_(wide.abs() <= _CLAMP)  # False for NaN and inf too
+    if temperature != 1.0:
+        out = out.div_(temperature)
+    return out
+
+
+class _LogitsLogps(torch.autograd.Function):
+    """Log-probs of ``targets`` under logits [N, V], normalised one slice at a time."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        logits: torch.Tensor,
+        targets: torch.Tensor,
+        temperature: float,
+        chunk: int,
+        with_entropy: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = logits.size(0)
+        logps = torch.empty(n, dtype=torch.float32, device=logits.device)
+        lse = torch.empty_like(logps)
+        entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=logits.device)
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                end = min(start + chunk, n)
+                picked, norm, ent = _slice_stats(
+                    logits[start:end], targets[start:end], temperature, with_entropy
+                )
+                logps[start:end], lse[start:end] = picked, norm
+                if ent is not None:
+                    entropy[start:end] = ent
+        ctx.save_for_backward(logits, targets, lse)
+        ctx.temperature, ctx.chunk = temperature, chunk
+        ctx.mark_non_differentiable(entropy)
+        return logps, entropy
+
+    @staticmethod
+    def backward(ctx: Any, grad_logps: torch.Tensor, _grad_entropy: Any) -> Any:  # type: ignore[override]
+        logits, targets, lse = ctx.saved_tensors
+        grad_logits = torch.empty_like(logits)
+        grad_logps = grad_logps.float()
+        for start in range(0, logits.size(0), ctx.chunk):
+            end = min(start + ctx.chunk, logits.size(0))
+            grad = _slice_grad(logits[start:end], targets[start:end], lse[start:end],
+                               grad_logps[start:end], ctx.temperature)  # fmt: skip
+            grad_logits[start:end] = grad.to(logits.dtype)
+        return grad_logits, None, None, None, None
+
+
+class _LinearLogps(torch.autograd.Function):
+    """Log-probs of ``targets`` under ``hidden @ weight.T``, one slice of tokens at a time.
+
+    The backward recomputes each slice's logits (one more matmul per slice, the cost of
+    never holding them all). Under CUDA autocast the matmuls run in the autocast dtype,
+    in the backward too (``custom_fwd``/``custom_bwd``).
+    """
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        targets: torch.Tensor,
+        temperature: float,
+        chunk: int,
+        with_entropy: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = hidden.size(0)
+        logps = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(logps)
+        entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=hidden.device)
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                end = min(start + chunk, n)
+                raw = F.linear(hidden[start:end], weight)
+                picked, norm, ent = _slice_stats(raw, targets[start:end], temperature,
+                                                 with_entropy)  # fmt: skip
+                logps[start:end], lse[start:end] = picked, norm
+                if ent is not None:
+                    entropy[start:end] = ent
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.temperature, ctx.chunk = temperature, chunk
+        ctx.mark_non_differentiable(entropy)
+        return logps, entropy
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx: Any, grad_logps: torch.Tensor, _grad_entropy: Any) -> Any:  # type: ignore[override]
+        hidden, weight, targets, lse = ctx.saved_tensors
+        want_hidden, want_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_hidden = torch.empty_like(hidden) if want_hidden else None
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        grad_logps = grad_logps.float()
+        for start in range(0, hidden.size(0), ctx.chunk):
+            end = min(start + ctx.chunk, hidden.size(0))
+            piece = hidden[start:end]
+            raw = F.linear(piece, weight)
+            grad = _slice_grad(raw, targets[start:end], lse[start:end],
+                               grad_logps[start:end], ctx.temperature).to(raw.dtype)  # fmt: skip
+            if grad_hidden is not None:
+                grad_hidden[start:end] = torch.matmul(grad, weight.to(grad.dtype)).to(hidden.dtype)
+            if want_weight:
+                grad_weight += torch.matmul(grad.t(), piece.to(grad.dtype)).float()
+        return (grad_hidden, grad_weight.to(weight.dtype) if want_weight else None,
+                None, None, None, None)  # fmt: skip
+
+
+def _checked_targets(targets: torch.Tensor, vocab: int) -> torch.Tensor:
+    return targets.clamp(min=0, max=vocab - 1)
+
+
+def token_logps(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs [N], entropies [N] or None) of ``targets`` [N] under ``logits`` [N, V] /
+    ``temperature``; float32, at most ``chunk`` tokens normalised at once."""
+    vocab = logits.size(-1)
+    size = chunk or chunk_tokens(vocab)
+    tau = max(float(temperature), 1e-6)
+    logps, entropy = _LogitsLogps.apply(
+        logits, _checked_targets(targets, vocab), tau, size, with_entropy
+    )
+    return logps, entropy if with_entropy else None
+
+
+def linear_token_logps(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`token_logps` of ``hidden`` [N, H] @ ``weight`` [V, H].T, without ever holding
+    more than ``chunk`` tokens' logits (an output layer without bias)."""
+    vocab = weight.size(0)
+    size = chunk or chunk_tokens(vocab)
+    tau = max(float(temperature), 1e-6)
+    logps, entropy = _LinearLogps.apply(
+        hidden, weight, _checked_targets(targets, vocab), tau, size, with_entropy
+    )
+    return logps, entropy if with_entropy else None
+
+
+def moe_kwargs(model: torch.nn.Module) -> tuple[dict[str, bool], float | None]:
     """Ask HF mixture-of-experts models for router logits; their aux loss is unscaled."""
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "output_router_logits"):
@@ -44,6 +257,14 @@ def _moe_kwargs(model: torch.nn.Module) -> tuple[dict[str, bool], float | None]:
     if not experts:
         return {}, None
     return {"output_router_logits": True}, float(getattr(config, "router_aux_loss_coef", 0.0))
+
+
+def scaled_aux_loss(out: Any, aux_scale: float | None) -> torch.Tensor | None:
+    """The model output's load-balancing loss times its coefficient (None without one)."""
+    aux = getattr(out, "aux_loss", None)
+    if aux is not None and aux_scale is not None:
+        aux = aux * aux_scale
+    return aux if torch.is_tensor(aux) else None
 
 
 def sequence_logps(
@@ -60,19 +281,19 @@ def sequence_logps(
     ``temperature`` divides the logits first, for engines whose behaviour log-probs were
     taken at the sampling temperature; the default scores the raw policy distribution.
     """
-    kwargs, aux_scale = _moe_kwargs(model)
+    kwargs, aux_scale = moe_kwargs(model)
     with (autocast or nullcontext)():
         out = model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-    logits = sanitize_logits(out.logits[:, :-1, :])
-    if temperature != 1.0:
-        logits = logits / max(float(temperature), 1e-6)
-    targets = input_ids[:, 1:].clamp(min=0, max=logits.size(-1) - 1)
-    picked = logits.gather(2, targets.unsqueeze(-1)).squeeze(-1)
-    logps = picked - torch.logsumexp(logits, dim=-1)
-    aux = getattr(out, "aux_loss", None)
-    if aux is not None and aux_scale is not None:
-        aux = aux * aux_scale
-    if aux is not None and not torch.is_tensor(aux):
-        aux = None
-    entropy = token_entropy(logits) if with_entropy else None
-    return ForwardOutput(logps=logps, entropy=entropy, aux_loss=aux)
+    logits = out.logits[:, :-1, :]
+    rows, width = logits.shape[:2]
+    logps, entropy = token_logps(
+        logits.reshape(rows * width, -1),
+        input_ids[:, 1:].reshape(-1),
+        temperature=temperature,
+        with_entropy=with_entropy,
+    )
+    return ForwardOutput(
+        logps=logps.view(rows, width),
+        entropy=None if entropy is None else entropy.view(rows, width),
+        aux_loss=scaled_aux_loss(out, aux_scale),
+    )

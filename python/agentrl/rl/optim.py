@@ -11,6 +11,12 @@ optimizer step may span several training steps (gradient accumulation). Two prom
   moves: the parameters, the optimizer state, the scheduler and the gradient already
   accumulated from earlier steps stay exactly as they were. The gradient of earlier
   steps is set aside while a step runs and added back only if the step was clean.
+
+A model held in bfloat16 or float16 trains on float32 master weights (the mixed-precision
+recipe of DeepSpeed and Megatron): AdamW, its state and the gradient clipping work on
+float32 copies, and the model's weights are rounded copies of them after each step. A
+learning rate of 1e-6 moves a bfloat16 weight of 0.02 by far less than its rounding step
+(about 1e-4), so without masters such updates would vanish.
 """
 
 from __future__ import annotations
@@ -57,16 +63,17 @@ class OptimConfig:
     warmup_steps: int = 0
 
 
-def build_optimizer(model: torch.nn.Module, config: OptimConfig) -> torch.optim.AdamW:
+def build_optimizer(
+    model: torch.nn.Module | Sequence[torch.nn.Parameter], config: OptimConfig
+) -> torch.optim.AdamW:
     """AdamW over the trainable parameters, betas (0.9, 0.95) by default.
 
     A larger ``adam_epsilon`` damps the steps of weights whose gradients are tiny (Adam
     otherwise moves every weight by about ``lr``, noise or not): the update of a weight
     with gradient RMS well below epsilon shrinks towards plain momentum SGD.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(
-        params,
+        _params(model),
         lr=config.learning_rate,
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_epsilon,
@@ -146,6 +153,15 @@ def _params(model_or_params: torch.nn.Module | Sequence[torch.nn.Parameter]):
     return list(model_or_params)
 
 
+def master_weights(params: Sequence[torch.nn.Parameter]) -> list[torch.Tensor] | None:
+    """Float32 copies of half-precision trainable weights (float32 ones serve as their own);
+    None when every weight is already float32."""
+    if all(p.dtype == torch.float32 for p in params):
+        return None
+    return [p if p.dtype == torch.float32 else p.detach().float().requires_grad_(True)
+            for p in params]  # fmt: skip
+
+
 def _grads_finite(params: Sequence[torch.nn.Parameter]) -> bool:
     """True when every gradient is finite; one host read for all parameters."""
     checks = [torch.isfinite(p.grad).all() for p in params if p.grad is not None]
@@ -196,7 +212,8 @@ class Optimization:
     def __init__(self, model: torch.nn.Module, config: OptimConfig, total_steps: int) -> None:
         self.config = config
         self.params = _params(model)
-        self.optimizer = build_optimizer(model, config)
+        self.masters = master_weights(self.params)
+        self.optimizer = build_optimizer(self.masters or self.params, config)
         self.scheduler = build_scheduler(self.optimizer, total_steps, config)
         self.opt_step = 0
         self.pending = 0  # clean training steps accumulated since the last optimizer step
@@ -253,15 +270,30 @@ class Optimization:
         if self.pending < max(1, self.config.accumulation_steps):
             return StepReport(False, None, 0.0, self._loss, self.opt_step, self.lr)
         self.pending = 0
-        stepped, norm = clip_and_step(
-            self.params, self.optimizer, self.scheduler, self.config.grad_clip
-        )
+        stepped, norm = self._clip_and_step()
         if not stepped:
             logger.warning("optimizer step skipped: non-finite accumulated gradient")
             return StepReport(False, "non-finite gradient norm", norm, self._loss, self.opt_step,
                               self.lr)  # fmt: skip
         self.opt_step += 1
         return StepReport(True, None, norm, self._loss, self.opt_step, self.lr)
+
+    def _clip_and_step(self) -> tuple[bool, float]:
+        """`clip_and_step` on the weights, or on the float32 masters and back."""
+        if self.masters is None:
+            return clip_and_step(self.params, self.optimizer, self.scheduler,
+                                 self.config.grad_clip)  # fmt: skip
+        for p, master in zip(self.params, self.masters, strict=True):
+            grad, p.grad = p.grad, None
+            master.grad = None if grad is None else grad.float()
+        stepped, norm = clip_and_step(self.masters, self.optimizer, self.scheduler,
+                                      self.config.grad_clip)  # fmt: skip
+        if stepped:
+            with torch.no_grad():
+                for p, master in zip(self.params, self.masters, strict=True):
+                    if master is not p:
+                        p.copy_(master)
+        return stepped, norm
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume mid-run, accumulated gradient included."""
@@ -274,6 +306,9 @@ class Optimization:
             "opt_step": self.opt_step,
             "pending": self.pending,
             "pending_grads": grads,
+            "master_weights": None
+            if self.masters is None
+            else [m.detach().cpu().clone() for m in self.masters],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -281,6 +316,11 @@ class Optimization:
         self.scheduler.load_state_dict(state["scheduler"])
         self.opt_step = int(state["opt_step"])
         self.pending = int(state.get("pending", 0))
+        if self.masters is not None:  # saved masters, else the weights just loaded
+            saved = state.get("master_weights") or self.params
+            with torch.no_grad():
+                for master, value in zip(self.masters, saved, strict=True):
+                    master.copy_(value)
         grads = state.get("pending_grads")
         for i, p in enumerate(self.params):
             g = grads[i] if grads else None

@@ -56,7 +56,7 @@ def evaluate_policy(
     ensure_warm_start(spec, log)
     device = None if config.device == "auto" else config.device
     model, tokenizer = load_policy(
-        spec, "float32", device, tokenizer=config.tokenizer or None,
+        spec, config.dtype, device, tokenizer=config.tokenizer or None,
         chat_template=config.chat_template,
     )  # fmt: skip
     tools = build_tools(config)

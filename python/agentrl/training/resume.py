@@ -143,6 +143,8 @@ def _load(
         if ckpt.optimization is not None:
             optimization.load_state_dict(ckpt.optimization)
         return ckpt
+    if optimization.masters is not None:
+        raise ValueError(f"{path} is sharded: resume it with fsdp=1 or dtype=float32")
     ckpt = load_sharded_checkpoint(path, models.policy, optimization.optimizer)
     rest = ckpt.optimization or {}
     optimization.scheduler.load_state_dict(rest["scheduler"])

@@ -108,8 +108,16 @@ def ensure_warm_start(spec: str, log: Log) -> bool:
     return True
 
 
+def weight_dtype(config: TrainConfig) -> str:
+    """The dtype the policy and its copies are loaded in: ``--dtype``, except under FSDP,
+    whose float32 shards are cast to ``--dtype`` for compute by FSDP itself."""
+    return "float32" if config.fsdp else config.dtype
+
+
 def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
-    """Mixed precision on CUDA in the configured dtype; CPU runs in float32."""
+    """Autocast to the configured half dtype on CUDA (the weights are held in it already,
+    but autocast keeps its float32 ops: softmax, norms); the CPU computes in the weights'
+    dtype."""
     if device.type != "cuda" or dtype == "float32":
         return contextlib.nullcontext
     amp = torch.bfloat16 if dtype == "bfloat16" else torch.float16
@@ -132,7 +140,8 @@ def load_models(config: TrainConfig, log: Log) -> Models:
         log(note)
     cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
-    policy, tokenizer = load_policy(spec, "float32", device, tokenizer=config.tokenizer or None,
+    policy, tokenizer = load_policy(spec, weight_dtype(config), device,
+                                    tokenizer=config.tokenizer or None,
                                     chat_template=config.chat_template)  # fmt: skip
     policy.train()
     policy.requires_grad_(True)
@@ -313,5 +322,6 @@ __all__ = [
     "model_spec",
     "preflight",
     "reference_model",
+    "weight_dtype",
     "write_generated_prompts",
 ]

@@ -28,7 +28,7 @@ from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, st
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
 from agentrl.training.demonstrations import compute_bc_aux_loss
-from agentrl.training.forward import masked_logps
+from agentrl.training.forward import SharedPrefixes, masked_logps, shared_prefixes
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.setup import Models
 from agentrl.trajectory import RolloutGroup
@@ -119,10 +119,13 @@ def update_plan(
 
 
 def select_rows(batch: PackedBatch, rows: torch.Tensor) -> PackedBatch:
-    """The batch restricted to ``rows`` (its tensors only; groups and trajectories stay)."""
+    """The batch restricted to ``rows``: its row tensors and trajectories (groups stay whole,
+    so ``group_ids`` keep pointing at them)."""
     tensors = ("input_ids", "attention_mask", "response_mask", "loss_mask", "behavior_logps",
                "token_versions", "seq_lens", "group_ids", "row_versions")  # fmt: skip
-    return replace(batch, **{name: getattr(batch, name)[rows] for name in tensors})
+    picked = {name: getattr(batch, name)[rows] for name in tensors}
+    trajectories = [batch.trajectories[i] for i in rows.tolist()]
+    return replace(batch, trajectories=trajectories, **picked)
 
 
 def combined_report(reports: Sequence[StepReport]) -> StepReport:
@@ -135,6 +138,21 @@ def combined_report(reports: Sequence[StepReport]) -> StepReport:
     norm = stepped[-1].grad_norm if stepped else 0.0
     loss = sum(r.loss for r in reports) / len(reports)
     return StepReport(bool(stepped), skipped, norm, loss, last.opt_step, last.lr)
+
+
+def prefix_plan(
+    batch: PackedBatch, rows: Sequence[int], max_total_len: int
+) -> SharedPrefixes | None:
+    """Which of ``rows`` share their prompt (see `agentrl.training.forward`); a row cut
+    to ``max_total_len`` lost the head of its prompt and shares nothing."""
+    prompts: list[Sequence[int] | None] = []
+    lengths: list[int] = []
+    for row in rows:
+        traj = batch.trajectories[row]
+        length = len(traj.prompt_ids) + len(traj.response_ids)
+        prompts.append(traj.prompt_ids if length <= max_total_len else None)
+        lengths.append(length)
+    return shared_prefixes(prompts, lengths)
 
 
 def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:
@@ -212,13 +230,17 @@ def _policy_pass(
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
         rows_mask = mask[rows, : width - 1]
         tau = settings.logprob_temperature
+        # rows_host lives on the CPU: reading it is no device sync.
+        prefixes = prefix_plan(batch, rows_host.numpy().tolist(), settings.max_total_len)
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
-                           autocast=models.autocast, temperature=tau)  # fmt: skip
+                           autocast=models.autocast, temperature=tau,
+                           prefixes=prefixes)  # fmt: skip
         ref = None
         if models.reference is not models.policy:  # the policy stands in when KL is off
             with torch.no_grad():
                 ref = masked_logps(models.reference, ids, attn, rows_mask,
-                                   autocast=models.autocast, temperature=tau)  # fmt: skip
+                                   autocast=models.autocast, temperature=tau,
+                                   prefixes=prefixes)  # fmt: skip
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
@@ -388,6 +410,7 @@ __all__ = [
     "config_sections",
     "host_floats",
     "pack_batch",
+    "prefix_plan",
     "tool_metrics",
     "train_on_groups",
 ]
