@@ -41,6 +41,9 @@ SMALL_SPEC = TinySpec(
 # from: no evaluation, report, progress bar or periodic checkpoint.
 SHORT_RUN: dict[str, Any] = dict(
     filter_mode="all",
+    # One optimizer update per step (the preset makes four), so that tests can compare a
+    # step's gradient with one computed another way; tests/test_ppo_updates.py covers more.
+    num_mini_batches=1,
     batch_size=2,
     num_generations=2,
     max_turns=1,

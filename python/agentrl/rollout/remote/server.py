@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -29,6 +30,7 @@ from agentrl.rollout.remote.collective import (
 )
 from agentrl.rollout.remote.common import LiveRowsEngine, PushedWeights
 from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError
+from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 
 
 class ServerEngine(LiveRowsEngine):
@@ -36,6 +38,10 @@ class ServerEngine(LiveRowsEngine):
 
     SERVER_NAME = "rollout server"
     LAUNCH_HINT = ""
+    # Counters every server engine keeps; a subclass adds its own after these.
+    COMMON_STATS = ("sequences", "generate_calls", "http_requests", "generated_tokens",
+                    "prompt_tokens", "nonfinite_logps", "weight_updates",
+                    "weight_updates_skipped", "weight_bytes_sent")  # fmt: skip
 
     client: JsonHttpClient
     group_factory: GroupFactory
@@ -113,6 +119,15 @@ class ServerEngine(LiveRowsEngine):
         )
         self._group, self.group_name = group, name
         return group
+
+    def _send_weights(self, source: Any, version: int) -> bool:
+        """Broadcast a model's or state dict's tensors as ``version``; False (nothing sent)
+        when any of them is not finite."""
+        state = policy_state_dict(source)
+        if has_nonfinite(state):
+            return False
+        self._push_state(state, version)
+        return True
 
     def _push_state(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         """Send ``state`` as weights ``version``: RemoteEngineError if the server fails."""

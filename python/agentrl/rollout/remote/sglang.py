@@ -101,19 +101,7 @@ class SGLangEngine(ServerEngine):
 
     SERVER_NAME = "SGLang server"
     LAUNCH_HINT = "python -m sglang.launch_server --model-path <dir> --port <port>"
-    STAT_NAMES = (
-        "sequences",
-        "generate_calls",
-        "http_requests",
-        "generated_tokens",
-        "prompt_tokens",
-        "nonfinite_logps",
-        "weight_updates",
-        "weight_updates_skipped",
-        "weight_bytes_sent",
-        "cache_flush_failures",
-        "group_destroy_failures",
-    )
+    STAT_NAMES = (*ServerEngine.COMMON_STATS, "cache_flush_failures", "group_destroy_failures")
 
     def __init__(
         self,
@@ -202,11 +190,7 @@ class SGLangEngine(ServerEngine):
                 f"weight_sync={self.weight_sync!r} sends tensors: pass a model or a state "
                 "dict, not a path (a directory is loaded only with weight_sync='disk')"
             )
-        state = policy_state_dict(source)
-        if has_nonfinite(state):
-            return False
-        self._push_state(state, version)
-        return True
+        return self._send_weights(source, version)
 
     def _server_ranks(self) -> int:
         """The server's tensor-parallel size: each TP worker joins as ``1 + tp_rank``."""

@@ -54,7 +54,6 @@ from agentrl.rollout.remote.common import (
 )
 from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
 from agentrl.rollout.remote.server import ServerEngine
-from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 from agentrl.rollout.sampling import SamplingParams
 
 TOKEN_ID_PREFIX = "token_id:"
@@ -73,18 +72,7 @@ class VLLMServerEngine(ServerEngine):
         "VLLM_SERVER_DEV_MODE=1 vllm serve <dir> --port <port> "
         '--weight-transfer-config \'{"backend": "nccl"}\''
     )
-    STAT_NAMES = (
-        "sequences",
-        "generate_calls",
-        "http_requests",
-        "generated_tokens",
-        "prompt_tokens",
-        "nonfinite_logps",
-        "weight_updates",
-        "weight_updates_skipped",
-        "weight_bytes_sent",
-        "cache_reset_failures",
-    )
+    STAT_NAMES = (*ServerEngine.COMMON_STATS, "cache_reset_failures")
 
     def __init__(
         self,
@@ -126,11 +114,7 @@ class VLLMServerEngine(ServerEngine):
         """Broadcast ``source`` (HF parameter names; vLLM maps them onto its fused layout)."""
         if not isinstance(source, Mapping) and not hasattr(source, "state_dict"):
             raise ValueError("the vLLM server engine sends tensors: pass a model or a state dict")
-        state = policy_state_dict(source)
-        if has_nonfinite(state):
-            return False
-        self._push_state(state, version)
-        return True
+        return self._send_weights(source, version)
 
     def _server_ranks(self) -> int:
         response = self.client.request("GET", "/get_world_size")
