@@ -120,6 +120,17 @@ class ServerEngine(LiveRowsEngine):
         self._group, self.group_name = group, name
         return group
 
+    def _with_stop_and_seed(
+        self, body: dict[str, Any], params: Any, *, seed_field: str
+    ) -> dict[str, Any]:
+        """``body`` with the stop strings and this call's seed, under the server's names."""
+        if params.stop:
+            body["stop"] = list(params.stop)
+        seed = self._call_seed() if self.send_seed else None
+        if seed is not None:
+            body[seed_field] = seed
+        return body
+
     def _send_weights(self, source: Any, version: int) -> bool:
         """Broadcast a model's or state dict's tensors as ``version``; False (nothing sent)
         when any of them is not finite."""

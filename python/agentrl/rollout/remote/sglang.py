@@ -289,12 +289,7 @@ class SGLangEngine(ServerEngine):
             "top_k": int(params.top_k) if params.top_k > 0 else -1,
             **shared_sampling_fields(params, self.eos_token_ids),
         }
-        if params.stop:
-            out["stop"] = list(params.stop)
-        seed = self._call_seed() if self.send_seed else None
-        if seed is not None:
-            out["sampling_seed"] = seed
-        return out
+        return self._with_stop_and_seed(out, params, seed_field="sampling_seed")
 
     def _generate_live(
         self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int

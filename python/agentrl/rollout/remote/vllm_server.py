@@ -188,12 +188,7 @@ class VLLMServerEngine(ServerEngine):
             "include_stop_str_in_output": True,
             "stream": False,
         }
-        if params.stop:
-            body["stop"] = list(params.stop)
-        seed = self._call_seed() if self.send_seed else None
-        if seed is not None:
-            body["seed"] = seed
-        return body
+        return self._with_stop_and_seed(body, params, seed_field="seed")
 
     def _generate_live(
         self, rows: list[list[int]], budgets: list[int], params: SamplingParams, version: int
