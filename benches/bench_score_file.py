@@ -75,6 +75,38 @@ def reference_rate(rows: list[dict[str, Any]]) -> tuple[float, list[float]] | No
     return len(rows) / (time.process_time() - start), rewards
 
 
+def reference_end_to_end_rate(src: Path, dst: Path, rows: int) -> float | None:
+    """Trajectories per CPU second of the reference loop end to end: read the first ``rows``
+    lines of ``src`` with ``json.loads``, score each, and write it back with its reward and
+    details with ``json.dumps``, as a Python scoring script does."""
+    reference = load_reference()
+    if reference is None:
+        return None
+    score = reference["score_one_trajectory"]
+    args = reference_arguments(reference)
+    start = time.process_time()
+    with open(src, encoding="utf-8") as lines, open(dst, "w", encoding="utf-8") as out:
+        for _, line in zip(range(rows), lines, strict=False):
+            r = json.loads(line)
+            reward, details = score(args, "", r["completion"], r["gt"], None, r["tool_events"],
+                                    r["unfinished"], None, r["messages"])[:2]  # fmt: skip
+            r["reward"], r["details"] = reward, details
+            out.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return rows / (time.process_time() - start)
+
+
+def library_wall(src: Path, dst: Path, threads: int, repeat: int) -> float:
+    """Best wall seconds of ``agentrl.rewards.score_file`` in this process (no start-up)."""
+    from agentrl.rewards import score_file
+
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        score_file(src, dst, None, threads)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 @dataclass
 class Run:
     wall_s: float
@@ -130,6 +162,15 @@ def main() -> None:
                 f"reference loop (Python, {len(ref_rows):,} rows): {reference[0]:,.0f} traj/s CPU"
             )
 
+        end_to_end = (
+            reference_end_to_end_rate(src, dst, len(ref_rows)) if reference is not None else None
+        )
+        if end_to_end is not None:
+            print(
+                f"reference loop end to end (json.loads, score, json.dumps, "
+                f"{len(ref_rows):,} rows): {end_to_end:,.0f} traj/s CPU"
+            )
+
         runs: dict[int, Run] = {}
         for t in threads:
             tries = [run_score(src, dst, t) for _ in range(args.repeat)]
@@ -147,8 +188,18 @@ def main() -> None:
                   f" {run.peak_rss_mb:7.0f}MB {ratios}")  # fmt: skip
             if run.exit_code != 0:
                 raise SystemExit(f"agentrl score exited with {run.exit_code}")
+            if end_to_end is not None:
+                print(f"{'':18} {'':12} {'':11} {'':9} {wall_rate / end_to_end:11.1f}x"
+                      f" {cpu_rate / end_to_end:10.1f}x  (vs the loop end to end)")  # fmt: skip
         if 1 in runs and 2 in runs:
             print(f"1 -> 2 threads: {runs[1].wall_s / runs[2].wall_s:.2f}x (wall clock)")
+        # The same scoring called in this process: the child's fixed start-up (Python, its
+        # imports, the printed summary; about 0.15 s) is not in these times.
+        library = {t: library_wall(src, dst, t, args.repeat) for t in threads}
+        for t, wall in library.items():
+            print(f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall")
+        if 1 in library and 2 in library:
+            print(f"score_file() 1 -> 2 threads: {library[1] / library[2]:.2f}x (wall clock)")
         if reference is not None:
             _check_rewards(dst, reference[1])
 
