@@ -213,3 +213,17 @@ def test_a_real_pipe_in_and_out(tmp_path: Path) -> None:
     want = [json.loads(g)["reward"] for g in lines]
     assert [s["reward"] for s in scored] == pytest.approx(want, abs=1e-9)
     assert b"line 31:" in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_score_command_runs_without_numpy(tmp_path: Path) -> None:
+    """`agentrl score` starts light: numpy (a tenth of a second to import) is not loaded."""
+    out = tmp_path / "scored.jsonl"
+    code = (
+        "import sys; from agentrl.cli import main; "
+        f"status = main(['score', {str(GOLDEN)!r}, '-o', {str(out)!r}]); "
+        "assert 'numpy' not in sys.modules, 'numpy was imported'; sys.exit(status)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "reward mean" in done.stderr and "│" in done.stderr
+    assert len(_read_jsonl(out)) == len(_read_jsonl(GOLDEN))

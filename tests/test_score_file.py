@@ -208,3 +208,39 @@ def test_a_lone_surrogate_is_written_as_the_replacement_character() -> None:
     out = io.BytesIO()
     assert score_file(io.BytesIO(line.encode()), out).scored == 1
     assert json.loads(out.getvalue())["task"] == "x\ufffd"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(min_value=-1e6, max_value=1e6),
+            st.sampled_from([-5.4, 0.0, 0.1, 3.3, 12.0, math.nan, math.inf]),
+        ),
+        min_size=1,
+        max_size=300,
+    ),
+    bins=st.integers(min_value=1, max_value=30),
+)
+def test_histogram_counts_as_numpy_does(values: list[float], bins: int) -> None:
+    """The summary `agentrl score` prints (computed in Rust) bins like numpy.histogram."""
+    from agentrl.rewards import FileScoreSummary
+
+    array = np.asarray(values, dtype=np.float64)
+    summary = FileScoreSummary(len(values), bytearray(array.tobytes()), [], 0, {}, [])
+    histogram = summary.histogram(bins)
+    finite = array[np.isfinite(array)]
+    assert histogram.finite == finite.size
+    assert sum(histogram.counts) == finite.size
+    if finite.size == 0:
+        assert histogram.counts == [] and math.isnan(histogram.mean)
+        return
+    assert (histogram.min, histogram.max) == (finite.min(), finite.max())
+    assert histogram.mean == pytest.approx(finite.mean(), rel=1e-9, abs=1e-9)
+    if finite.min() == finite.max():
+        assert histogram.counts == [finite.size]
+        return
+    counts, edges = np.histogram(finite, bins=bins, range=(finite.min(), finite.max()))
+    assert histogram.counts == counts.tolist()
+    assert histogram.edges == edges.tolist()
+    np.testing.assert_array_equal(summary.rewards, array)

@@ -46,3 +46,7 @@ def reward_score_file(
     threads: int | None = None,
     explain: bool = False,
 ) -> dict[str, Any]: ...
+
+# The finite rewards of float64 bytes summarised: finite, mean, min, max, edges, counts
+# (binned as numpy.histogram does).
+def reward_histogram(rewards: bytes, bins: int) -> dict[str, Any]: ...

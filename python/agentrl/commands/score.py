@@ -22,10 +22,14 @@ import contextlib
 import sys
 from typing import IO, Any
 
-import numpy as np
-
 from agentrl.errors import UsageError
-from agentrl.rewards import FileScoreSummary, LineExplanation, RewardConfig, score_file
+from agentrl.rewards import (
+    FileScoreSummary,
+    LineExplanation,
+    RewardConfig,
+    RewardHistogram,
+    score_file,
+)
 
 # Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
 INTERRUPTED = 130
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     for explanation in summary.explanations:
         _print_explanation(console, explanation)
     _print_skipped(console, summary, escape)
-    _print_summary(console, summary.rewards, summary.term_means, summary.skipped_count)
+    _print_summary(console, summary)
     return 1 if summary.skipped_count else 0
 
 
@@ -118,38 +122,37 @@ def _print_explanation(console: Any, explanation: LineExplanation) -> None:
         console.print(f"    {key:<22} {value:+.4f}")
 
 
-def _print_summary(
-    console: Any, rewards: np.ndarray, term_means: dict[str, float], skipped: int
-) -> None:
+def _print_summary(console: Any, summary: FileScoreSummary) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]scored {rewards.size} trajectories[/bold] ({skipped} lines skipped)")
-    if rewards.size == 0:
-        return
-    finite = rewards[np.isfinite(rewards)]
     console.print(
-        f"reward mean {finite.mean():+.4f}  min {finite.min():+.4f}  max {finite.max():+.4f}"
-        if finite.size
+        f"[bold]scored {summary.scored} trajectories[/bold] ({summary.skipped_count} lines skipped)"
+    )
+    if summary.scored == 0:
+        return
+    histogram = summary.histogram(HISTOGRAM_BINS)
+    console.print(
+        f"reward mean {histogram.mean:+.4f}  min {histogram.min:+.4f}  max {histogram.max:+.4f}"
+        if histogram.finite
         else "no finite rewards"
     )
     table = Table(title="mean contribution of each term", show_edge=False)
     table.add_column("term")
     table.add_column("mean", justify="right")
-    for key, mean in term_means.items():
+    for key, mean in summary.term_means.items():
         if mean != 0.0:
             table.add_row(key, f"{mean:+.4f}")
     console.print(table)
-    if finite.size:
-        _print_histogram(console, finite)
+    if histogram.finite:
+        _print_histogram(console, histogram)
 
 
-def _print_histogram(console: Any, rewards: np.ndarray) -> None:
-    low, high = float(rewards.min()), float(rewards.max())
-    if low == high:
-        console.print(f"all rewards equal {low:+.4f}")
+def _print_histogram(console: Any, histogram: RewardHistogram) -> None:
+    if histogram.min == histogram.max:
+        console.print(f"all rewards equal {histogram.min:+.4f}")
         return
-    counts, edges = np.histogram(rewards, bins=HISTOGRAM_BINS, range=(low, high))
-    peak = max(int(counts.max()), 1)
-    for count, left, right in zip(counts, edges[:-1], edges[1:], strict=True):
-        bar = "█" * round(BAR_WIDTH * int(count) / peak)
-        console.print(f"{left:+8.3f} .. {right:+8.3f} │{bar} {int(count)}")
+    peak = max(max(histogram.counts), 1)
+    edges = histogram.edges
+    for count, left, right in zip(histogram.counts, edges[:-1], edges[1:], strict=True):
+        bar = "█" * round(BAR_WIDTH * count / peak)
+        console.print(f"{left:+8.3f} .. {right:+8.3f} │{bar} {count}")

@@ -10,36 +10,90 @@
 Turning rewards into advantages is RL math: see :mod:`agentrl.rl.advantages`.
 """
 
-from agentrl.rewards.config import RewardConfig
-from agentrl.rewards.files import FileScoreSummary, LineExplanation, score_file
-from agentrl.rewards.functions import (
-    BUILTIN_REWARDS,
-    ENVIRONMENT,
-    TOOL_USE,
-    CombinedReward,
-    CombinedRewards,
-    RewardFunction,
-    ToolUseReward,
-    combine,
-    environment_reward,
-    episode_record,
-    math_tool_reward,
-    r1_accuracy_reward,
-    r1_int_reward,
-    r1_soft_format_reward,
-    r1_strict_format_reward,
-    r1_xml_count_reward,
-    reward_functions,
-    reward_weights,
-)
-from agentrl.rewards.scoring import (
-    DETAIL_KEYS,
-    TERM_KEYS,
-    ScoreResult,
-    parallelism_disabled,
-    resolved_threads,
-    score_batch,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrl.rewards.config import RewardConfig
+    from agentrl.rewards.files import (
+        FileScoreSummary,
+        LineExplanation,
+        RewardHistogram,
+        score_file,
+    )
+    from agentrl.rewards.functions import (
+        BUILTIN_REWARDS,
+        ENVIRONMENT,
+        TOOL_USE,
+        CombinedReward,
+        CombinedRewards,
+        RewardFunction,
+        ToolUseReward,
+        combine,
+        environment_reward,
+        episode_record,
+        math_tool_reward,
+        r1_accuracy_reward,
+        r1_int_reward,
+        r1_soft_format_reward,
+        r1_strict_format_reward,
+        r1_xml_count_reward,
+        reward_functions,
+        reward_weights,
+    )
+    from agentrl.rewards.scoring import (
+        DETAIL_KEYS,
+        TERM_KEYS,
+        ScoreResult,
+        parallelism_disabled,
+        resolved_threads,
+        score_batch,
+    )
+
+# Loaded on first use, as at the package root: `agentrl score` needs only the scorer and
+# its settings, and skips numpy and the reward functions.
+_LAZY = {
+    "BUILTIN_REWARDS": "agentrl.rewards.functions",
+    "CombinedReward": "agentrl.rewards.functions",
+    "CombinedRewards": "agentrl.rewards.functions",
+    "DETAIL_KEYS": "agentrl.rewards.scoring",
+    "ENVIRONMENT": "agentrl.rewards.functions",
+    "FileScoreSummary": "agentrl.rewards.files",
+    "LineExplanation": "agentrl.rewards.files",
+    "RewardConfig": "agentrl.rewards.config",
+    "RewardFunction": "agentrl.rewards.functions",
+    "RewardHistogram": "agentrl.rewards.files",
+    "ScoreResult": "agentrl.rewards.scoring",
+    "TERM_KEYS": "agentrl.rewards.scoring",
+    "TOOL_USE": "agentrl.rewards.functions",
+    "ToolUseReward": "agentrl.rewards.functions",
+    "combine": "agentrl.rewards.functions",
+    "environment_reward": "agentrl.rewards.functions",
+    "episode_record": "agentrl.rewards.functions",
+    "math_tool_reward": "agentrl.rewards.functions",
+    "parallelism_disabled": "agentrl.rewards.scoring",
+    "r1_accuracy_reward": "agentrl.rewards.functions",
+    "r1_int_reward": "agentrl.rewards.functions",
+    "r1_soft_format_reward": "agentrl.rewards.functions",
+    "r1_strict_format_reward": "agentrl.rewards.functions",
+    "r1_xml_count_reward": "agentrl.rewards.functions",
+    "resolved_threads": "agentrl.rewards.scoring",
+    "reward_functions": "agentrl.rewards.functions",
+    "reward_weights": "agentrl.rewards.functions",
+    "score_batch": "agentrl.rewards.scoring",
+    "score_file": "agentrl.rewards.files",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentrl.rewards' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "BUILTIN_REWARDS",
@@ -53,6 +107,7 @@ __all__ = [
     "LineExplanation",
     "RewardConfig",
     "RewardFunction",
+    "RewardHistogram",
     "ScoreResult",
     "ToolUseReward",
     "combine",

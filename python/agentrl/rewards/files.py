@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import IO, Any
-
-import numpy as np
+from typing import IO, TYPE_CHECKING, Any
 
 from agentrl import _core
 from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.scoring import TERM_KEYS, config_dict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PathOrStream = str | os.PathLike[str] | IO[bytes] | IO[str]
 
@@ -44,13 +45,28 @@ class LineExplanation:
 
 
 @dataclass(frozen=True)
+class RewardHistogram:
+    """The finite rewards of a file at a glance: what `agentrl score` prints."""
+
+    # How many rewards were finite; the other fields describe only these.
+    finite: int
+    mean: float
+    min: float
+    max: float
+    # ``len(counts) + 1`` edges from ``min`` to ``max``; one bin when all rewards are equal.
+    edges: list[float]
+    # Rewards per bin as ``numpy.histogram`` counts them (the last bin includes ``max``).
+    counts: list[int]
+
+
+@dataclass(frozen=True)
 class FileScoreSummary:
     """What scoring a file found."""
 
     # Lines read, blank and skipped ones included.
     lines: int
-    # The reward of each scored line, in input order.
-    rewards: np.ndarray
+    # The reward of each scored line, in input order, as float64 bytes (see ``rewards``).
+    reward_bytes: bytearray
     # ``(line number, reason)`` of the skipped lines (the first 10,000 when there are more).
     skipped: list[tuple[int, str]]
     # Every skipped line, listed or not.
@@ -61,8 +77,29 @@ class FileScoreSummary:
     explanations: list[LineExplanation]
 
     @property
+    def rewards(self) -> np.ndarray:
+        """The reward of each scored line, in input order (a float64 view, no copy)."""
+        import numpy as np  # on first use: the command line's summary does without it
+
+        return np.frombuffer(self.reward_bytes, dtype=np.float64)
+
+    @property
     def scored(self) -> int:
-        return int(self.rewards.size)
+        return len(self.reward_bytes) // 8
+
+    def histogram(self, bins: int = 12) -> RewardHistogram:
+        """Count, mean, range and ``bins`` equal-width bins of the finite rewards."""
+        if bins < 1:
+            raise ValueError(f"bins must be at least 1, got {bins}")
+        raw = _core.reward_histogram(bytes(self.reward_bytes), bins)
+        return RewardHistogram(
+            finite=int(raw["finite"]),
+            mean=float(raw["mean"]),
+            min=float(raw["min"]),
+            max=float(raw["max"]),
+            edges=[float(e) for e in raw["edges"]],
+            counts=[int(c) for c in raw["counts"]],
+        )
 
 
 def _endpoint(target: PathOrStream) -> Any:
@@ -89,8 +126,8 @@ def score_file(
     raw = _core.reward_score_file(
         _endpoint(src), _endpoint(dst), config_dict(config), threads, explain
     )
-    rewards = np.frombuffer(raw["rewards"], dtype=np.float64)
-    n = int(rewards.size)
+    reward_bytes = raw["rewards"]
+    n = len(reward_bytes) // 8
     term_means = (
         {key: total / n for key, total in zip(TERM_KEYS, raw["term_sums"], strict=True)}
         if n
@@ -107,7 +144,7 @@ def score_file(
     ]
     return FileScoreSummary(
         lines=int(raw["lines"]),
-        rewards=rewards,
+        reward_bytes=reward_bytes,
         skipped=[(int(line), str(reason)) for line, reason in raw["skipped"]],
         skipped_count=int(raw["skipped_count"]),
         term_means=term_means,

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from agentrl import _core
 from agentrl.rewards.config import RewardConfig
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DETAIL_KEYS: tuple[str, ...] = tuple(_core.reward_detail_keys())
 TERM_KEYS: tuple[str, ...] = tuple(_core.reward_term_keys())
@@ -56,6 +57,8 @@ class ScoreResult:
 
 def _columns(buffer: bytearray, keys: Sequence[str], n: int) -> dict[str, np.ndarray]:
     """Contiguous columns from the row-major buffer (one transposing copy in numpy)."""
+    import numpy as np  # here, not at import: `agentrl score` never needs it
+
     rows = np.frombuffer(buffer, dtype=np.float64).reshape(n, len(keys))
     columns = np.ascontiguousarray(rows.T)
     return {key: columns[j] for j, key in enumerate(keys)}

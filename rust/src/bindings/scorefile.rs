@@ -16,6 +16,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 use super::json::py_str_lossy;
 use super::reward::config_from_py;
 use crate::reward::parallel;
+use crate::scorefile::histogram::histogram;
 use crate::scorefile::{
     open_input, score_into_path, score_stream, FileSummary, LineEnds, ScoreFileError,
     ScoreFileOptions,
@@ -215,7 +216,32 @@ fn summary_to_py(py: Python<'_>, summary: FileSummary) -> PyResult<Bound<'_, PyD
     Ok(out)
 }
 
+/// The finite rewards in `rewards` (float64 bytes, as `reward_score_file` returns them)
+/// summarised in `bins` equal-width bins: a dict of `finite`, `mean`, `min`, `max`, `edges`
+/// and `counts`.
+#[pyfunction]
+fn reward_histogram<'py>(
+    py: Python<'py>,
+    rewards: &[u8],
+    bins: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let values: Vec<f64> = rewards
+        .chunks_exact(8)
+        .map(|b| f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        .collect();
+    let h = histogram(&values, bins);
+    let out = PyDict::new(py);
+    out.set_item("finite", h.finite)?;
+    out.set_item("mean", h.mean)?;
+    out.set_item("min", h.min)?;
+    out.set_item("max", h.max)?;
+    out.set_item("edges", h.edges)?;
+    out.set_item("counts", h.counts)?;
+    Ok(out)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reward_score_file, m)?)?;
+    m.add_function(wrap_pyfunction!(reward_histogram, m)?)?;
     Ok(())
 }

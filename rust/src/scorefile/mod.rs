@@ -16,6 +16,7 @@
 mod atomic;
 mod chunk;
 pub mod chunks;
+pub mod histogram;
 mod schema;
 
 use std::fmt;
