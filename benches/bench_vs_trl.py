@@ -181,6 +181,10 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
         "learning_rate": args.learning_rate,
         "weight_decay": 0.0,
         "accumulation_steps": 1,
+        # One optimizer step per generation batch, as TRL's default (num_iterations 1): the
+        # tiny preset's four mini-batches per rollout batch would be four updates here.
+        "ppo_epochs": 1,
+        "num_mini_batches": 1,
         "micro_batch_size": 0,
         "grad_clip": 1.0,
         "epsilon": 0.2,

@@ -243,7 +243,9 @@ def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Keys and values ``[batch, heads, length, dim]`` of every layer of a cache of plain
     full-attention layers; None for any other cache (sliding windows, quantised, ...)."""
     layers = getattr(cache, "layers", None)
-    if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+    if not layers or any(
+        type(layer).__name__ not in ("DynamicLayer", "GrowingLayer") for layer in layers
+    ):
         return None
     if any(getattr(layer, "keys", None) is None for layer in layers):
         return None
@@ -735,6 +737,10 @@ class TorchEngine(BatchEngine):
             logits, cache, attn = self._prefill_reusing(prompts, prefixes)
         else:
             logits, cache, attn = self._prefill(prompts)
+        # Room for every new token, so that decoding appends in place (see kv_cache).
+        from agentrl.rollout.kv_cache import with_room  # here: it imports transformers
+
+        cache = with_room(cache, max(budgets[i] for i in live))
         source = torch.tensor(row_source, dtype=torch.long, device=device)
         if len(prompts) != len(live) or row_source != list(range(len(live))):
             cache = _select_cache_rows(cache, source)

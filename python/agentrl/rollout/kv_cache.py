@@ -1,0 +1,133 @@
+"""KV cache layers that grow in place, for the decode loop of :class:`TorchEngine`.
+
+transformers' plain cache layer appends each step's keys and values with ``torch.cat``, which
+copies the whole cache at every generated token: on a small model on the CPU that copy was
+40% of generation time (16 rows, 150-token prompts, 48 new tokens). A growing layer keeps
+its keys and values at the front of a larger buffer and writes each step's new positions
+into the spare room; the model sees views of the filled part, so attention is unchanged.
+When the room runs out the buffer doubles, so appends stay linear overall.
+
+Only caches whose layers are all plain full-attention layers are converted (sliding-window,
+quantised or offloaded caches keep their own behaviour): see :func:`with_room`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers.cache_utils import DynamicLayer
+
+
+class GrowingLayer(DynamicLayer):
+    """A full-attention cache layer whose ``keys``/``values`` are views into a buffer with
+    spare room along the sequence dimension."""
+
+    def __init__(self, room: int = 0) -> None:
+        super().__init__()
+        self.room = max(0, int(room))
+        # Empty until the first keys arrive; then ``[batch, heads, capacity, dim]``.
+        self._key_buffer = torch.empty(0)
+        self._value_buffer = torch.empty(0)
+
+    @classmethod
+    def holding(cls, keys: torch.Tensor, values: torch.Tensor, room: int) -> GrowingLayer:
+        """A layer holding ``keys``/``values`` (``[batch, heads, length, dim]``) with room for
+        ``room`` more positions before the buffer has to grow."""
+        layer = cls(room)
+        layer.lazy_initialization(keys, values)
+        layer._adopt(keys, values, keys.size(-2) + layer.room)
+        return layer
+
+    def _adopt(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
+        """Copy ``keys``/``values`` into fresh buffers of ``capacity`` positions."""
+        length = keys.size(-2)
+        key_buffer = keys.new_empty((*keys.shape[:-2], capacity, keys.size(-1)))
+        value_buffer = values.new_empty((*values.shape[:-2], capacity, values.size(-1)))
+        key_buffer[..., :length, :] = keys
+        value_buffer[..., :length, :] = values
+        self._key_buffer, self._value_buffer = key_buffer, value_buffer
+        self.keys = key_buffer[..., :length, :]
+        self.values = value_buffer[..., :length, :]
+
+    def _owns_views(self) -> bool:
+        """Whether ``keys``/``values`` are still the views this layer made (a caller may have
+        replaced them, as transformers' ``crop`` does)."""
+        kb, vb = self._key_buffer, self._value_buffer
+        if kb.dim() < 2 or self.keys is None or self.values is None:
+            return False
+        return (
+            self.keys.data_ptr() == kb.data_ptr()
+            and self.values.data_ptr() == vb.data_ptr()
+            and self.keys.shape[:-2] == kb.shape[:-2]
+            and self.keys.stride() == kb.stride()
+            and self.values.stride() == vb.stride()
+        )
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
+            self.lazy_initialization(key_states, value_states)
+            self._adopt(key_states, value_states, key_states.size(-2) + self.room)
+            return self.keys, self.values
+        length, new = self.keys.size(-2), key_states.size(-2)
+        if not self._owns_views() or length + new > self._capacity():
+            self._adopt(self.keys, self.values, max(2 * self._capacity(), length + new))
+        self._key_buffer[..., length : length + new, :] = key_states
+        self._value_buffer[..., length : length + new, :] = value_states
+        self.keys = self._key_buffer[..., : length + new, :]
+        self.values = self._value_buffer[..., : length + new, :]
+        return self.keys, self.values
+
+    def _capacity(self) -> int:
+        return self._key_buffer.size(-2) if self._key_buffer.dim() >= 2 else 0
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep (or repeat) the ``indices`` rows, with the spare room kept too."""
+        if self.get_seq_length() == 0:
+            return
+        if not self._owns_views():
+            self._adopt(self.keys, self.values, self.keys.size(-2) + self.room)
+        length = self.keys.size(-2)
+        self._key_buffer = self._key_buffer.index_select(0, indices)
+        self._value_buffer = self._value_buffer.index_select(0, indices)
+        self.keys = self._key_buffer[..., :length, :]
+        self.values = self._value_buffer[..., :length, :]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.get_seq_length() > 0:
+            rows = torch.arange(self.keys.size(0), device=self.keys.device)
+            self.batch_select_indices(rows.repeat_interleave(repeats))
+
+
+def is_plain(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a plain (or growing) full-attention layer."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) in (DynamicLayer, GrowingLayer) for layer in layers)
+
+
+def with_room(cache: Any, room: int) -> Any:
+    """``cache`` with its plain layers replaced by growing ones that have ``room`` spare
+    positions; any other cache is returned as it is."""
+    if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
+        return cache
+    cache.layers = [
+        layer
+        if isinstance(layer, GrowingLayer)
+        else GrowingLayer.holding(layer.keys, layer.values, room)
+        for layer in cache.layers
+    ]
+    return cache
+
+
+def growing_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], room: int) -> Any:
+    """A transformers cache holding ``layers`` (keys and values per layer) in growing layers."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.layers = [GrowingLayer.holding(keys, values, room) for keys, values in layers]
+    return cache
+
+
+__all__ = ["GrowingLayer", "growing_cache", "is_plain", "with_room"]
