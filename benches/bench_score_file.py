@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,19 +60,30 @@ def write_corpus(path: Path, rows: int, golden: list[dict[str, Any]], group: int
     return path.stat().st_size
 
 
-def reference_rate(rows: list[dict[str, Any]]) -> tuple[float, list[float]] | None:
-    """Trajectories per CPU second of the reference loop over ``rows``, and its rewards."""
+def reference_scorer() -> Callable[[dict[str, Any]], tuple[float, Any]] | None:
+    """The reference per-trajectory scorer as ``row -> (reward, details)``, or None when
+    its file is absent."""
     reference = load_reference()
     if reference is None:
         return None
     score = reference["score_one_trajectory"]
     args = reference_arguments(reference)
+
+    def scored(r: dict[str, Any]) -> tuple[float, Any]:
+        reward, details = score(args, "", r["completion"], r["gt"], None, r["tool_events"],
+                                r["unfinished"], None, r["messages"])[:2]  # fmt: skip
+        return reward, details
+
+    return scored
+
+
+def reference_rate(rows: list[dict[str, Any]]) -> tuple[float, list[float]] | None:
+    """Trajectories per CPU second of the reference loop over ``rows``, and its rewards."""
+    score = reference_scorer()
+    if score is None:
+        return None
     start = time.process_time()
-    rewards = [
-        score(args, "", r["completion"], r["gt"], None, r["tool_events"], r["unfinished"],
-              None, r["messages"])[0]
-        for r in rows
-    ]  # fmt: skip
+    rewards = [score(r)[0] for r in rows]
     return len(rows) / (time.process_time() - start), rewards
 
 
@@ -79,18 +91,14 @@ def reference_end_to_end_rate(src: Path, dst: Path, rows: int) -> float | None:
     """Trajectories per CPU second of the reference loop end to end: read the first ``rows``
     lines of ``src`` with ``json.loads``, score each, and write it back with its reward and
     details with ``json.dumps``, as a Python scoring script does."""
-    reference = load_reference()
-    if reference is None:
+    score = reference_scorer()
+    if score is None:
         return None
-    score = reference["score_one_trajectory"]
-    args = reference_arguments(reference)
     start = time.process_time()
     with open(src, encoding="utf-8") as lines, open(dst, "w", encoding="utf-8") as out:
         for _, line in zip(range(rows), lines, strict=False):
             r = json.loads(line)
-            reward, details = score(args, "", r["completion"], r["gt"], None, r["tool_events"],
-                                    r["unfinished"], None, r["messages"])[:2]  # fmt: skip
-            r["reward"], r["details"] = reward, details
+            r["reward"], r["details"] = score(r)
             out.write(json.dumps(r, ensure_ascii=False) + "\n")
     return rows / (time.process_time() - start)
 

@@ -7,9 +7,8 @@ commands that need no trainer, such as ``agentrl score``) stay light.
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentrl._core import __version__
+from agentrl.utils.imports import lazy_attributes
 
 _LAZY = {
     "Trainer": "agentrl.trainer",
@@ -19,13 +18,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentrl' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes("agentrl", _LAZY)
 
 
 __all__ = ["TrainConfig", "TrainResult", "Trainer", "__version__", "run_training"]

@@ -12,7 +12,9 @@ Turning rewards into advantages is RL math: see :mod:`agentrl.rl.advantages`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentrl.utils.imports import lazy_attributes
 
 if TYPE_CHECKING:
     from agentrl.rewards.config import RewardConfig
@@ -86,13 +88,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentrl.rewards' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes("agentrl.rewards", _LAZY)
 
 
 __all__ = [

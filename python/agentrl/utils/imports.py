@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -50,4 +51,17 @@ def split_list(text: str, separator: str = ",") -> list[str]:
     return [item.strip() for item in text.split(separator) if item.strip()]
 
 
-__all__ = ["ImportPathError", "load_object", "split_list"]
+def lazy_attributes(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that imports ``exports[name]``'s module on first
+    use: a package can list its whole API while importing only what a command needs."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
+
+
+__all__ = ["ImportPathError", "lazy_attributes", "load_object", "split_list"]
