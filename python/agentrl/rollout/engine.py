@@ -737,10 +737,12 @@ class TorchEngine(BatchEngine):
             logits, cache, attn = self._prefill_reusing(prompts, prefixes)
         else:
             logits, cache, attn = self._prefill(prompts)
-        # Room for every new token, so that decoding appends in place (see kv_cache).
-        from agentrl.rollout.kv_cache import with_room  # here: it imports transformers
+        # Room for the new tokens, so that decoding appends in place (see kv_cache); at most
+        # INITIAL_ROOM up front, doubling after, so a large budget that rows do not use
+        # costs no memory.
+        from agentrl.rollout.kv_cache import INITIAL_ROOM, with_room  # imports transformers
 
-        cache = with_room(cache, max(budgets[i] for i in live))
+        cache = with_room(cache, min(max(budgets[i] for i in live), INITIAL_ROOM))
         source = torch.tensor(row_source, dtype=torch.long, device=device)
         if len(prompts) != len(live) or row_source != list(range(len(live))):
             cache = _select_cache_rows(cache, source)

@@ -18,6 +18,10 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer
 
+# Positions of spare room a converted cache starts with; past them the buffer doubles, so
+# appends stay amortised O(1) and memory at most twice what the rows use.
+INITIAL_ROOM = 256
+
 
 class GrowingLayer(DynamicLayer):
     """A full-attention cache layer whose ``keys``/``values`` are views into a buffer with
@@ -130,4 +134,4 @@ def growing_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], room: int) ->
     return cache
 
 
-__all__ = ["GrowingLayer", "growing_cache", "is_plain", "with_room"]
+__all__ = ["INITIAL_ROOM", "GrowingLayer", "growing_cache", "is_plain", "with_room"]
