@@ -8,7 +8,7 @@ import pytest
 import torch
 from agentrl.rollout import kv_cache
 from agentrl.rollout.engine import TorchEngine
-from agentrl.rollout.kv_cache import GrowingLayer, growing_cache, is_plain, with_room
+from agentrl.rollout.kv_cache import GrowingLayer, is_plain, with_room
 from agentrl.rollout.sampling import SamplingParams
 from helpers import tiny_model, tiny_tokenizer
 from transformers.cache_utils import DynamicLayer
@@ -66,7 +66,6 @@ def test_only_plain_caches_are_converted() -> None:
     assert torch.equal(converted.layers[1].keys, layers[1][0])
     sliding = DynamicCache(ddp_cache_data=[(*layers[0], torch.tensor(4))])
     assert not is_plain(sliding) and with_room(sliding, 8) is sliding
-    assert isinstance(growing_cache(layers, 4).layers[0], GrowingLayer)
 
 
 def test_generation_is_identical_with_and_without_growing_layers(

@@ -125,13 +125,4 @@ def with_room(cache: Any, room: int) -> Any:
     return cache
 
 
-def growing_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], room: int) -> Any:
-    """A transformers cache holding ``layers`` (keys and values per layer) in growing layers."""
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
-    cache.layers = [GrowingLayer.holding(keys, values, room) for keys, values in layers]
-    return cache
-
-
-__all__ = ["INITIAL_ROOM", "GrowingLayer", "growing_cache", "is_plain", "with_room"]
+__all__ = ["INITIAL_ROOM", "GrowingLayer", "is_plain", "with_room"]
