@@ -302,3 +302,42 @@ def test_sigterm_saves_then_exits_143(assets, tmp_path):
     assert "stopped early (received SIGTERM)" in out
     saved = sorted((run_dir / "checkpoints").glob("step-*"))
     assert saved and (saved[-1] / "model.pt").is_file()
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_warm_start_stops_it_and_the_next_run_resumes_it(tmp_path):
+    """The built-in warm start listens to the run's stop flag: SIGTERM ends it after the
+    step (a checkpoint, no half-trained model published, exit 143) instead of training it
+    to the end first, and the next `agentrl train` resumes it from that checkpoint."""
+    warm = tmp_path / "runs" / "tiny-sft"
+
+    def run_until(grown_past: int) -> tuple[subprocess.CompletedProcess[str], int]:
+        process = _cli_process("train", cwd=tmp_path)
+        deadline = time.monotonic() + 300
+        try:
+            while True:
+                logged = read_metrics(warm / "metrics.jsonl") if warm.is_dir() else []
+                if len(logged) > grown_past:
+                    break
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the warm start logged nothing in time"
+                time.sleep(0.2)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+        return done, len(logged)
+
+    first, logged = run_until(0)
+    assert first.returncode == EXIT_SIGTERM, first.stderr
+    assert "training the warm start first" in first.stdout
+    assert "stopped early (received SIGTERM): 0/300 steps" in first.stdout
+    assert list((warm / "checkpoints").glob("step-*"))
+    assert not (warm / "config.json").exists()
+
+    second, _ = run_until(logged + 1)
+    assert second.returncode == EXIT_SIGTERM, second.stderr
+    assert "resuming the stopped warm start" in second.stdout
+    assert "resumed from" in second.stdout

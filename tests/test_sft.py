@@ -262,6 +262,30 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tok, env, demos):
     assert steps == [4, 8]
 
 
+@pytest.mark.slow
+def test_a_stop_request_saves_a_checkpoint_that_resumes_exactly(tmp_path, tok, env, demos):
+    """A run's SIGINT/SIGTERM flag stops training after the step: a resumable checkpoint,
+    no published model, and resuming ends where an uninterrupted run does."""
+    examples = build_examples(demos, tok, env.render, max_len=1024)
+    whole = build_model(SPEC, len(tok))
+    train_sft(whole, tok, examples, [], env, _config(tmp_path / "a", steps=8), log=_quiet)
+    asked = iter(range(100))
+    part = build_model(SPEC, len(tok))
+    stopped = train_sft(part, tok, examples, [], env, _config(tmp_path / "b", steps=8),
+                        log=_quiet, should_stop=lambda: next(asked) >= 2)  # fmt: skip
+    assert stopped.stopped and stopped.steps == 3
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path / "b" / "checkpoints")] == [
+        "step-0000003"
+    ]
+    assert not (tmp_path / "b" / "config.json").exists()  # nothing half-trained to load
+    resumed = build_model(SPEC, len(tok))
+    done = train_sft(resumed, tok, examples, [], env,
+                     _config(tmp_path / "b", steps=8, resume=True), log=_quiet)  # fmt: skip
+    assert not done.stopped and (tmp_path / "b" / "config.json").exists()
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+
+
 def test_checkpoints_are_atomic_and_pruned(tmp_path, tok):
     model = build_model(SPEC, len(tok))
     for step in (1, 2, 3):

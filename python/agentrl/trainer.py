@@ -41,7 +41,14 @@ from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.memory import peak_memory_mb
 from agentrl.training.scoring import reward_set
 from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.training.setup import Models, build_tools, episode_config, load_models, preflight
+from agentrl.training.setup import (
+    Models,
+    WarmStartStopped,
+    build_tools,
+    episode_config,
+    load_models,
+    preflight,
+)
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
 
@@ -129,7 +136,19 @@ class Trainer:
         preflight(self.config)  # run directory and data files, before anything loads
         with StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
-            self._build()
+            try:
+                self._build()
+            except WarmStartStopped as stopped:
+                self._early_log(str(stopped))
+                return TrainResult(
+                    run_dir=self.config.run_dir,
+                    steps_done=0,
+                    total_steps=self.config.total_steps,
+                    stopped=stop.reason,
+                    wall_seconds=time.perf_counter() - began,
+                    warm_start_seconds=stopped.seconds,
+                    signal=stop.signum,
+                )
             self._resume_if_asked()
             self._write_config()  # the run directory appears once model and data are loaded
             self._open_observer()
@@ -173,7 +192,7 @@ class Trainer:
     def _build(self) -> None:
         cfg, log, place = self.config, self._early_log, self.placement
         with place.preparing():  # files shared by every process are made once, first
-            models = load_models(cfg, log)
+            models = load_models(cfg, log, lambda: self.stop.requested)
             self.tools = build_tools(cfg, self.parts)
             self.train_pool, self.eval_pool = place.load_prompts(cfg, self.tools, log)
         self.rewards = self._reward_set(log)

@@ -69,7 +69,9 @@ def check_paths(options: SFTRunOptions) -> None:
     check_creatable_dir(options.train.output_dir, "--output")
 
 
-def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
+def run_sft(
+    options: SFTRunOptions, log: Log = print, should_stop: Callable[[], bool] | None = None
+) -> SFTRunResult:
     """Build or load the model, prepare the data, train and save to ``options.train.output_dir``.
 
     Raises a :class:`agentrl.errors.UserError` for a model that cannot be loaded (a
@@ -127,7 +129,7 @@ def run_sft(options: SFTRunOptions, log: Log = print) -> SFTRunResult:
         f"{len(examples)} examples, {tokens} tokens ({targets} trained); "
         f"{len(heldout)} held-out tasks; setup {time.perf_counter() - began:.1f}s"
     )
-    result = train_sft(model, tokenizer, examples, heldout, env, options.train)
+    result = train_sft(model, tokenizer, examples, heldout, env, options.train, log, should_stop)
     return SFTRunResult(
         output_dir=options.train.output_dir,
         heldout_tasks=len(heldout),

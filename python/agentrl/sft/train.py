@@ -69,6 +69,8 @@ class SFTResult:
     final_loss: float
     eval: dict[str, float] = field(default_factory=dict)
     skipped_steps: int = 0
+    # Asked to stop before the last step: a checkpoint was saved, the model not published.
+    stopped: bool = False
 
 
 class BatchStream:
@@ -296,8 +298,14 @@ def train_sft(
     env: EvalEnv,
     cfg: SFTConfig,
     log: Callable[[str], None] = print,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SFTResult:
-    """Train `model` in place on `examples`; evaluate on `eval_tasks`; save under output_dir."""
+    """Train `model` in place on `examples`; evaluate on `eval_tasks`; save under output_dir.
+
+    ``should_stop`` is asked after every step (a caller's SIGINT/SIGTERM flag): when it says
+    so, the run saves a checkpoint that ``resume`` continues from and returns ``stopped``,
+    without publishing the unfinished model or evaluating it.
+    """
     if not examples:
         raise ValueError("no training examples")
     random.seed(cfg.seed)
@@ -312,6 +320,7 @@ def train_sft(
     start = time.perf_counter()
     window: list[float] = []
     window_tokens, window_start, last = 0, start, float("nan")
+    stopped = False
     while run.step < cfg.steps:
         loss, grad_norm, tokens = run.train_step()
         last = loss
@@ -345,10 +354,16 @@ def train_sft(
             break
         if 0 < cfg.stop_after <= run.step:
             break
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
     if bar is not None:
         bar.close()
     train_seconds = time.perf_counter() - start
     run.save()
+    if stopped:
+        log(f"stopped at step {run.step} of {cfg.steps}: checkpoint saved in {run.out}")
+        return SFTResult(run.step, train_seconds, last, {}, run.skipped, stopped=True)
     ckpt.publish_into(model, tokenizer, run.out)
     final = run.evaluate(eval_tasks) if eval_tasks else {}
     if final:

@@ -90,18 +90,36 @@ def model_spec(config: TrainConfig) -> str:
     return str(Path(config.save_dir) / f"{config.from_weight}_{config.hidden_size}{suffix}.pth")
 
 
-def ensure_warm_start(spec: str, log: Log) -> bool:
-    """Train the built-in warm start (the `agentrl sft` defaults) when asked for but absent.
+class WarmStartStopped(Exception):
+    """A stop request (SIGINT/SIGTERM) ended the warm start before its last step; its
+    checkpoint is kept, and the next run that needs the warm start resumes from it."""
 
-    Returns whether it ran.
+    def __init__(self, spec: str, step: int, seconds: float) -> None:
+        super().__init__(f"warm start stopped at step {step}; the next run resumes it")
+        self.spec, self.step, self.seconds = spec, step, seconds
+
+
+def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | None = None) -> bool:
+    """Train the built-in warm start (the `agentrl sft` defaults) when asked for but absent,
+    resuming an earlier one that was stopped. Returns whether it ran.
+
+    ``should_stop`` (the run's stop flag) is asked after every step; when it says so the
+    warm start saves a checkpoint and :class:`WarmStartStopped` is raised.
     """
     if Path(spec) != Path(TINY_SFT_DIR) or (Path(spec) / "config.json").is_file():
         return False
+    from agentrl.sft.checkpoint import list_checkpoints
     from agentrl.sft.pipeline import SFTRunOptions, run_sft
     from agentrl.sft.train import SFTConfig
 
-    log(f"{spec} not found: training the warm start first (the `agentrl sft` defaults)")
-    result = run_sft(SFTRunOptions(train=SFTConfig(output_dir=spec)), log)
+    resume = bool(list_checkpoints(Path(spec) / "checkpoints"))
+    doing = "resuming the stopped warm start" if resume else "training the warm start first"
+    log(f"{spec} not found: {doing} (the `agentrl sft` defaults)")
+    began = time.perf_counter()
+    options = SFTRunOptions(train=SFTConfig(output_dir=spec, resume=resume))
+    result = run_sft(options, log, should_stop)
+    if result.training.stopped:
+        raise WarmStartStopped(spec, result.training.steps, time.perf_counter() - began)
     if not (Path(spec) / "config.json").is_file():
         raise RuntimeError(f"the warm start did not produce {spec}")
     log(f"warm start: held-out exact match {result.exact_match:.3f}; model saved to {spec}")
@@ -129,12 +147,16 @@ def configure_threads(config: TrainConfig) -> None:
     set_cpu_threads(config.num_threads)
 
 
-def load_models(config: TrainConfig, log: Log) -> Models:
-    """Policy (trainable), reference and rollout copies, on the configured device."""
+def load_models(
+    config: TrainConfig, log: Log, should_stop: Callable[[], bool] | None = None
+) -> Models:
+    """Policy (trainable), reference and rollout copies, on the configured device.
+
+    ``should_stop`` is handed to a warm start that has to be trained first."""
     configure_threads(config)
     spec = model_spec(config)
     began = time.perf_counter()
-    warmed = ensure_warm_start(spec, log)
+    warmed = ensure_warm_start(spec, log, should_stop)
     warm_seconds = time.perf_counter() - began if warmed else 0.0
     for note in hardware_notes(config):
         log(note)
@@ -307,6 +329,7 @@ def load_prompts(
 
 __all__ = [
     "Models",
+    "WarmStartStopped",
     "autocast_factory",
     "build_tools",
     "check_data_files",
