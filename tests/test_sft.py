@@ -23,7 +23,7 @@ from agentrl.sft.data import (
 )
 from agentrl.sft.evaluate import EvalTask, answer_region, exact_match, run_episodes
 from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
-from agentrl.sft.train import SFTConfig, lr_factor, masked_loss_sum, train_sft
+from agentrl.sft.train import SFTConfig, SFTResult, lr_factor, masked_loss_sum, train_sft
 from helpers import SMALL_SPEC
 
 SPEC = SMALL_SPEC
@@ -428,12 +428,12 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
 
     calls = []
 
-    def fake_run_sft(options, log):
+    def fake_run_sft(options, log, should_stop=None):
         calls.append(options)
         out = Path(options.train.output_dir)
         out.mkdir(parents=True)
         (out / "config.json").write_text("{}")
-        return pipeline.SFTRunResult(str(out), 0, 0.5, None, 0.0)  # type: ignore[arg-type]
+        return pipeline.SFTRunResult(str(out), 0, 0.5, SFTResult(10, 1.0, 0.5), 0.0)
 
     monkeypatch.setattr(pipeline, "run_sft", fake_run_sft)
     monkeypatch.chdir(tmp_path)
