@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -271,6 +272,21 @@ def _cli_process(*argv: object, **popen: object) -> subprocess.Popen[str]:
     )
 
 
+def _sigterm_when(process: subprocess.Popen[str], ready: Callable[[], bool]) -> tuple[str, str]:
+    """Send SIGTERM once ``ready()`` holds (within 300 s); the process's stdout and stderr."""
+    deadline = time.monotonic() + 300
+    try:
+        while not ready():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "not ready within the time limit"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        return process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
 @pytest.mark.slow
 def test_the_process_exit_status_is_the_documented_code(assets, tmp_path):
     process = _cli_process(*_train(assets, tmp_path / "runs", "--model", assets["truncated"]))
@@ -287,17 +303,9 @@ def test_sigterm_saves_then_exits_143(assets, tmp_path):
     argv = _train(assets, tmp_path, "--model", assets["model"])
     argv[argv.index("--total_steps") + 1] = "1000"
     process = _cli_process(*argv)
-    deadline = time.monotonic() + 300
-    try:
-        while not any(r["kind"] == "train" for r in read_metrics(run_dir / "metrics.jsonl")):
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no training step within the time limit"
-            time.sleep(0.2)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=300)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    out, err = _sigterm_when(
+        process, lambda: any(r["kind"] == "train" for r in read_metrics(run_dir / "metrics.jsonl"))
+    )
     assert process.returncode == EXIT_SIGTERM, err
     assert "stopped early (received SIGTERM)" in out
     saved = sorted((run_dir / "checkpoints").glob("step-*"))
@@ -311,24 +319,14 @@ def test_sigterm_during_the_warm_start_stops_it_and_the_next_run_resumes_it(tmp_
     to the end first, and the next `agentrl train` resumes it from that checkpoint."""
     warm = tmp_path / "runs" / "tiny-sft"
 
+    def lines_logged() -> int:
+        return len(read_metrics(warm / "metrics.jsonl")) if warm.is_dir() else 0
+
     def run_until(grown_past: int) -> tuple[subprocess.CompletedProcess[str], int]:
         process = _cli_process("train", cwd=tmp_path)
-        deadline = time.monotonic() + 300
-        try:
-            while True:
-                logged = read_metrics(warm / "metrics.jsonl") if warm.is_dir() else []
-                if len(logged) > grown_past:
-                    break
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the warm start logged nothing in time"
-                time.sleep(0.2)
-            process.send_signal(signal.SIGTERM)
-            out, err = process.communicate(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
+        out, err = _sigterm_when(process, lambda: lines_logged() > grown_past)
         done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
-        return done, len(logged)
+        return done, lines_logged()
 
     first, logged = run_until(0)
     assert first.returncode == EXIT_SIGTERM, first.stderr
