@@ -242,14 +242,11 @@ def _select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
 def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Keys and values ``[batch, heads, length, dim]`` of every layer of a cache of plain
     full-attention layers; None for any other cache (sliding windows, quantised, ...)."""
-    layers = getattr(cache, "layers", None)
-    if not layers or any(
-        type(layer).__name__ not in ("DynamicLayer", "GrowingLayer") for layer in layers
-    ):
+    from agentrl.rollout.kv_cache import is_plain  # here: it imports transformers
+
+    if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
         return None
-    if any(getattr(layer, "keys", None) is None for layer in layers):
-        return None
-    return [(layer.keys, layer.values) for layer in layers]
+    return [(layer.keys, layer.values) for layer in cache.layers]
 
 
 def _cache_of_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:

@@ -94,9 +94,9 @@ class WarmStartStopped(Exception):
     """A stop request (SIGINT/SIGTERM) ended the warm start before its last step; its
     checkpoint is kept, and the next run that needs the warm start resumes from it."""
 
-    def __init__(self, spec: str, step: int, seconds: float) -> None:
+    def __init__(self, step: int, seconds: float) -> None:
         super().__init__(f"warm start stopped at step {step}; the next run resumes it")
-        self.spec, self.step, self.seconds = spec, step, seconds
+        self.seconds = seconds  # counted as warm-start time in the run's result
 
 
 def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | None = None) -> bool:
@@ -119,7 +119,7 @@ def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | Non
     options = SFTRunOptions(train=SFTConfig(output_dir=spec, resume=resume))
     result = run_sft(options, log, should_stop)
     if result.training.stopped:
-        raise WarmStartStopped(spec, result.training.steps, time.perf_counter() - began)
+        raise WarmStartStopped(result.training.steps, time.perf_counter() - began)
     if not (Path(spec) / "config.json").is_file():
         raise RuntimeError(f"the warm start did not produce {spec}")
     log(f"warm start: held-out exact match {result.exact_match:.3f}; model saved to {spec}")
