@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import inspect
 import logging
 import math
 import os
@@ -40,6 +39,7 @@ from typing import Any
 
 import torch
 
+from agentrl.rollout.cache_args import cache_kwarg, forward_kwarg_names, output_cache
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
 
@@ -222,13 +222,6 @@ class BatchEngine(abc.ABC):
         return True
 
 
-def _forward_kwarg_names(model: torch.nn.Module) -> set[str]:
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
 def _select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
     """The cache restricted to (or repeated along) ``index`` of its batch dimension."""
     if hasattr(cache, "batch_select_indices"):
@@ -272,15 +265,6 @@ class _Reuse:
 
     layers: list[tuple[torch.Tensor, torch.Tensor]]
     length: int
-
-
-def _model_output_cache(output: Any) -> Any:
-    """The KV cache of a forward output (``cache`` in transformers 5, else the old name)."""
-    for name in ("cache", "past_key_values"):
-        value = output.get(name) if isinstance(output, Mapping) else getattr(output, name, None)
-        if value is not None:
-            return value
-    return None
 
 
 class _StopMatcher:
@@ -368,8 +352,8 @@ class TorchEngine(BatchEngine):
         self.stats = self._fresh_stats()
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(int(seed))
-        names = _forward_kwarg_names(model)
-        self._cache_kwarg = "cache" if "cache" in names else "past_key_values"
+        names = forward_kwarg_names(model)
+        self._cache_kwarg = cache_kwarg(model)
         self._takes_positions = "position_ids" in names or not names
         self._takes_logits_to_keep = "logits_to_keep" in names
         self._stop_matchers: dict[tuple[str, ...], _StopMatcher] = {}
@@ -535,7 +519,7 @@ class TorchEngine(BatchEngine):
             out = self.model(**kwargs)
         self.stats["forward_calls"] += 1
         logits = out["logits"] if isinstance(out, Mapping) else out.logits
-        return logits[:, -1, :].float(), _model_output_cache(out)
+        return logits[:, -1, :].float(), output_cache(out)
 
     def _stop_matcher(self, stops: tuple[str, ...], vocab: int) -> _StopMatcher | None:
         if not stops:
