@@ -1,15 +1,14 @@
-"""The SFT loss runs a prefix shared by every row once: same loss, same gradients."""
+"""The SFT loss runs the prefix every row shares once: same loss, same gradients."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from agentrl.models.tiny import build_model, model_config
+from agentrl.models.tiny import build_model
 from agentrl.sft.data import build_examples, collate
 from agentrl.sft.tasks import generated_demos, tool_env
 from agentrl.sft.train import masked_loss_sum
-from agentrl.training import shared_prefix
-from agentrl.training.shared_prefix import hidden_after_prefix, shared_prefix_length
+from agentrl.training.forward import common_prefix
 from helpers import SMALL_SPEC
 
 
@@ -27,9 +26,14 @@ def _rows(*rows: list[int]) -> dict[str, torch.Tensor]:
 
 
 def _length(batch: dict[str, torch.Tensor], minimum: int = 4) -> int:
-    return shared_prefix_length(
-        batch["input_ids"], batch["attention_mask"], batch["loss_mask"], minimum
+    plan = common_prefix(
+        batch["input_ids"], batch["attention_mask"], batch["loss_mask"][:, 1:], minimum
     )
+    if plan is None:
+        return 0
+    assert plan.owner == (0,) and plan.rows == (0,) * batch["input_ids"].size(0)
+    assert plan.continuation == int(batch["attention_mask"].sum(dim=1).max()) - plan.lengths[0]
+    return plan.lengths[0]
 
 
 def test_prefix_ends_where_rows_differ():
@@ -76,42 +80,12 @@ def test_shared_prefix_gives_the_plain_forward_loss_and_gradients(
     small_tokenizer, demo_batch, monkeypatch
 ):
     # The generated demonstrations all start with the same system prompt and tool specs.
-    assert shared_prefix_length(**demo_batch) >= 40
+    assert _length(demo_batch) >= 40
     torch.manual_seed(0)
     model = build_model(SMALL_SPEC, len(small_tokenizer)).train()
     shared_loss, shared_grads = _loss_and_grads(model, demo_batch)
-    monkeypatch.setattr("agentrl.sft.train.shared_prefix_length", lambda *_: 0)
+    monkeypatch.setattr("agentrl.sft.train.common_prefix", lambda *_: None)
     plain_loss, plain_grads = _loss_and_grads(model, demo_batch)
     torch.testing.assert_close(shared_loss, plain_loss, rtol=1e-5, atol=1e-4)
     for shared, plain in zip(shared_grads, plain_grads, strict=True):
         torch.testing.assert_close(shared, plain, rtol=1e-4, atol=1e-5)
-
-
-def test_a_cache_that_cannot_be_broadcast_runs_the_plain_forward(
-    small_tokenizer, demo_batch, monkeypatch
-):
-    # Sliding-window layers keep their own cache type: the prefix is not shared there.
-    from transformers import Qwen3ForCausalLM
-
-    config = model_config(SMALL_SPEC, len(small_tokenizer))
-    config.layer_types = ["sliding_attention"] * config.num_hidden_layers
-    config.sliding_window = 4096
-    config.use_sliding_window = True
-    torch.manual_seed(0)
-    model = Qwen3ForCausalLM(config).train()
-    ids, attn = demo_batch["input_ids"], demo_batch["attention_mask"]
-    assert hidden_after_prefix(model.base_model, ids, attn, 40) is None
-    calls: list[int] = []
-    real = shared_prefix.hidden_after_prefix
-    monkeypatch.setattr(
-        "agentrl.sft.train.hidden_after_prefix",
-        lambda body, i, a, p: calls.append(p) or real(body, i, a, p),
-    )
-    got = masked_loss_sum(model, demo_batch)
-    assert calls and calls[0] >= 40
-    logits = model(input_ids=ids, attention_mask=attn).logits
-    select = demo_batch["loss_mask"][:, 1:].bool()
-    want = torch.nn.functional.cross_entropy(
-        logits[:, :-1][select], ids[:, 1:][select], reduction="sum"
-    )
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)

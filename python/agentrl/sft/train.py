@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
 from agentrl.sft.evaluate import EvalEnv, EvalTask, evaluate
-from agentrl.training.shared_prefix import hidden_after_prefix, shared_prefix_length
+from agentrl.training.forward import common_prefix, masked_logps
 from agentrl.utils.schedule import lr_factor
 
 
@@ -111,25 +110,15 @@ class BatchStream:
 def masked_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Summed next-token cross-entropy over assistant tokens only.
 
-    The LM head runs only on the positions that carry loss (most tokens are prompt and
-    tool output), which saves a large share of the compute of a small-vocabulary model; a
-    prefix that every row shares (system prompt, tool specs) runs once for the batch.
+    The output layer runs only where the loss looks (most tokens are prompt and tool
+    output), and the prefix every row shares (system prompt, tool specs) runs once for the
+    batch: on the built-in demonstrations that is 64 of about 148 tokens a row.
     """
-    ids, attn, mask = batch["input_ids"], batch["attention_mask"], batch["loss_mask"]
-    select = mask[:, 1:].bool()
-    targets = ids[:, 1:][select]
-    body = getattr(model, "base_model", None)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if body is not None and body is not model and head is not None:
-        prefix = shared_prefix_length(ids, attn, mask)
-        hidden = hidden_after_prefix(body, ids, attn, prefix) if prefix else None
-        if hidden is None:
-            prefix = 0
-            hidden = body(input_ids=ids, attention_mask=attn).last_hidden_state
-        logits = head(hidden[:, :-1][select[:, prefix:]])
-    else:
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1][select]
-    return F.cross_entropy(logits.float(), targets, reduction="sum")
+    ids, attn = batch["input_ids"], batch["attention_mask"]
+    trained = batch["loss_mask"][:, 1:]
+    plan = common_prefix(ids, attn, trained)
+    logps = masked_logps(model, ids, attn, trained, prefixes=plan).logps
+    return -(logps * trained).sum()
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:

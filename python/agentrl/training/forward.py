@@ -33,7 +33,6 @@ pass, so values and gradients equal the row-by-row computation.
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from agentrl.rl.logprobs import (
     scaled_aux_loss,
     token_logps,
 )
+from agentrl.rollout.cache_args import forward_kwarg_names, output_cache
 from agentrl.training.memory import OffloadedReference
 
 # Config attributes that change logits after the output projection.
@@ -189,23 +189,45 @@ def shared_prefixes(
     return SharedPrefixes(tuple(owner), lengths, tuple(rows), max(continuation, 1))
 
 
+# Shorter prefixes common to every row are not worth the second decoder call.
+MIN_COMMON_PREFIX = 16
+
+
+def common_prefix(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    trained: torch.Tensor,
+    minimum: int = MIN_COMMON_PREFIX,
+) -> SharedPrefixes | None:
+    """A plan that runs the leading tokens every row shares once (supervised batches of
+    different prompts still open with the same system prompt and tool specs).
+
+    ``trained`` [B, T-1] marks the positions whose next token carries loss; the prefix ends
+    before the first of them, where the rows differ, and before any row's last token. None
+    when it would be shorter than ``minimum``.
+    """
+    rows, width = input_ids.shape
+    if rows < 2 or width < 2:
+        return None
+    same = (input_ids == input_ids[:1]).all(dim=0) & attention_mask.bool().all(dim=0)
+    differing = torch.nonzero(~same)
+    length = int(differing[0, 0]) if differing.numel() else width
+    first_trained = torch.nonzero(trained.bool().any(dim=0))
+    if first_trained.numel():
+        length = min(length, int(first_trained[0, 0]))
+    row_lengths = attention_mask.sum(dim=1)
+    length = min(length, int(row_lengths.min()) - 1)
+    if length < minimum:
+        return None
+    return SharedPrefixes((0,), (length,), (0,) * rows, int(row_lengths.max()) - length)
+
+
 def _cache_kwarg(body: torch.nn.Module) -> str | None:
     """The name under which ``body`` takes a KV cache, None when it takes none."""
-    try:
-        names = inspect.signature(body.forward).parameters
-    except (TypeError, ValueError):
-        return None
+    names = forward_kwarg_names(body)
     if "position_ids" not in names:
         return None
     return next((n for n in ("cache", "past_key_values") if n in names), None)
-
-
-def _output_cache(out: Any) -> Any:
-    for name in ("cache", "past_key_values"):
-        value = getattr(out, name, None)
-        if value is not None:
-            return value
-    return None
 
 
 def _shared_hidden(
@@ -226,7 +248,7 @@ def _shared_hidden(
     prefix_attn = (positions.unsqueeze(0) < lengths.unsqueeze(1)).to(attention_mask.dtype)
     prefix_ids = input_ids[owners, :longest] * prefix_attn
     out = body(input_ids=prefix_ids, attention_mask=prefix_attn, use_cache=True)
-    cache = _output_cache(out)
+    cache = output_cache(out)
     if cache is None or not hasattr(cache, "batch_select_indices"):
         return None
     rows = torch.tensor(plan.rows, device=device)
@@ -328,6 +350,7 @@ def _spread(values: torch.Tensor | None, where: torch.Tensor) -> torch.Tensor | 
 __all__ = [
     "OutputSplit",
     "SharedPrefixes",
+    "common_prefix",
     "masked_logps",
     "output_head",
     "shared_prefixes",
