@@ -31,7 +31,7 @@ class SFTConfig:
     """Everything that shapes a run; stored in each checkpoint and in the summary."""
 
     output_dir: str = "runs/tiny-sft"
-    steps: int = 3000
+    steps: int = 4000
     batch_tokens: int = 4096
     max_batch: int = 16
     grad_accum: int = 1

@@ -50,6 +50,7 @@ from agentrl.rl.logprobs import (
     token_logps,
 )
 from agentrl.rollout.cache_args import forward_kwarg_names, output_cache
+from agentrl.rollout.kv_cache import is_plain
 from agentrl.training.memory import OffloadedReference
 
 # Config attributes that change logits after the output projection.
@@ -252,7 +253,14 @@ def _shared_hidden(
     if cache is None or not hasattr(cache, "batch_select_indices"):
         return None
     rows = torch.tensor(plan.rows, device=device)
-    cache.batch_select_indices(rows)
+    if len(plan.owner) == 1 and is_plain(cache):
+        # One prefix for every row: broadcast views, whose backward is a plain sum (an
+        # index copy's backward scatters, several times slower on the CPU).
+        for layer in cache.layers:
+            layer.keys = layer.keys.expand(len(plan.rows), -1, -1, -1)
+            layer.values = layer.values.expand(len(plan.rows), -1, -1, -1)
+    else:
+        cache.batch_select_indices(rows)
     # Column j of row r's continuation is position row_len[r] + j.
     row_len = lengths[rows]
     total = input_ids.size(1)
