@@ -27,7 +27,9 @@ trained position needs an output. With a `SharedPrefixes` plan (split path) each
 prompt runs through the decoder once, with gradient, and the rows continue from its KV
 cache, expanded to them: the decoder sees ``prompts + responses`` tokens instead of
 ``rows x (prompt + response)``. The gradients of all rows flow back into the one prompt
-pass, so values and gradients equal the row-by-row computation.
+pass, so values and gradients equal the row-by-row computation. Supervised batches hold
+different prompts that still open alike (system prompt, tool specs): `common_prefix` plans
+one group over the tokens every row shares.
 """
 
 from __future__ import annotations
