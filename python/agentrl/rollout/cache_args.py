@@ -11,6 +11,9 @@ from typing import Any
 
 import torch
 
+# The forward argument (and output field) of a KV cache: transformers 5's name first.
+CACHE_NAMES = ("cache", "past_key_values")
+
 
 def forward_kwarg_names(model: torch.nn.Module) -> set[str]:
     """Keyword arguments ``model.forward`` declares (empty when it cannot be inspected)."""
@@ -23,16 +26,17 @@ def forward_kwarg_names(model: torch.nn.Module) -> set[str]:
 def cache_kwarg(model: torch.nn.Module) -> str:
     """The forward argument that takes a KV cache: ``cache`` in transformers 5, else the
     old name."""
-    return "cache" if "cache" in forward_kwarg_names(model) else "past_key_values"
+    names = forward_kwarg_names(model)
+    return next((n for n in CACHE_NAMES if n in names), CACHE_NAMES[-1])
 
 
 def output_cache(output: Any) -> Any:
     """The KV cache of a forward output (``cache`` in transformers 5, else the old name)."""
-    for name in ("cache", "past_key_values"):
+    for name in CACHE_NAMES:
         value = output.get(name) if isinstance(output, Mapping) else getattr(output, name, None)
         if value is not None:
             return value
     return None
 
 
-__all__ = ["cache_kwarg", "forward_kwarg_names", "output_cache"]
+__all__ = ["CACHE_NAMES", "cache_kwarg", "forward_kwarg_names", "output_cache"]

@@ -51,7 +51,7 @@ from agentrl.rl.logprobs import (
     scaled_aux_loss,
     token_logps,
 )
-from agentrl.rollout.cache_args import forward_kwarg_names, output_cache
+from agentrl.rollout.cache_args import CACHE_NAMES, forward_kwarg_names, output_cache
 from agentrl.rollout.kv_cache import is_plain
 from agentrl.training.memory import OffloadedReference
 
@@ -230,7 +230,7 @@ def _cache_kwarg(body: torch.nn.Module) -> str | None:
     names = forward_kwarg_names(body)
     if "position_ids" not in names:
         return None
-    return next((n for n in ("cache", "past_key_values") if n in names), None)
+    return next((n for n in CACHE_NAMES if n in names), None)
 
 
 def _shared_hidden(
