@@ -96,7 +96,8 @@ def evaluate_policy(
         log(text)
         log("---- end of prompt ----")
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
-    engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
+    engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed,
+                         threads=config.rollout_threads)  # fmt: skip
     metrics = evaluator.run(engine)
     return PolicyEvaluation(spec, metrics, evaluator.records(step=0))
 
