@@ -103,16 +103,35 @@ def reference_end_to_end_rate(src: Path, dst: Path, rows: int) -> float | None:
     return rows / (time.process_time() - start)
 
 
-def library_wall(src: Path, dst: Path, threads: int, repeat: int) -> float:
-    """Best wall seconds of ``agentrl.rewards.score_file`` in this process (no start-up)."""
+def fresh_output(dst: Path) -> None:
+    """Every timed run writes a new file. Renaming over an existing output makes the kernel
+    free the old file's pages inside the rename: about 0.1 s for 100 MB, serial, and a
+    cost of the file system rather than of scoring (it would also flatten thread scaling)."""
+    dst.unlink(missing_ok=True)
+
+
+def library_wall(src: Path, dst: Path, threads: int) -> float:
+    """Wall seconds of ``agentrl.rewards.score_file`` in this process (no start-up)."""
     from agentrl.rewards import score_file
 
-    best = float("inf")
+    fresh_output(dst)
+    start = time.perf_counter()
+    score_file(src, dst, None, threads)
+    return time.perf_counter() - start
+
+
+def interleaved_best(threads: list[int], repeat: int, run: Callable[[int], Any]) -> dict:
+    """Best of ``repeat`` rounds per thread count, the counts taking turns within a round
+    so that a change in the machine's load falls on all of them."""
+    tries: dict[int, list[Any]] = {t: [] for t in threads}
     for _ in range(repeat):
-        start = time.perf_counter()
-        score_file(src, dst, None, threads)
-        best = min(best, time.perf_counter() - start)
-    return best
+        for t in threads:
+            tries[t].append(run(t))
+    return {t: min(results, key=_wall) for t, results in tries.items()}
+
+
+def _wall(result: Any) -> float:
+    return result.wall_s if isinstance(result, Run) else float(result)
 
 
 @dataclass
@@ -125,6 +144,7 @@ class Run:
 
 def run_score(src: Path, dst: Path, threads: int) -> Run:
     """`agentrl score` in a child process, with that child's own resource usage."""
+    fresh_output(dst)
     command = [sys.executable, "-m", "agentrl.cli", "score", str(src), "-o", str(dst)]
     command += ["--threads", str(threads)]
     start = time.perf_counter()
@@ -179,10 +199,9 @@ def main() -> None:
                 f"{len(ref_rows):,} rows): {end_to_end:,.0f} traj/s CPU"
             )
 
-        runs: dict[int, Run] = {}
-        for t in threads:
-            tries = [run_score(src, dst, t) for _ in range(args.repeat)]
-            runs[t] = min(tries, key=lambda r: r.wall_s)
+        runs: dict[int, Run] = interleaved_best(
+            threads, args.repeat, lambda t: run_score(src, dst, t)
+        )
         print(f"{'agentrl score':18} {'wall traj/s':>12} {'CPU traj/s':>11} {'peak RSS':>9}"
               f" {'wall vs ref':>12} {'CPU vs ref':>11}")  # fmt: skip
         for t, run in runs.items():
@@ -201,9 +220,17 @@ def main() -> None:
                       f" {cpu_rate / end_to_end:10.1f}x  (vs the loop end to end)")  # fmt: skip
         if 1 in runs and 2 in runs:
             print(f"1 -> 2 threads: {runs[1].wall_s / runs[2].wall_s:.2f}x (wall clock)")
-        # The same scoring called in this process: the child's fixed start-up (Python, its
-        # imports, the printed summary; about 0.15 s) is not in these times.
-        library = {t: library_wall(src, dst, t, args.repeat) for t in threads}
+            # The child's fixed start-up (Python, its imports, the printed summary): the
+            # same command on a one-line file, best of the rounds.
+            empty = Path(folder) / "one.jsonl"
+            write_corpus(empty, 1, golden, args.group)
+            startup = min(run_score(empty, dst, 1).wall_s for _ in range(args.repeat))
+            print(
+                f"start-up {startup:.3f} s (one line); 1 -> 2 threads without it: "
+                f"{(runs[1].wall_s - startup) / (runs[2].wall_s - startup):.2f}x"
+            )
+        # The same scoring called in this process: no start-up in these times.
+        library = interleaved_best(threads, args.repeat, lambda t: library_wall(src, dst, t))
         for t, wall in library.items():
             print(f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall")
         if 1 in library and 2 in library:
