@@ -164,8 +164,6 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
         "device": "cpu",
         # Both frameworks share the thread count set by --threads (not the preset's).
         "num_threads": torch.get_num_threads(),
-        # Generation on its own thread count (the tiny preset's 1; 0: the same as TRL's).
-        "rollout_threads": args.agentrl_rollout_threads,
         "dtype": "float32",
         "seed": args.seed,
         "total_steps": steps,
@@ -444,7 +442,7 @@ def measure_peak_memory(args: argparse.Namespace) -> dict[str, float]:
                    "--threads", str(torch.get_num_threads())]  # fmt: skip
         for name in ("prompts", "prompts_per_step", "group_size", "max_new_tokens",
                      "temperature", "top_p", "top_k", "repetition_penalty",
-                     "learning_rate", "beta", "seed", "agentrl_rollout_threads"):  # fmt: skip
+                     "learning_rate", "beta", "seed"):  # fmt: skip
             command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [x for x in done.stdout.splitlines() if x.startswith(MEMORY_TAG)]
@@ -510,14 +508,11 @@ IDENTICAL = (
     "loss: token PPO clip eps=0.2, dapo reduction, group-normalised advantages, "
     "k3 KL to a frozen reference with fixed beta (both run a reference forward when beta>0)",
     "AdamW lr, betas (0.9, 0.95), no weight decay, grad clip 1.0, float32, one optimizer "
-    "step per generation batch, no gradient checkpointing, same torch threads in training",
+    "step per generation batch, no gradient checkpointing, same torch threads",
 )
 DIFFERENT = (
     "generation: agentrl's TorchEngine (KV cache, one prefill per group copied G times, "
     "finished rows dropped) vs TRL's transformers model.generate on 16 repeated prompts",
-    "generation threads: agentrl's engine decodes on --agentrl-rollout-threads threads (the "
-    "tiny preset's setting, 1 by default), TRL on the training's (the same tokens on our "
-    "2-core machine)",
     "behaviour log-probs: agentrl keeps the sampler's; TRL (no vLLM, aligned steps) uses "
     "the detached current log-probs: neither runs an extra old-policy forward",
     "reference forward: TRL's sits in its generation phase (counted in its rollout column), "
@@ -547,8 +542,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
         f"tiny random Qwen3 ({setup.params / 1e6:.2f}M params), {len(setup.trl_rows)} prompts; "
         f"{args.prompts_per_step} prompts x G={args.group_size} = "
         f"{args.prompts_per_step * args.group_size} completions per optimizer step, "
-        f"<= {args.max_new_tokens} new tokens; CPU, {torch.get_num_threads()} torch threads "
-        f"(agentrl generates on {args.agentrl_rollout_threads or torch.get_num_threads()})"
+        f"<= {args.max_new_tokens} new tokens; CPU, {torch.get_num_threads()} torch threads"
     )
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}"
@@ -622,12 +616,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=0.04, help="KL coefficient (both sides)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument(
-        "--agentrl-rollout-threads",
-        type=int,
-        default=1,
-        help="agentrl's generation threads, as the tiny preset (0: --threads)",
-    )
     p.add_argument("--first", choices=(AGENTRL, TRL), default=AGENTRL, help="who starts")
     p.add_argument("--json", default="", help="also write the summary to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -214,28 +214,3 @@ def test_row_cap_splits_the_batch_without_changing_outputs() -> None:
         o.token_ids for o in whole
     ]
     assert capped.stats["forward_calls"] > 10
-
-
-def test_engine_generates_on_its_own_thread_count_with_the_same_tokens(monkeypatch) -> None:
-    import agentrl.utils.threads as thread_utils
-
-    monkeypatch.setattr(thread_utils, "usable_cores", lambda: 2)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        model = tiny_model(seed=1)
-        seen: list[int] = []
-        model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
-        params = SamplingParams(temperature=1.0, max_new_tokens=12)
-        outputs = {}
-        for count in (0, 1):
-            seen.clear()
-            engine = TorchEngine(model, tiny_tokenizer(), seed=3, threads=count)
-            outputs[count] = engine.generate(_prompts(), params, num_samples=2)
-            assert set(seen) == {2 if count == 0 else 1}
-            assert torch.get_num_threads() == 2  # the caller's count is back
-        assert [o.token_ids for o in outputs[0]] == [o.token_ids for o in outputs[1]]
-        with pytest.raises(ValueError, match="threads"):
-            TorchEngine(model, tiny_tokenizer(), threads=-1)
-    finally:
-        torch.set_num_threads(before)

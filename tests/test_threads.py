@@ -27,22 +27,3 @@ def test_zero_keeps_torch_choice():
 
 def test_usable_cores_is_positive():
     assert threads.usable_cores() >= 1
-
-
-def test_block_runs_on_the_requested_threads_and_restores(monkeypatch):
-    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
-    torch.set_num_threads(2)
-    with threads.cpu_threads(1) as inside:
-        assert inside == torch.get_num_threads() == 1
-    assert torch.get_num_threads() == 2
-    with threads.cpu_threads(0) as inside:  # 0: as it is
-        assert inside == 2
-    with threads.cpu_threads(8) as inside:  # capped at the usable cores
-        assert inside == 2
-
-
-def test_block_restores_after_an_error():
-    torch.set_num_threads(2)
-    with pytest.raises(RuntimeError), threads.cpu_threads(1):
-        raise RuntimeError("boom")
-    assert torch.get_num_threads() == min(2, threads.usable_cores())

@@ -234,13 +234,6 @@ class TrainConfig:
         "turn added (the same log-probs within float rounding, less compute)",
         _FLAG,
     )
-    rollout_threads: int = _opt(
-        "rollout",
-        0,
-        "torch engine on the CPU: threads while generating, at most the usable cores (0: as "
-        "num_threads); a small model's decode steps are too small to split, and one thread "
-        "can be faster",
-    )
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
     max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")
@@ -550,7 +543,7 @@ _AT_LEAST_ONE = (  # noqa: SIM905 - a word list reads better than a column of st
 ).split()
 _NON_NEGATIVE = (  # noqa: SIM905
     "total_steps save_interval debug_interval keep_last max_time generated_tasks max_samples "
-    "num_threads rollout_threads dynamic_sampling_rounds dump_rollouts "
+    "num_threads dynamic_sampling_rounds dump_rollouts "
     "top_k async_workers max_head_offpolicyness max_queue_groups global_prefetch_groups "
     "prefill_queue_groups prefill_timeout_sec fetch_timeout_sec weight_decay grad_clip "
     "warmup_steps "

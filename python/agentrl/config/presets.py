@@ -21,9 +21,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "device": "cpu",
         # Two threads: faster than one on two idle cores; more only adds overhead here.
         "num_threads": 2,
-        # Generation on one: the tiny model's decode steps are too small to split (48 decode
-        # steps of 16 rows: 0.54 s on one thread, 0.83 s on two; same tokens).
-        "rollout_threads": 1,
         "dtype": "float32",
         "use_wandb": False,
         # Every 10th step's episodes go to runs/tiny-rl/rollouts for `agentrl view`.

@@ -78,8 +78,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         config, models = setup.config, setup.models
         engine = TorchEngine(models.rollout, models.tokenizer, device=models.device,
                              autocast=models.autocast, seed=config.seed,
-                             kv_reuse=bool(config.rollout_kv_reuse),
-                             threads=config.rollout_threads)  # fmt: skip
+                             kv_reuse=bool(config.rollout_kv_reuse))  # fmt: skip
         return GatheredSource(
             self.ctx,
             engine,
@@ -115,8 +114,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         seed = cfg.seed + ctx.rank
         engine = TorchEngine(model, tokenizer, device=device,
                              autocast=autocast_factory(device, cfg.dtype), seed=seed,
-                             kv_reuse=bool(cfg.rollout_kv_reuse),
-                             threads=cfg.rollout_threads)  # fmt: skip
+                             kv_reuse=bool(cfg.rollout_kv_reuse))  # fmt: skip
         gap = split_version_gap(cfg)
         rollout = AsyncRollout(
             engine,

@@ -42,7 +42,6 @@ import torch
 from agentrl.rollout.cache_args import cache_kwarg, forward_kwarg_names, output_cache
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
-from agentrl.utils.threads import cpu_threads
 
 logger = logging.getLogger(__name__)
 
@@ -194,8 +193,7 @@ class BatchEngine(abc.ABC):
         keys = None if cache_keys is None else list(cache_keys)
         if keys is not None and len(keys) != len(rows):
             raise ValueError(f"{len(keys)} cache keys for {len(rows)} output rows")
-        threads = self.threads if self.device.type == "cpu" else 0
-        with self.lock, cpu_threads(threads):
+        with self.lock:
             if seed is not None:
                 self.reseed(seed)
             if keys is None:
@@ -309,9 +307,7 @@ class TorchEngine(BatchEngine):
     a model that takes ``position_ids``. Counters: ``prefill_tokens`` computed,
     ``prefill_tokens_reused`` read from kept caches, ``kv_reuse_misses`` kept caches that
     could not be used (weights changed, prompt no longer starts with their ids),
-    ``kv_reuse_unsupported`` rows whose cache type cannot be kept. ``threads``: torch
-    CPU threads while generating on the CPU (0: the caller's count; see
-    `agentrl.utils.threads.cpu_threads` for why fewer can be faster).
+    ``kv_reuse_unsupported`` rows whose cache type cannot be kept.
     """
 
     STAT_NAMES = (*BatchEngine.STAT_NAMES, "forward_calls", "prefill_tokens",
@@ -333,11 +329,7 @@ class TorchEngine(BatchEngine):
         max_batch_rows: int = 0,
         compact_fraction: float = 0.125,
         kv_reuse: bool = True,
-        threads: int = 0,
     ) -> None:
-        if threads < 0:
-            raise ValueError(f"threads must be 0 (the caller's) or positive, got {threads}")
-        self.threads = int(threads)
         self.model = model
         self.tokenizer = tokenizer
         first = next(iter(model.parameters()), None)

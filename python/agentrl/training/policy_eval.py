@@ -96,8 +96,7 @@ def evaluate_policy(
         log(text)
         log("---- end of prompt ----")
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
-    engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed,
-                         threads=config.rollout_threads)  # fmt: skip
+    engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
     metrics = evaluator.run(engine)
     return PolicyEvaluation(spec, metrics, evaluator.records(step=0))
 
