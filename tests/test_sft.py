@@ -459,3 +459,43 @@ def test_sft_pipeline_reports_an_empty_training_set(tmp_path):
     )
     with pytest.raises(UserError, match="no usable training example"):
         run_sft(options, log=lambda _: None)
+
+
+@pytest.mark.slow
+def test_compiled_layers_train_like_eager_ones_and_evaluate_eagerly(tmp_path, tok, env, demos):
+    examples = build_examples(demos, tok, env.render, max_len=1024)
+    tasks = generated_heldout(2, demos)
+    runs = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = build_model(SPEC, len(tok))
+        cfg = _config(
+            tmp_path / str(compiled), steps=4, compile=compiled, eval_interval=2, eval_subset=2
+        )
+        runs[compiled] = (model, train_sft(model, tok, examples, tasks, env, cfg, log=_quiet))
+    (eager, eager_result), (fused, fused_result) = runs[False], runs[True]
+    assert all(getattr(layer, "_compiled_call_impl", None) for layer in fused.model.layers)
+    assert not any(getattr(layer, "_compiled_call_impl", None) for layer in eager.model.layers)
+    # Fused kernels sum in another order: the same training within float rounding.
+    for (name, a), b in zip(eager.state_dict().items(), fused.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4, msg=name)
+    assert fused_result.final_loss == pytest.approx(eager_result.final_loss, rel=1e-3)
+    assert fused_result.eval["eval/tasks"] == eager_result.eval["eval/tasks"] == 2
+
+
+def test_compile_refuses_a_model_without_decoder_layers():
+    from agentrl.models.compile import compile_decoder_layers
+
+    with pytest.raises(ValueError, match=r"model\.model\.layers"):
+        compile_decoder_layers(torch.nn.Linear(2, 2))
+
+
+def test_compile_flag_reaches_the_training_config():
+    import argparse
+
+    from agentrl.commands.sft import add_arguments, options_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert options_from_args(parser.parse_args(["--compile"])).train.compile is True
+    assert options_from_args(parser.parse_args([])).train.compile is False

@@ -97,6 +97,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dtype", default=None, help="weight dtype (default float32)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile each decoder layer with torch.compile for the training steps (needs a "
+        "C++ compiler on the CPU; the first steps wait for compilation; evaluations run eagerly)",
+    )
     parser.add_argument("--no_progress", action="store_true", help="no progress bar")
 
 
@@ -163,6 +169,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
             seed=args.seed,
             progress=not args.no_progress,
             resume=args.resume,
+            compile=args.compile,
         ),
     )
 

@@ -12,12 +12,14 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agentrl.models.compile import compile_decoder_layers, eager_generation
 from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
@@ -60,6 +62,9 @@ class SFTConfig:
     seed: int = 0
     progress: bool = True
     resume: bool = False
+    # Compile each decoder layer for training steps (agentrl.models.compile); generation
+    # for the evaluations stays eager.
+    compile: bool = False
 
 
 @dataclass
@@ -193,6 +198,8 @@ class _Run:
             log,
         )
         self.out = Path(cfg.output_dir)
+        if cfg.compile:
+            compile_decoder_layers(model)
         self.device = next(model.parameters()).device
         self.weight_dtype = next(model.parameters()).dtype
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -241,7 +248,8 @@ class _Run:
         return loss, grad_norm, tokens
 
     def evaluate(self, tasks: Sequence[EvalTask]) -> dict[str, float]:
-        with autocast_context(self.device, self.weight_dtype):
+        eager = eager_generation() if self.cfg.compile else nullcontext()
+        with autocast_context(self.device, self.weight_dtype), eager:
             scores, _ = evaluate(
                 self.model, self.tokenizer, tasks, self.env, max_turns=self.cfg.max_turns,
                 max_new_tokens=self.cfg.max_new_tokens, batch_size=self.cfg.eval_batch,

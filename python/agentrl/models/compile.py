@@ -1,0 +1,63 @@
+"""Compiling a causal LM's decoder layers for training steps (`agentrl sft --compile`).
+
+A small model's step is mostly elementwise work around its matrix products (norms, rotary
+embeddings, activations, residuals), each a separate kernel in eager mode. `torch.compile`
+fuses them. Layers are compiled one by one, in place (`nn.Module.compile`): the model keeps
+its modules, its state-dict keys and its output layer, so everything that looks inside it
+(the output-layer split of `agentrl.training.forward`, checkpoints, `save_pretrained`)
+works unchanged. Shapes are dynamic (sequence lengths change from batch to batch); a batch
+of one row (a shared prefix) and of several are compiled apart, so the per-function
+recompile limit is raised to leave room for every layer's variants.
+
+Generation runs eagerly (`eager_generation`): decoding one token at a time with a growing
+cache would compile yet more variants for a few evaluation calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from agentrl.models.lora import base_model_of, is_lora_model
+
+# Compiled variants per layer the recompile limit leaves room for (one-row and several-row
+# batches, with and without a cache, and some slack).
+VARIANTS_PER_LAYER = 8
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
+    """The decoder's layer list of a Hugging Face causal LM (``model.model.layers``)."""
+    inner = base_model_of(model) if is_lora_model(model) else model
+    layers = getattr(getattr(inner, "model", None), "layers", None)
+    return layers if isinstance(layers, torch.nn.ModuleList) and len(layers) else None
+
+
+def compile_decoder_layers(model: torch.nn.Module) -> int:
+    """Compile every decoder layer of ``model`` in place; returns how many.
+
+    Raises ``ValueError`` for a model without a ``model.layers`` list (nothing is compiled
+    then, rather than some other part of it).
+    """
+    layers = decoder_layers(model)
+    if layers is None:
+        raise ValueError(
+            f"--compile needs a causal LM whose decoder layers are model.model.layers; "
+            f"{type(model).__name__} has none"
+        )
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, VARIANTS_PER_LAYER * len(layers))
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return len(layers)
+
+
+@contextmanager
+def eager_generation() -> Iterator[None]:
+    """Within the block compiled modules run their eager code (no compilation)."""
+    with torch.compiler.set_stance("force_eager"):
+        yield
+
+
+__all__ = ["compile_decoder_layers", "decoder_layers", "eager_generation"]
