@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 import torch
 
+from agentrl.models.errors import UnsupportedArchitectureError
 from agentrl.models.lora import base_model_of, is_lora_model
 
 # Compiled variants per layer the recompile limit leaves room for (one-row and several-row
@@ -37,12 +38,13 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
 def compile_decoder_layers(model: torch.nn.Module) -> int:
     """Compile every decoder layer of ``model`` in place; returns how many.
 
-    Raises ``ValueError`` for a model without a ``model.layers`` list (nothing is compiled
-    then, rather than some other part of it).
+    Raises `UnsupportedArchitectureError` (a user error, and a ``ValueError``) for a model
+    without a ``model.model.layers`` list: nothing is compiled then, rather than some other
+    part of it.
     """
     layers = decoder_layers(model)
     if layers is None:
-        raise ValueError(
+        raise UnsupportedArchitectureError(
             f"--compile needs a causal LM whose decoder layers are model.model.layers; "
             f"{type(model).__name__} has none"
         )
