@@ -120,18 +120,16 @@ def library_wall(src: Path, dst: Path, threads: int) -> float:
     return time.perf_counter() - start
 
 
-def interleaved_best(threads: list[int], repeat: int, run: Callable[[int], Any]) -> dict:
-    """Best of ``repeat`` rounds per thread count, the counts taking turns within a round
-    so that a change in the machine's load falls on all of them."""
+def interleaved_best(
+    threads: list[int], repeat: int, run: Callable[[int], Any], wall: Callable[[Any], float]
+) -> dict[int, Any]:
+    """Best (least ``wall``) of ``repeat`` rounds per thread count, the counts taking turns
+    within a round so that a change in the machine's load falls on all of them."""
     tries: dict[int, list[Any]] = {t: [] for t in threads}
     for _ in range(repeat):
         for t in threads:
             tries[t].append(run(t))
-    return {t: min(results, key=_wall) for t, results in tries.items()}
-
-
-def _wall(result: Any) -> float:
-    return result.wall_s if isinstance(result, Run) else float(result)
+    return {t: min(results, key=wall) for t, results in tries.items()}
 
 
 @dataclass
@@ -200,7 +198,7 @@ def main() -> None:
             )
 
         runs: dict[int, Run] = interleaved_best(
-            threads, args.repeat, lambda t: run_score(src, dst, t)
+            threads, args.repeat, lambda t: run_score(src, dst, t), lambda r: r.wall_s
         )
         print(f"{'agentrl score':18} {'wall traj/s':>12} {'CPU traj/s':>11} {'peak RSS':>9}"
               f" {'wall vs ref':>12} {'CPU vs ref':>11}")  # fmt: skip
@@ -230,7 +228,7 @@ def main() -> None:
                 f"{(runs[1].wall_s - startup) / (runs[2].wall_s - startup):.2f}x"
             )
         # The same scoring called in this process: no start-up in these times.
-        library = interleaved_best(threads, args.repeat, lambda t: library_wall(src, dst, t))
+        library = interleaved_best(threads, args.repeat, lambda t: library_wall(src, dst, t), float)
         for t, wall in library.items():
             print(f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall")
         if 1 in library and 2 in library:

@@ -21,32 +21,25 @@ from contextlib import contextmanager
 import torch
 
 from agentrl.models.errors import UnsupportedArchitectureError
-from agentrl.models.lora import base_model_of, is_lora_model
+from agentrl.models.layers import decoder_layers
 
 # Compiled variants per layer the recompile limit leaves room for (one-row and several-row
 # batches, with and without a cache, and some slack).
 VARIANTS_PER_LAYER = 8
 
 
-def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
-    """The decoder's layer list of a Hugging Face causal LM (``model.model.layers``)."""
-    inner = base_model_of(model) if is_lora_model(model) else model
-    layers = getattr(getattr(inner, "model", None), "layers", None)
-    return layers if isinstance(layers, torch.nn.ModuleList) and len(layers) else None
-
-
 def compile_decoder_layers(model: torch.nn.Module) -> int:
     """Compile every decoder layer of ``model`` in place; returns how many.
 
     Raises `UnsupportedArchitectureError` (a user error, and a ``ValueError``) for a model
-    without a ``model.model.layers`` list: nothing is compiled then, rather than some other
-    part of it.
+    whose decoder blocks `decoder_layers` cannot find: nothing is compiled then, rather than
+    some other part of it.
     """
     layers = decoder_layers(model)
-    if layers is None:
+    if not layers:
         raise UnsupportedArchitectureError(
-            f"--compile needs a causal LM whose decoder layers are model.model.layers; "
-            f"{type(model).__name__} has none"
+            f"--compile needs a causal LM whose decoder layers it can find (model.model.layers "
+            f"or the like); {type(model).__name__} has none"
         )
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, VARIANTS_PER_LAYER * len(layers))
@@ -62,4 +55,4 @@ def eager_generation() -> Iterator[None]:
         yield
 
 
-__all__ = ["compile_decoder_layers", "decoder_layers", "eager_generation"]
+__all__ = ["compile_decoder_layers", "eager_generation"]

@@ -34,6 +34,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from agentrl.config import TrainConfig
+from agentrl.models.layers import decoder_layers
 from agentrl.placement.base import RolloutSetup
 from agentrl.placement.ddp import DataParallel, DistributedOptimization
 from agentrl.placement.runtime import DistContext
@@ -52,19 +53,6 @@ def mixed_precision(dtype: str, device: torch.device) -> MixedPrecisionPolicy:
     """
     param_dtype = _DTYPES[dtype] if device.type == "cuda" else torch.float32
     return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
-
-
-def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The repeated blocks FSDP shards one by one (HF ``model.layers`` or ``layers``)."""
-    for path in ("model.layers", "layers", "transformer.h", "base_model.model.model.layers"):
-        node: Any = model
-        for name in path.split("."):
-            node = getattr(node, name, None)
-            if node is None:
-                break
-        if isinstance(node, torch.nn.ModuleList):
-            return list(node)
-    return []
 
 
 def shard(model: torch.nn.Module, policy: MixedPrecisionPolicy) -> FSDPModule:
@@ -247,7 +235,6 @@ __all__ = [
     "FullWeightsSource",
     "FullyShardedDataParallel",
     "ShardedOptimization",
-    "decoder_layers",
     "full_state_dict",
     "is_sharded",
     "mixed_precision",
