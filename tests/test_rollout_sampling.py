@@ -139,6 +139,16 @@ def test_collapsed_row_falls_back_to_the_fallback_token() -> None:
     assert tokens[0].item() == 2 and tokens[1].item() in (0, 1)
 
 
+def test_a_uniform_draw_of_zero_never_lets_a_column_without_mass_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # U = 0 everywhere: an unguarded -log U would be inf, p / inf = 0 for every column,
+    # and the arg-max would fall on column 0, which has no mass.
+    monkeypatch.setattr(torch.Tensor, "uniform_", lambda self, generator=None: self.zero_())
+    tokens, collapsed = _draw(torch.tensor([[0.0, 0.3, 0.7]]), None, fallback_token_id=0)
+    assert not collapsed.any() and tokens.item() == 2
+
+
 def test_gather_logprobs_clamps_out_of_vocabulary_ids() -> None:
     logits = torch.tensor([[[0.0, 0.0]]])
     out = gather_logprobs(logits, torch.tensor([[7]]))

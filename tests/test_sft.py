@@ -439,11 +439,12 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
     monkeypatch.chdir(tmp_path)
     logged: list[str] = []
     assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is True
-    assert calls == [pipeline.SFTRunOptions(train=SFTConfig(output_dir="runs/tiny-sft"))]
+    built_in = SFTConfig(output_dir="runs/tiny-sft", compile=True)
+    assert calls == [pipeline.SFTRunOptions(train=built_in)]
     assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is False  # now present
     assert setup.ensure_warm_start(str(tmp_path / "other"), logged.append) is False
     assert len(calls) == 1  # never trained implicitly for any other model
-    assert "agentrl sft" in logged[0]
+    assert "agentrl sft --compile" in logged[0]
 
 
 def test_sft_pipeline_reports_an_empty_training_set(tmp_path):

@@ -1,7 +1,7 @@
 """`agentrl train`: reinforcement learning of tool use.
 
 With no arguments it runs the built-in preset on the CPU: the warm-started tiny model
-(trained first with the `agentrl sft` defaults when runs/tiny-sft is missing), generated
+(trained first as `agentrl sft --compile` would when runs/tiny-sft is missing), generated
 tasks, and evaluation on the 200 held-out tasks `agentrl sft` reports on, before and after
 RL. Every option is a flag (docs/compat.md lists the compatible ones); ``--config run.toml``
 holds any of them. Under ``torchrun`` each process runs its part of the run

@@ -219,7 +219,10 @@ def _draw(
     """Draw one column per row; rows without finite positive mass take the fallback column.
 
     Exponential race (arg-max of p / E with E ~ Exp(1)): exactly categorical, and much
-    faster than `torch.multinomial` on CPU for a batch of rows.
+    faster than `torch.multinomial` on CPU for a batch of rows. E is drawn as -log U from
+    uniform U in [0, 1): on the CPU `exponential_` takes about five times as long (it was a
+    sixth of a rollout's decoding time for the tiny model). U is kept above 0 so that E is
+    finite and positive: a column with mass always beats one without.
     """
     probs = torch.nan_to_num(probs, nan=0.0, posinf=0.0, neginf=0.0).clamp(min=0.0)
     mass = probs.sum(dim=-1)
@@ -229,7 +232,8 @@ def _draw(
         probs = probs.clone()
         probs[collapsed] = 0.0
         probs[collapsed, fallback] = 1.0
-    noise = torch.empty_like(probs).exponential_(1.0, generator=generator)
+    noise = torch.empty_like(probs).uniform_(generator=generator)
+    noise = noise.clamp_(min=torch.finfo(noise.dtype).tiny).log_().neg_()
     return (probs / noise).argmax(dim=-1), collapsed
 
 

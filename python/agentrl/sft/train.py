@@ -47,7 +47,7 @@ class SFTConfig:
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.95)
     clip: float = 1.0
-    eval_interval: int = 250
+    eval_interval: int = 500
     eval_subset: int = 64
     max_turns: int = 4
     max_new_tokens: int = 96

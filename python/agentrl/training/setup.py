@@ -2,7 +2,7 @@
 
 - The policy comes from ``--model`` (any `load_policy` spec) or, by checkpoint naming, from
   ``save_dir/<from_weight>_<hidden_size>[_moe].pth``. The built-in warm start
-  (``runs/tiny-sft``) is trained first, with the ``agentrl sft`` defaults, when missing.
+  (``runs/tiny-sft``) is trained first, as ``agentrl sft --compile`` would, when missing.
 - The reference policy (KL anchor) and the rollout copy start as frozen copies of the
   policy as loaded, before any checkpoint is applied: the reference must stay the warm
   start for the whole run, resumed or not. With the KL penalty off (beta 0, not
@@ -100,7 +100,7 @@ class WarmStartStopped(Exception):
 
 
 def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | None = None) -> bool:
-    """Train the built-in warm start (the `agentrl sft` defaults) when asked for but absent,
+    """Train the built-in warm start (`agentrl sft --compile`) when asked for but absent,
     resuming an earlier one that was stopped. Returns whether it ran.
 
     ``should_stop`` (the run's stop flag) is asked after every step; when it says so the
@@ -114,9 +114,9 @@ def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | Non
 
     resume = bool(list_checkpoints(Path(spec) / "checkpoints"))
     doing = "resuming the stopped warm start" if resume else "training the warm start first"
-    log(f"{spec} not found: {doing} (the `agentrl sft` defaults)")
+    log(f"{spec} not found: {doing} (as `agentrl sft --compile` would)")
     began = time.perf_counter()
-    options = SFTRunOptions(train=SFTConfig(output_dir=spec, resume=resume))
+    options = SFTRunOptions(train=SFTConfig(output_dir=spec, resume=resume, compile=True))
     result = run_sft(options, log, should_stop)
     if result.training.stopped:
         raise WarmStartStopped(result.training.steps, time.perf_counter() - began)
