@@ -447,6 +447,47 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
     assert "agentrl sft --compile" in logged[0]
 
 
+def test_warm_start_trains_eagerly_and_says_so_without_a_cpp_compiler(tmp_path, monkeypatch):
+    from agentrl.sft import pipeline
+    from agentrl.training import setup
+
+    calls = []
+
+    def fake_run_sft(options, log, should_stop=None):
+        calls.append(options)
+        out = Path(options.train.output_dir)
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        return pipeline.SFTRunResult(str(out), 0, 0.5, SFTResult(10, 1.0, 0.5), 0.0)
+
+    monkeypatch.setattr(pipeline, "run_sft", fake_run_sft)
+    monkeypatch.setattr(setup, "missing_compiler", lambda device: "no C++ compiler (test)")
+    monkeypatch.setattr(setup, "resolve_device", lambda name: torch.device("cpu"))
+    monkeypatch.chdir(tmp_path)
+    logged: list[str] = []
+    assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is True
+    assert calls[0].train.compile is False
+    assert any("no C++ compiler (test)" in line and "eagerly" in line for line in logged)
+
+
+def test_compile_refuses_a_cpu_without_a_cpp_compiler(monkeypatch):
+    import torch._inductor.cpp_builder as cpp_builder
+    from agentrl.errors import UsageError
+    from agentrl.models.compile import compile_decoder_layers
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("no working C++ compiler found")
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
+    model = build_model(SMALL_SPEC, 64)
+    with pytest.raises(UsageError, match="C\\+\\+ compiler"):
+        compile_decoder_layers(model)
+    assert not any(
+        hasattr(layer, "_compiled_call_impl") and layer._compiled_call_impl
+        for layer in model.model.layers
+    )
+
+
 def test_sft_pipeline_reports_an_empty_training_set(tmp_path):
     from agentrl.errors import UserError
     from agentrl.models.tiny import TinySpec

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 import torch
 
+from agentrl.errors import UsageError
 from agentrl.models.errors import UnsupportedArchitectureError
 from agentrl.models.layers import decoder_layers
 
@@ -33,8 +34,13 @@ def compile_decoder_layers(model: torch.nn.Module) -> int:
 
     Raises `UnsupportedArchitectureError` (a user error, and a ``ValueError``) for a model
     whose decoder blocks `decoder_layers` cannot find: nothing is compiled then, rather than
-    some other part of it.
+    some other part of it; and a `UsageError` on a CPU without a C++ compiler, before the
+    first step would fail on it.
     """
+    parameter = next(model.parameters(), None)
+    reason = missing_compiler(parameter.device if parameter is not None else torch.device("cpu"))
+    if reason is not None:
+        raise UsageError(f"--compile: {reason}; install one (g++) or leave --compile off")
     layers = decoder_layers(model)
     if not layers:
         raise UnsupportedArchitectureError(
@@ -48,6 +54,20 @@ def compile_decoder_layers(model: torch.nn.Module) -> int:
     return len(layers)
 
 
+def missing_compiler(device: torch.device) -> str | None:
+    """Why `torch.compile` cannot build kernels for ``device`` on this machine; None when
+    it can. Compiled CPU code is C++ that inductor builds with the system's compiler."""
+    if device.type != "cpu":
+        return None
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except Exception as exc:  # inductor raises its own error type when none is found
+        return f"no C++ compiler for torch.compile's CPU kernels ({exc})"
+    return None
+
+
 @contextmanager
 def eager_generation() -> Iterator[None]:
     """Within the block compiled modules run their eager code (no compilation)."""
@@ -55,4 +75,4 @@ def eager_generation() -> Iterator[None]:
         yield
 
 
-__all__ = ["compile_decoder_layers", "eager_generation"]
+__all__ = ["compile_decoder_layers", "eager_generation", "missing_compiler"]

@@ -31,6 +31,7 @@ from agentrl.data.dataset_files import ColumnMap
 from agentrl.data.prompt_pool import PromptSample
 from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
+from agentrl.models.compile import missing_compiler
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
@@ -116,7 +117,13 @@ def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | Non
     doing = "resuming the stopped warm start" if resume else "training the warm start first"
     log(f"{spec} not found: {doing} (as `agentrl sft --compile` would)")
     began = time.perf_counter()
-    options = SFTRunOptions(train=SFTConfig(output_dir=spec, resume=resume, compile=True))
+    # Compiled layers train the built-in warm start faster (docs/tuning.md); a machine that
+    # cannot compile gets told so and trains eagerly, to a different (still valid) model.
+    cannot_compile = missing_compiler(resolve_device(None))
+    if cannot_compile is not None:
+        log(f"{cannot_compile}: the warm start trains eagerly, more slowly")
+    train = SFTConfig(output_dir=spec, resume=resume, compile=cannot_compile is None)
+    options = SFTRunOptions(train=train)
     result = run_sft(options, log, should_stop)
     if result.training.stopped:
         raise WarmStartStopped(result.training.steps, time.perf_counter() - began)
