@@ -190,3 +190,14 @@ def test_a_short_lora_run_changes_only_adapter_weights(run_files, tmp_path):
     resumed = Trainer(dataclasses.replace(config, total_steps=4, from_resume=1))
     assert resumed.run().steps_done == 4
     assert resumed.counters.step == 4
+
+
+def test_is_lora_model_while_another_thread_is_still_importing_peft(monkeypatch):
+    # Mid-import, peft's modules are in sys.modules without their classes yet: the check
+    # must answer (no peft model can exist yet), not raise AttributeError.
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "peft", types.ModuleType("peft"))
+    monkeypatch.setitem(sys.modules, "peft.peft_model", types.ModuleType("peft.peft_model"))
+    assert not lora.is_lora_model(torch.nn.Linear(2, 2))

@@ -95,9 +95,15 @@ def parse_target_modules(value: str | Sequence[str]) -> tuple[str, ...] | str:
 
 
 def is_lora_model(model: Any) -> bool:
-    """True for a peft model (without importing peft when nothing could have used it)."""
-    peft = sys.modules.get("peft")
-    return peft is not None and isinstance(model, peft.PeftModel)
+    """True for a peft model (without importing peft when nothing could have used it).
+
+    Reads the class from the module that defines it, and only once it is defined: another
+    thread may be importing peft right now (a partly initialised module without the class
+    yet), and then no peft model can exist.
+    """
+    defining = sys.modules.get("peft.peft_model")
+    peft_model = getattr(defining, "PeftModel", None)
+    return isinstance(peft_model, type) and isinstance(model, peft_model)
 
 
 def base_model_of(model: torch.nn.Module) -> torch.nn.Module:
