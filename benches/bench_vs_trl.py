@@ -25,10 +25,15 @@ dropped; the medians of the measured steps are reported with their ratio, the me
 the per-step ratios (step i of both ran back to back) and the ratio of CPU seconds per
 step, which moves least when other processes load the machine.
 
-Peak memory cannot be told apart in one process that holds both frameworks, so each
-framework then trains ``--memory-steps`` steps alone in a fresh process, and its peak
-resident set from the moment the inputs are built (Linux ``VmHWM``) is reported next to
-that of a process that only imports both frameworks after building the same inputs.
+Then each framework trains alone in a fresh process of its own (``--alone-steps`` measured
+steps after the same warm-up; 0 with ``--memory-steps 0`` skips it), and the median step of
+each is reported with their ratio. Sharing one process costs both sides at two threads: each
+Python thread drives its own OpenMP pool, and taking turns between the two pools made an
+engine's generation 2.7x slower (0.43 s against 0.16 s, the other thread running
+``transformers``' ``generate``), so the alone figures are what each framework does on its own.
+The peak resident set of those processes from the moment the inputs are built (Linux
+``VmHWM``) is reported next to that of a process that only imports both frameworks after
+building the same inputs (peak memory cannot be told apart in one process that holds both).
 
 Run:  nice .venv/bin/python benches/bench_vs_trl.py        (about 1-2 minutes on 2 cores)
       add ``--threads 1`` on a machine shared with other jobs (steadier numbers).
@@ -394,6 +399,7 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
 # ------------------------------------------------------------------ peak memory
 
 MEMORY_TAG = "PEAK_RSS_MB "
+STEPS_TAG = "STEP_SECONDS "
 NOBODY = "none"
 
 
@@ -414,31 +420,44 @@ def peak_rss_mb() -> float:
     raise RuntimeError("/proc/self/status has no VmHWM line")
 
 
-def run_alone(args: argparse.Namespace, setup: Setup) -> None:
-    """``args.memory_child`` trains alone (``none``: nothing), in this fresh process."""
+def run_alone(args: argparse.Namespace, setup: Setup) -> StepLog | None:
+    """``args.memory_child`` trains alone (``none``: nothing), in this fresh process; its
+    step log."""
     steps = args.warmup + args.steps
     logs = {AGENTRL: StepLog(), TRL: StepLog()}
     turns = Turns(args.memory_child if args.memory_child != NOBODY else AGENTRL)
     if args.memory_child == AGENTRL:
         turns.finish(TRL)
         run_agentrl(setup, turns, logs[AGENTRL], steps)
-    elif args.memory_child == TRL:
+        return logs[AGENTRL]
+    if args.memory_child == TRL:
         turns.finish(AGENTRL)
         run_trl(setup, args, turns, logs[TRL])
-    else:  # the frameworks imported, the inputs built, nothing trained
-        from agentrl.trainer import Trainer  # noqa: F401
-        from datasets import Dataset  # noqa: F401
-        from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+        return logs[TRL]
+    # the frameworks imported, the inputs built, nothing trained
+    from agentrl.trainer import Trainer  # noqa: F401
+    from datasets import Dataset  # noqa: F401
+    from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+
+    return None
 
 
-def measure_peak_memory(args: argparse.Namespace) -> dict[str, float]:
-    """Peak RSS (MiB) of a fresh process per framework, and of one that trains nothing."""
+def alone_steps(args: argparse.Namespace) -> int:
+    """Measured steps of each framework's fresh process (memory and time alone)."""
+    return max(args.memory_steps, args.alone_steps)
+
+
+def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each framework in a fresh process of its own (and one that trains nothing): peak RSS
+    (MiB), and the seconds of its steps after warm-up, free of the other framework's
+    threads in the same process."""
     import subprocess
 
-    peaks = {}
+    peaks: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}
     for who in (NOBODY, AGENTRL, TRL):
         command = [sys.executable, __file__, "--memory-child", who,
-                   "--steps", str(args.memory_steps), "--warmup", "1",
+                   "--steps", str(alone_steps(args)), "--warmup", str(args.warmup),
                    "--threads", str(torch.get_num_threads())]  # fmt: skip
         for name in ("prompts", "prompts_per_step", "group_size", "max_new_tokens",
                      "temperature", "top_p", "top_k", "repetition_penalty",
@@ -450,14 +469,30 @@ def measure_peak_memory(args: argparse.Namespace) -> dict[str, float]:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
             raise RuntimeError(f"the peak-memory run of {who} failed:\n{tail}")
         peaks[who] = float(lines[-1][len(MEMORY_TAG) :])
-    return peaks
+        timed = [x for x in done.stdout.splitlines() if x.startswith(STEPS_TAG)]
+        if timed:
+            seconds[who] = json.loads(timed[-1][len(STEPS_TAG) :])
+    return peaks, seconds
+
+
+def report_alone(args: argparse.Namespace, seconds: dict[str, list[float]]) -> float:
+    """Median seconds per step of each framework alone; returns TRL's over agentrl's."""
+    print(f"each alone in a fresh process ({args.warmup} warm-up + {alone_steps(args)} "
+          f"measured steps, {torch.get_num_threads()} torch threads):")  # fmt: skip
+    medians = {who: _median(seconds[who]) for who in (AGENTRL, TRL)}
+    for who, value in medians.items():
+        print(f"  {who:<8} {value:.3f} s/step")
+    ratio = medians[TRL] / medians[AGENTRL] if medians[AGENTRL] > 0 else float("nan")
+    print(f"  speed-up alone, TRL s/step over agentrl s/step: {ratio:.2f}x")
+    return ratio
 
 
 def report_memory(args: argparse.Namespace, peaks: dict[str, float]) -> None:
     base = peaks[NOBODY]
     print(
-        f"peak memory (resident set of a fresh process training {args.memory_steps + 1} steps "
-        f"alone, from the moment its inputs are built; only importing both: {base:.0f} MiB):"
+        f"peak memory (resident set of a fresh process training "
+        f"{args.warmup + alone_steps(args)} steps alone, from the moment its inputs are "
+        f"built; only importing both: {base:.0f} MiB):"
     )
     for who in (AGENTRL, TRL):
         print(f"  {who:<8} {peaks[who]:>7.0f} MiB peak, {peaks[who] - base:>6.0f} MiB above that")
@@ -626,6 +661,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=2,
         help="measured steps of each peak-memory process (0: no memory report)",
     )
+    p.add_argument(
+        "--alone-steps",
+        type=int,
+        default=10,
+        help="measured steps of each framework alone in a fresh process (0: no such run "
+        "unless --memory-steps asks for one)",
+    )
     p.add_argument("--memory-child", choices=(AGENTRL, TRL, NOBODY), default="",
                    help=argparse.SUPPRESS)  # fmt: skip
     args = p.parse_args(argv)
@@ -656,8 +698,10 @@ def main(argv: list[str] | None = None) -> int:
             setup = build_inputs(args, workdir)
             reset_peak_rss()
             with contextlib.redirect_stdout(sys.stderr):
-                run_alone(args, setup)
+                ran = run_alone(args, setup)
             print(f"{MEMORY_TAG}{peak_rss_mb():.1f}", flush=True)
+            if ran is not None:
+                print(f"{STEPS_TAG}{json.dumps(ran.seconds[args.warmup :])}", flush=True)
         finally:
             tmp.cleanup()
         return 0
@@ -694,13 +738,18 @@ def main(argv: list[str] | None = None) -> int:
         if failure:
             raise failure[0]
         report(args, setup, logs)
-        if args.memory_steps > 0:
-            print(f"peak memory: {args.memory_steps} + 1 steps of each alone ...", flush=True)
-            peaks = measure_peak_memory(args)
-            report_memory(args, peaks)
+        if alone_steps(args) > 0:
+            print(f"each framework alone: {args.warmup} + {alone_steps(args)} steps in a fresh "
+                  "process ...", flush=True)  # fmt: skip
+            peaks, seconds = measure_alone(args)
+            alone_ratio = report_alone(args, seconds)
+            if args.memory_steps > 0:
+                report_memory(args, peaks)
             if args.json:
                 payload = json.loads(Path(args.json).read_text(encoding="utf-8"))
                 payload["peak_rss_mb"] = peaks
+                payload["alone_seconds_per_step"] = {w: _median(v) for w, v in seconds.items()}
+                payload["alone_speedup"] = alone_ratio
                 Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     except BaseException:
         chatter = workdir / "frameworks.log"
