@@ -2,8 +2,8 @@
 
 ``compat``: every option at its compatible default (docs/compat.md), untouched. ``tiny``:
 the built-in CPU run (the default): the warm-started tiny model on generated tool-use
-tasks, sized to finish in about ten minutes on two cores; every option it does not list
-keeps its compatible default.
+tasks, sized so that warm start and RL together take about 12 minutes on two idle cores
+(README); every option it does not list keeps its compatible default.
 """
 
 from __future__ import annotations
