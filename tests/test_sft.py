@@ -22,6 +22,7 @@ from agentrl.sft.data import (
     read_conversations,
 )
 from agentrl.sft.evaluate import EvalTask, answer_region, exact_match, run_episodes
+from agentrl.sft.pipeline import SFTRunOptions
 from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
 from agentrl.sft.train import SFTConfig, SFTResult, lr_factor, masked_loss_sum, train_sft
 from helpers import SMALL_SPEC
@@ -420,11 +421,9 @@ def test_command_defaults_are_the_pipeline_defaults():
     assert (dashed.num_demos, dashed.max_len) == (7, 64)
 
 
-def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
-    tmp_path, monkeypatch
-):
+def _record_warm_starts(monkeypatch) -> list:
+    """Stands in for the SFT pipeline: records its options and publishes an empty model."""
     from agentrl.sft import pipeline
-    from agentrl.training import setup
 
     calls = []
 
@@ -436,11 +435,20 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
         return pipeline.SFTRunResult(str(out), 0, 0.5, SFTResult(10, 1.0, 0.5), 0.0)
 
     monkeypatch.setattr(pipeline, "run_sft", fake_run_sft)
+    return calls
+
+
+def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
+    tmp_path, monkeypatch
+):
+    from agentrl.training import setup
+
+    calls = _record_warm_starts(monkeypatch)
     monkeypatch.chdir(tmp_path)
     logged: list[str] = []
     assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is True
     built_in = SFTConfig(output_dir="runs/tiny-sft", compile=True)
-    assert calls == [pipeline.SFTRunOptions(train=built_in)]
+    assert calls == [SFTRunOptions(train=built_in)]
     assert setup.ensure_warm_start("runs/tiny-sft", logged.append) is False  # now present
     assert setup.ensure_warm_start(str(tmp_path / "other"), logged.append) is False
     assert len(calls) == 1  # never trained implicitly for any other model
@@ -448,19 +456,9 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
 
 
 def test_warm_start_trains_eagerly_and_says_so_without_a_cpp_compiler(tmp_path, monkeypatch):
-    from agentrl.sft import pipeline
     from agentrl.training import setup
 
-    calls = []
-
-    def fake_run_sft(options, log, should_stop=None):
-        calls.append(options)
-        out = Path(options.train.output_dir)
-        out.mkdir(parents=True)
-        (out / "config.json").write_text("{}")
-        return pipeline.SFTRunResult(str(out), 0, 0.5, SFTResult(10, 1.0, 0.5), 0.0)
-
-    monkeypatch.setattr(pipeline, "run_sft", fake_run_sft)
+    calls = _record_warm_starts(monkeypatch)
     monkeypatch.setattr(setup, "missing_compiler", lambda device: "no C++ compiler (test)")
     monkeypatch.setattr(setup, "resolve_device", lambda name: torch.device("cpu"))
     monkeypatch.chdir(tmp_path)
