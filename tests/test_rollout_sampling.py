@@ -186,3 +186,13 @@ def test_top_k_keeps_every_token_tied_at_the_threshold() -> None:
         logits.repeat(4000, 1), SamplingParams(top_k=2), generator=torch.Generator().manual_seed(0)
     )
     assert set(out.tokens.tolist()) == {0, 1, 2, 3}
+
+
+def test_draws_do_not_depend_on_the_probabilities_dtype() -> None:
+    # The noise is float32 whatever the dtype: half-precision noise has 256 levels or fewer
+    # below 1, and its ties and rounding would bend the race.
+    probs = torch.softmax(torch.randn(512, 40, generator=torch.Generator().manual_seed(1)), -1)
+    half = probs.to(torch.bfloat16)
+    drawn_half, _ = _draw(half, torch.Generator().manual_seed(0), fallback_token_id=0)
+    drawn_full, _ = _draw(half.float(), torch.Generator().manual_seed(0), fallback_token_id=0)
+    assert torch.equal(drawn_half, drawn_full)

@@ -232,9 +232,11 @@ def _draw(
         probs = probs.clone()
         probs[collapsed] = 0.0
         probs[collapsed, fallback] = 1.0
-    noise = torch.empty_like(probs).uniform_(generator=generator)
-    noise = noise.clamp_(min=torch.finfo(noise.dtype).tiny).log_().neg_()
-    return (probs / noise).argmax(dim=-1), collapsed
+    # float32 whatever the probabilities' dtype: a half-precision U would round up to 1
+    # (E = 0, a sure win) far too often.
+    noise = torch.empty(probs.shape, dtype=torch.float32, device=probs.device)
+    noise = noise.uniform_(generator=generator).clamp_(min=torch.finfo(torch.float32).tiny)
+    return (probs.float() / noise.log_().neg_()).argmax(dim=-1), collapsed
 
 
 def sample_tokens(
