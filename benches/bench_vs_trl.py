@@ -467,10 +467,12 @@ def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str,
         lines = [x for x in done.stdout.splitlines() if x.startswith(MEMORY_TAG)]
         if done.returncode != 0 or not lines:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
-            raise RuntimeError(f"the peak-memory run of {who} failed:\n{tail}")
+            raise RuntimeError(f"the run of {who} alone failed:\n{tail}")
         peaks[who] = float(lines[-1][len(MEMORY_TAG) :])
         timed = [x for x in done.stdout.splitlines() if x.startswith(STEPS_TAG)]
-        if timed:
+        if who != NOBODY:
+            if not timed:
+                raise RuntimeError(f"the run of {who} alone printed no step times")
             seconds[who] = json.loads(timed[-1][len(STEPS_TAG) :])
     return peaks, seconds
 
