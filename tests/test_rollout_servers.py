@@ -9,6 +9,7 @@ use NCCL on GPUs: nothing here has run against one).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -19,10 +20,12 @@ from agentrl.errors import UsageError
 from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP
 from agentrl.rollout.remote import RemoteEngineError, RetryPolicy, create_rollout_engine
 from agentrl.rollout.remote.collective import (
+    TorchGroupFactory,
     VLLMNcclGroup,
     address_seen_by,
     beside_server_call,
     dtype_name,
+    free_port,
     preflight,
     tensor_specs,
     vllm_nccl_group,
@@ -181,6 +184,46 @@ def test_sglang_refusing_the_group_is_a_clear_error_not_a_hang(sglang):
         engine.update_weights(_weights(1.0), version=1)
     assert time.monotonic() - began < 10 and engine.version == 0
     assert "/update_weights_from_distributed" not in sglang.paths()
+    # This side's wait for the server was called off, not left blocked in native code (a
+    # thread still blocked there when the interpreter exits aborts the process).
+    joins = [t for t in threading.enumerate() if t.name.startswith("joining the SGLang")]
+    assert [t.name for t in joins if t.is_alive()] == []
+
+
+def _join_in_thread(factory: TorchGroupFactory, port: int, name: str) -> dict[str, Any]:
+    outcome: dict[str, Any] = {}
+
+    def join() -> None:
+        try:
+            outcome["group"] = factory("127.0.0.1", port, 3, name)
+        except Exception as exc:
+            outcome["error"] = exc
+
+    outcome["thread"] = threading.Thread(target=join, daemon=True)
+    outcome["thread"].start()
+    return outcome
+
+
+def test_a_join_waiting_for_the_server_is_called_off_promptly():
+    factory = TorchGroupFactory("gloo", timeout_s=60.0)
+    port = free_port("127.0.0.1")
+    outcome = _join_in_thread(factory, port, "waits")
+    time.sleep(0.5)  # the rendezvous store now waits for the server's two ranks
+    began = time.monotonic()
+    factory.call_off("127.0.0.1", port, 3, "waits")
+    outcome["thread"].join(10)
+    assert not outcome["thread"].is_alive() and time.monotonic() - began < 5
+    assert "called off" in str(outcome["error"]) and "group" not in outcome
+
+
+def test_a_join_called_off_before_it_starts_never_waits():
+    factory = TorchGroupFactory("gloo", timeout_s=60.0)
+    port = free_port("127.0.0.1")
+    factory.call_off("127.0.0.1", port, 3, "early")
+    outcome = _join_in_thread(factory, port, "early")
+    outcome["thread"].join(5)
+    assert not outcome["thread"].is_alive()
+    assert "called off" in str(outcome["error"])
 
 
 def test_sglang_failing_an_update_stops_the_sync(sglang):

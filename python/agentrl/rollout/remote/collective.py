@@ -8,7 +8,9 @@ over the group. Two things follow, and live here once:
 * The HTTP call and the trainer's side of the collective must run at the same time: the
   server answers the call only after it has joined (or received), and joining or
   broadcasting blocks until the server does its part. `beside_server_call` runs both and
-  fails as soon as either side fails, naming which.
+  fails as soon as either side fails, naming which. When the server refuses to join, this
+  side's wait for it is called off (`TorchGroupFactory.call_off`) rather than left blocked
+  in native code: a thread still waiting there when the interpreter exits aborts the process.
 * The group must be one the server can join. SGLang builds a plain ``torch.distributed``
   group on a ``tcp://`` rendezvous under a store prefixed with the group's name, registered
   beside (not instead of) any default group; `TorchBroadcastGroup` builds the same one, with
@@ -157,6 +159,7 @@ class TorchBroadcastGroup:
         rank: int = 0,
         timeout_s: float = 600.0,
         device: torch.device | None = None,
+        called_off: threading.Event | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"weight-sync backend {backend!r}: choose from {', '.join(BACKENDS)}")
@@ -174,7 +177,9 @@ class TorchBroadcastGroup:
         self.device = device
         timeout = datetime.timedelta(seconds=float(timeout_s))
         url = f"tcp://{master_address}:{int(master_port)}"
+        _raise_if_called_off(called_off, group_name)
         store, rank, world_size = next(c10d.rendezvous(url, rank, world_size, timeout=timeout))
+        _raise_if_called_off(called_off, group_name)
         store.set_timeout(timeout)
         prefixed = c10d.PrefixStore(group_name, store)
         group, _ = c10d._new_process_group_helper(
@@ -201,11 +206,14 @@ class TorchBroadcastGroup:
 
 
 class TorchGroupFactory:
-    """A `GroupFactory` for `TorchBroadcastGroup` with ``backend``."""
+    """A `GroupFactory` for `TorchBroadcastGroup` with ``backend``; joins it starts can be
+    called off (`call_off`) while they wait for the server."""
 
     def __init__(self, backend: str, *, timeout_s: float = 600.0) -> None:
         self.backend = backend
         self.timeout_s = float(timeout_s)
+        self._called_off: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
 
     def preflight(self) -> None:
         """Fail before the server is contacted when this side cannot join at all."""
@@ -213,14 +221,79 @@ class TorchGroupFactory:
             require_gpu("weight_sync='nccl'", "use --weight_sync gloo or disk")
 
     def __call__(self, address: str, port: int, world_size: int, name: str) -> BroadcastGroup:
-        return TorchBroadcastGroup(
-            address, port, world_size, name, backend=self.backend, timeout_s=self.timeout_s
-        )
+        event = self._event(name)
+        try:
+            return TorchBroadcastGroup(
+                address,
+                port,
+                world_size,
+                name,
+                backend=self.backend,
+                timeout_s=self.timeout_s,
+                called_off=event,
+            )
+        finally:
+            with self._lock:
+                self._called_off.pop(name, None)
+
+    def _event(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._called_off.setdefault(name, threading.Event())
+
+    def call_off(self, address: str, port: int, world_size: int, name: str) -> None:
+        """End a join of ``name`` that waits for the server: it raises instead of building
+        the group. The rendezvous store waits for ``world_size - 1`` clients in native
+        code; clients that connect and leave release it (more than needed is harmless)."""
+        with self._lock:
+            pending = name in self._called_off  # else the join, once it starts, sees the event
+        self._event(name).set()
+        if pending and _listening(address, port, CALL_OFF_PROBE_S):
+            _release_rendezvous(address, port, world_size)
 
 
 def torch_group_factory(backend: str, *, timeout_s: float = 600.0) -> GroupFactory:
     """A `GroupFactory` for `TorchBroadcastGroup` with ``backend``."""
     return TorchGroupFactory(backend, timeout_s=timeout_s)
+
+
+# Seconds to wait for a join's rendezvous store to listen before releasing it.
+CALL_OFF_PROBE_S = 2.0
+
+
+def _raise_if_called_off(called_off: threading.Event | None, name: str) -> None:
+    if called_off is not None and called_off.is_set():
+        raise RemoteEngineError(f"joining weight-update group {name!r} was called off")
+
+
+def _listening(address: str, port: int, within_s: float) -> bool:
+    """Whether something accepts connections at ``address:port`` within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with socket.create_connection((address, int(port)), timeout=0.2):
+                return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
+def _release_rendezvous(address: str, port: int, world_size: int) -> None:
+    """Connect ``world_size - 1`` store clients to a rendezvous master that waits for them."""
+    from torch.distributed import TCPStore
+
+    for _ in range(max(0, int(world_size) - 1)):
+        try:
+            TCPStore(address, int(port), int(world_size), False, datetime.timedelta(seconds=5))
+        except (RuntimeError, ValueError):  # the master ended meanwhile: nothing to release
+            return
+
+
+def call_off(factory: GroupFactory, address: str, port: int, world_size: int, name: str) -> None:
+    """Call off a pending join where ``factory`` knows how (`TorchGroupFactory` does)."""
+    method = getattr(factory, "call_off", None)
+    if callable(method):
+        method(address, port, world_size, name)
 
 
 class VLLMNcclGroup:
@@ -303,18 +376,23 @@ def beside_server_call(
     what: str,
     timeout_s: float,
     poll_s: float = 0.02,
+    call_off_local: Callable[[], None] | None = None,
+    grace_s: float = 5.0,
 ) -> tuple[T, Any]:
     """Run ``server_call`` (an HTTP request) and ``local_side`` (this rank's collective) at
     once; both results, or RemoteEngineError as soon as either fails or ``timeout_s`` passes.
 
-    A side still blocked when the other failed is left to its own timeout in a daemon
-    thread: the group is then unusable, and the error stops the run.
+    When the server fails first, ``call_off_local`` (if given) ends the local side's wait,
+    which is then given ``grace_s`` to finish. A side that cannot be called off is left to
+    its own timeout in a daemon thread: the group is then unusable, and the error stops
+    the run.
     """
     server = _start(server_call, f"{what}-http")
     local = _start(local_side, f"{what}-collective")
     deadline = time.monotonic() + float(timeout_s)
     while not (server.done.is_set() and local.done.is_set()):
         if server.error is not None:
+            _call_off(local, call_off_local, grace_s)
             raise _failure(what, "the server", server.error)
         if local.error is not None:
             server.done.wait(min(1.0, max(0.0, deadline - time.monotonic())))
@@ -323,6 +401,7 @@ def beside_server_call(
             raise _failure(what, "this side", local.error)
         if time.monotonic() >= deadline:
             waiting = "the server's answer" if not server.done.is_set() else "the collective"
+            _call_off(local, call_off_local, grace_s)
             raise RemoteEngineError(f"{what}: still waiting for {waiting} after {timeout_s:.0f}s")
         time.sleep(poll_s)
     if server.error is not None:
@@ -330,6 +409,16 @@ def beside_server_call(
     if local.error is not None:
         raise _failure(what, "this side", local.error)
     return server.value, local.value
+
+
+def _call_off(local: _Outcome, call_off_local: Callable[[], None] | None, grace_s: float) -> None:
+    if call_off_local is None or local.done.is_set():
+        return
+    try:
+        call_off_local()
+    except Exception:  # best effort: the failure being raised is what the caller needs
+        return
+    local.done.wait(grace_s)
 
 
 def _failure(what: str, side: str, error: BaseException) -> RemoteEngineError:
@@ -358,6 +447,7 @@ __all__ = [
     "address_seen_by",
     "beside_server_call",
     "broadcast_state",
+    "call_off",
     "dtype_name",
     "free_port",
     "preflight",

@@ -23,6 +23,7 @@ from agentrl.rollout.remote.collective import (
     address_seen_by,
     beside_server_call,
     broadcast_state,
+    call_off,
     free_port,
     preflight,
     tensor_specs,
@@ -116,6 +117,7 @@ class ServerEngine(LiveRowsEngine):
             lambda: self.group_factory(address, port, world_size, name),
             what=f"joining the {self.SERVER_NAME}'s weight-update group at {address}:{port}",
             timeout_s=self.weight_sync_timeout_s,
+            call_off_local=lambda: call_off(self.group_factory, address, port, world_size, name),
         )
         self._group, self.group_name = group, name
         return group
