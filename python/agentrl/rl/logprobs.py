@@ -22,6 +22,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agentrl.utils.tensors import all_in_range
+
 __all__ = [
     "CHUNK_ELEMENTS",
     "ForwardOutput",
@@ -47,9 +49,10 @@ class ForwardOutput:
 
 def sanitize_logits(logits: torch.Tensor) -> torch.Tensor:
     """Float32 logits with NaN/inf replaced and the range clamped to +-80."""
-    return torch.nan_to_num(logits.float(), nan=0.0, posinf=30.0, neginf=-30.0).clamp(
-        -_CLAMP, _CLAMP
-    )
+    wide = logits.float()
+    if all_in_range(wide, -_CLAMP, _CLAMP):  # the usual case: nothing to replace or clamp
+        return wide
+    return torch.nan_to_num(wide, nan=0.0, posinf=30.0, neginf=-30.0).clamp(-_CLAMP, _CLAMP)
 
 
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -92,12 +95,14 @@ def _slice_grad(
     where the raw logit was finite and inside +-80; z = sanitised / temperature.
     """
     wide = raw.float()
-    z = sanitize_logits(wide)
+    inside = all_in_range(wide, -_CLAMP, _CLAMP)
+    z = wide if inside else sanitize_logits(wide)
     if temperature != 1.0:
         z = z / temperature
     out = torch.exp(z - lse.unsqueeze(1)).mul_(-grad.unsqueeze(1))
     out.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1))
-    out = out.mul_(wide.abs() <= _CLAMP)  # False for NaN and inf too
+    if not inside:
+        out = out.mul_(wide.abs() <= _CLAMP)  # False for NaN and inf too
     if temperature != 1.0:
         out = out.div_(temperature)
     return out

@@ -31,6 +31,7 @@ import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LRScheduler
 
 from agentrl.utils.schedule import lr_factor
+from agentrl.utils.tensors import all_finite
 
 __all__ = [
     "OptimConfig",
@@ -164,8 +165,7 @@ def master_weights(params: Sequence[torch.nn.Parameter]) -> list[torch.Tensor] |
 
 def _grads_finite(params: Sequence[torch.nn.Parameter]) -> bool:
     """True when every gradient is finite; one host read for all parameters."""
-    checks = [torch.isfinite(p.grad).all() for p in params if p.grad is not None]
-    return not checks or bool(torch.stack([c.to(checks[0].device) for c in checks]).all())
+    return all_finite(p.grad for p in params if p.grad is not None)
 
 
 def clip_and_step(

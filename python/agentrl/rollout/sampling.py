@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
+from agentrl.utils.tensors import all_in_range
+
 # Replacement values for non-finite logits, and the range every logit is clamped to.
 NAN_LOGIT = 0.0
 POSINF_LOGIT = 30.0
@@ -107,6 +109,8 @@ class SampleResult:
 
 def sanitize_logits(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Finite fp32 logits, and a bool per row: did the row contain a non-finite value."""
+    if all_in_range(logits, -LOGIT_LIMIT, LOGIT_LIMIT):  # usual: nothing to replace or clamp
+        return logits.float(), torch.zeros(logits.shape[:-1], dtype=torch.bool)
     bad = ~torch.isfinite(logits).all(dim=-1)
     clean = torch.nan_to_num(
         logits.float(), nan=NAN_LOGIT, posinf=POSINF_LOGIT, neginf=NEGINF_LOGIT
@@ -224,7 +228,8 @@ def _draw(
     sixth of a rollout's decoding time for the tiny model). U is kept above 0 so that E is
     finite and positive: a column with mass always beats one without.
     """
-    probs = torch.nan_to_num(probs, nan=0.0, posinf=0.0, neginf=0.0).clamp(min=0.0)
+    if not all_in_range(probs, 0.0, torch.finfo(torch.float32).max):
+        probs = torch.nan_to_num(probs, nan=0.0, posinf=0.0, neginf=0.0).clamp(min=0.0)
     mass = probs.sum(dim=-1)
     collapsed = ~torch.isfinite(mass) | (mass <= 0)
     if bool(collapsed.any()):

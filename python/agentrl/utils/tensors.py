@@ -1,11 +1,32 @@
-"""Checks on weights that every writer of weights shares (checkpoints, exports, syncs)."""
+"""Checks on tensors that weights, gradients and logits share (checkpoints, syncs, steps)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
+
+
+def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    """True when no element of ``tensors`` is a NaN or an infinity.
+
+    The largest magnitude of each tensor (an infinity norm: a maximum, so no finite value
+    overflows it, and NaN propagates) in one fused call per device, and one host read.
+    """
+    by_device: dict[torch.device, list[torch.Tensor]] = defaultdict(list)
+    for t in tensors:
+        if t.numel():
+            by_device[t.device].append(t.detach())
+    peaks = [
+        torch.stack([p.float() for p in torch._foreach_norm(group, float("inf"))]).max()
+        for group in by_device.values()
+    ]
+    if not peaks:
+        return True
+    first = peaks[0].device
+    return bool(torch.isfinite(torch.stack([p.to(first) for p in peaks])).all())
 
 
 def has_nonfinite(state: Mapping[str, Any]) -> bool:
@@ -14,10 +35,21 @@ def has_nonfinite(state: Mapping[str, Any]) -> bool:
     Weights like that are never saved, exported or loaded into a rollout engine: they
     would only spread a failed update further.
     """
-    return any(
-        torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())
-        for t in state.values()
-    )
+    return not all_finite(t for t in state.values() if torch.is_tensor(t) and t.is_floating_point())
 
 
-__all__ = ["has_nonfinite"]
+def all_in_range(t: torch.Tensor, low: float, high: float) -> bool:
+    """True when every value of CPU tensor ``t`` lies in ``[low, high]`` (so none is NaN).
+
+    One min/max reduction, exact (NaN fails both comparisons): on the CPU far cheaper than
+    the full-size passes it lets a caller skip (replacing non-finite values, clamping),
+    which leave such a tensor unchanged. False off the CPU, where reading the answer would
+    stall the device and those passes are cheap.
+    """
+    if t.device.type != "cpu" or not t.numel():
+        return False
+    lo, hi = torch.aminmax(t)
+    return bool(lo >= low) and bool(hi <= high)
+
+
+__all__ = ["all_finite", "all_in_range", "has_nonfinite"]
