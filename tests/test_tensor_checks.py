@@ -33,6 +33,8 @@ def test_all_in_range_is_exact_at_the_bounds_and_fails_on_nan() -> None:
     assert not all_in_range(t, -80.0, 79.9)
     assert not all_in_range(torch.tensor([0.0, NAN]), -1e9, 1e9)
     assert not all_in_range(torch.empty(0), -1.0, 1.0)
+    # Off the CPU it answers False without reading the tensor (a read would stall a device).
+    assert not all_in_range(torch.zeros(4, device="meta"), -1.0, 1.0)
 
 
 def test_in_range_logits_come_back_unchanged_by_both_sanitizers() -> None:

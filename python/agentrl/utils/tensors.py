@@ -49,7 +49,7 @@ def all_in_range(t: torch.Tensor, low: float, high: float) -> bool:
     if t.device.type != "cpu" or not t.numel():
         return False
     lo, hi = torch.aminmax(t)
-    return bool(lo >= low) and bool(hi <= high)
+    return bool((lo >= low) & (hi <= high))
 
 
 __all__ = ["all_finite", "all_in_range", "has_nonfinite"]
