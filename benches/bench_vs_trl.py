@@ -215,6 +215,7 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
         "use_wandb": False,
         "format_warmup_steps": 0,
         "reward_cap_warmup_steps": 0,
+        "rollout_compile": args.rollout_compile,
     }
     config = resolve("tiny", overrides=overrides)
     tools = build_tools(config)
@@ -376,6 +377,7 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
         seed=args.seed,
         data_seed=args.seed,
         dataloader_num_workers=0,
+        cache_implementation=args.trl_cache or None,
     )
     tokenizer = AutoTokenizer.from_pretrained(str(setup.model_dir))
     trainer = TimedGRPOTrainer(
@@ -461,7 +463,8 @@ def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str,
                    "--threads", str(torch.get_num_threads())]  # fmt: skip
         for name in ("prompts", "prompts_per_step", "group_size", "max_new_tokens",
                      "temperature", "top_p", "top_k", "repetition_penalty",
-                     "learning_rate", "beta", "seed"):  # fmt: skip
+                     "learning_rate", "beta", "seed", "rollout_compile",
+                     "trl_cache"):  # fmt: skip
             command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [x for x in done.stdout.splitlines() if x.startswith(MEMORY_TAG)]
@@ -548,8 +551,6 @@ IDENTICAL = (
     "step per generation batch, no gradient checkpointing, same torch threads",
 )
 DIFFERENT = (
-    "generation: agentrl's TorchEngine (KV cache, one prefill per group copied G times, "
-    "finished rows dropped) vs TRL's transformers model.generate on 16 repeated prompts",
     "behaviour log-probs: agentrl keeps the sampler's; TRL (no vLLM, aligned steps) uses "
     "the detached current log-probs: neither runs an extra old-policy forward",
     "reference forward: TRL's sits in its generation phase (counted in its rollout column), "
@@ -565,6 +566,22 @@ DIFFERENT = (
     "which 2 prompts a step draws (each framework's own seeded shuffle of the same pool); "
     "agentrl also writes its metrics JSONL every step",
 )
+
+
+def generation_line(args: argparse.Namespace) -> str:
+    """How the two sides generate, with the options this run chose."""
+    ours = (
+        "decoding compiled over a fixed-size KV cache (rollout_compile 1; compiled in the warm-up)"
+        if args.rollout_compile
+        else "eager decoding (rollout_compile 0)"
+    )
+    cache = f"cache_implementation={args.trl_cache!r}" if args.trl_cache else "its default cache"
+    return (
+        f"generation: agentrl's TorchEngine (KV cache, one prefill per group copied G times, "
+        f"finished rows dropped, {ours}) vs TRL's transformers model.generate on "
+        f"{args.prompts_per_step * args.group_size} repeated prompts ({cache}; TRL builds its "
+        f"GenerationConfig with disable_compile=True)"
+    )
 
 
 def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> float:
@@ -623,7 +640,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     for line in IDENTICAL:
         print(f"  - {line}")
     print("not identical:")
-    for line in DIFFERENT:
+    for line in (generation_line(args), *DIFFERENT):
         print(f"  - {line}")
     if args.json:
         payload = {"ratio": ratio, "paired_ratio": paired, "cpu_ratio": cpu_ratio,
@@ -653,6 +670,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=0.04, help="KL coefficient (both sides)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument(
+        "--rollout-compile",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="agentrl's rollout_compile option (compiled decoding over a fixed-size cache)",
+    )
+    p.add_argument(
+        "--trl-cache",
+        default="",
+        help="TRL's cache_implementation for generation ('': its default, a growing cache; "
+        "'static': fixed-size; TRL turns transformers' compiled generation off either way)",
+    )
     p.add_argument("--first", choices=(AGENTRL, TRL), default=AGENTRL, help="who starts")
     p.add_argument("--json", default="", help="also write the summary to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")

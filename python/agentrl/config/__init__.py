@@ -234,6 +234,14 @@ class TrainConfig:
         "turn added (the same log-probs within float rounding, less compute)",
         _FLAG,
     )
+    rollout_compile: int = _opt(
+        "rollout",
+        0,
+        "torch engine: decode over a fixed-size KV cache with the model compiled "
+        "(torch.compile; seconds to compile at the first rollout, then faster steps; "
+        "tokens can differ from eager decoding by float rounding)",
+        _FLAG,
+    )
     max_context_len: int = _opt("rollout", 1024, "prompt tokens kept (from the end)")
     max_gen_len: int = _opt("rollout", 192, "new tokens per assistant turn")
     max_total_len: int = _opt("rollout", 1536, "packed sequence length (longer keeps its tail)")
@@ -587,6 +595,11 @@ def validate(config: TrainConfig) -> None:
         raise UsageError(
             "option logprob_temperature='sampling' needs rollout_engine='torch': the remote "
             "engines return log-probs of the raw policy"
+        )
+    if config.rollout_compile and config.rollout_engine != "torch":
+        raise UsageError(
+            "option rollout_compile=1 needs rollout_engine='torch': a rollout server "
+            f"({config.rollout_engine!r}) runs its own kernels"
         )
     _check_weight_sync(config)
     if config.logprob_temperature == "sampling" and config.temperature <= 1e-6:

@@ -25,7 +25,8 @@ def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
     if kind == "torch":
         return TorchEngine(models.rollout, models.tokenizer, device=models.device,
                            autocast=models.autocast, seed=seed,
-                           kv_reuse=bool(config.rollout_kv_reuse))  # fmt: skip
+                           kv_reuse=bool(config.rollout_kv_reuse),
+                           compile_decode=bool(config.rollout_compile))  # fmt: skip
     from agentrl.rollout.remote import create_rollout_engine
 
     engine = create_rollout_engine(kind, **_server_options(config, models, kind, seed))

@@ -78,7 +78,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         config, models = setup.config, setup.models
         engine = TorchEngine(models.rollout, models.tokenizer, device=models.device,
                              autocast=models.autocast, seed=config.seed,
-                             kv_reuse=bool(config.rollout_kv_reuse))  # fmt: skip
+                             kv_reuse=bool(config.rollout_kv_reuse),
+                             compile_decode=bool(config.rollout_compile))  # fmt: skip
         return GatheredSource(
             self.ctx,
             engine,
@@ -114,7 +115,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         seed = cfg.seed + ctx.rank
         engine = TorchEngine(model, tokenizer, device=device,
                              autocast=autocast_factory(device, cfg.dtype), seed=seed,
-                             kv_reuse=bool(cfg.rollout_kv_reuse))  # fmt: skip
+                             kv_reuse=bool(cfg.rollout_kv_reuse),
+                             compile_decode=bool(cfg.rollout_compile))  # fmt: skip
         gap = split_version_gap(cfg)
         rollout = AsyncRollout(
             engine,

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import UsageError
 from agentrl.rollout.cache_args import cache_kwarg, forward_kwarg_names, output_cache
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
@@ -224,22 +225,16 @@ class BatchEngine(abc.ABC):
 
 def _select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
     """The cache restricted to (or repeated along) ``index`` of its batch dimension."""
+    from agentrl.rollout.kv_cache import is_fixed, select_fixed_rows  # imports transformers
+
+    if is_fixed(cache):
+        return select_fixed_rows(cache, index)
     if hasattr(cache, "batch_select_indices"):
         cache.batch_select_indices(index)
         return cache
     if isinstance(cache, tuple | list):
         return tuple(tuple(t.index_select(0, index) for t in layer) for layer in cache)
     raise TypeError(f"cannot select rows of a {type(cache).__name__} cache")
-
-
-def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-    """Keys and values ``[batch, heads, length, dim]`` of every layer of a cache of plain
-    full-attention layers; None for any other cache (sliding windows, quantised, ...)."""
-    from agentrl.rollout.kv_cache import is_plain  # here: it imports transformers
-
-    if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
-        return None
-    return [(layer.keys, layer.values) for layer in cache.layers]
 
 
 def _cache_of_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
@@ -308,13 +303,23 @@ class TorchEngine(BatchEngine):
     ``prefill_tokens_reused`` read from kept caches, ``kv_reuse_misses`` kept caches that
     could not be used (weights changed, prompt no longer starts with their ids),
     ``kv_reuse_unsupported`` rows whose cache type cannot be kept.
+
+    ``compile_decode``: decode one token at a time with the model compiled
+    (``torch.compile``, dynamic shapes, built at the first call) over a fixed-size KV cache
+    (see `kv_cache.as_fixed`); prefill stays eager. Each decoding step runs fused kernels
+    instead of a few hundred small ones; the first call pays the compile (seconds to tens of
+    seconds). Compiled kernels sum in other orders, so sampled tokens can differ from eager
+    ones (log-probs agree within float rounding). Caches that are not plain full-attention
+    layers decode eagerly, with a warning, counted in ``compiled_decode_unsupported``;
+    ``compiled_decode_steps`` counts compiled steps.
     """
 
     STAT_NAMES = (*BatchEngine.STAT_NAMES, "forward_calls", "prefill_tokens",
                   "prefill_tokens_shared", "prefill_tokens_reused", "kv_reuse_misses",
                   "kv_reuse_unsupported", "decode_rows", "generated_tokens", "compactions",
                   "nonfinite_rows", "nonfinite_steps", "fallback_rows",
-                  "bad_prompt_ids")  # fmt: skip
+                  "bad_prompt_ids", "compiled_decode_steps",
+                  "compiled_decode_unsupported")  # fmt: skip
 
     def __init__(
         self,
@@ -329,6 +334,7 @@ class TorchEngine(BatchEngine):
         max_batch_rows: int = 0,
         compact_fraction: float = 0.125,
         kv_reuse: bool = True,
+        compile_decode: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -364,6 +370,17 @@ class TorchEngine(BatchEngine):
             )
         self.kv_reuse = bool(kv_reuse)
         self._kept: dict[Hashable, _KeptCache] = {}
+        self.compile_decode = bool(compile_decode)
+        self._compiled: torch.nn.Module | None = None
+        if self.compile_decode:
+            from agentrl.models.compile import missing_compiler
+
+            reason = missing_compiler(self.device)
+            if reason is not None:
+                raise UsageError(
+                    f"compile_decode: {reason}; install one (g++) or turn it off "
+                    "(agentrl train --rollout_compile 0)"
+                )
 
     # ---- configuration helpers ----
 
@@ -447,7 +464,9 @@ class TorchEngine(BatchEngine):
 
     def _keep(self, key: Hashable, cache: Any, attn: torch.Tensor, b: int, ids: list[int]) -> None:
         """Keep batch row ``b`` of ``cache`` (its unpadded positions, covering ``ids``)."""
-        layers = _cache_layers(cache)
+        from agentrl.rollout.kv_cache import filled_layers  # imports transformers
+
+        layers = filled_layers(cache, attn.size(1))
         if layers is None:
             if not self.stats["kv_reuse_unsupported"]:
                 logger.warning(
@@ -506,7 +525,12 @@ class TorchEngine(BatchEngine):
         return [order[i : i + step] for i in range(0, len(order), step)]
 
     def _forward(
-        self, ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache: Any
+        self,
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        positions: torch.Tensor,
+        cache: Any,
+        model: torch.nn.Module | None = None,
     ) -> tuple[torch.Tensor, Any]:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attn, "use_cache": True}
         if self._takes_positions:
@@ -516,7 +540,7 @@ class TorchEngine(BatchEngine):
         if self._takes_logits_to_keep:
             kwargs["logits_to_keep"] = 1
         with self._autocast():
-            out = self.model(**kwargs)
+            out = (self.model if model is None else model)(**kwargs)
         self.stats["forward_calls"] += 1
         logits = out["logits"] if isinstance(out, Mapping) else out.logits
         return logits[:, -1, :].float(), output_cache(out)
@@ -720,10 +744,15 @@ class TorchEngine(BatchEngine):
             logits, cache, attn = self._prefill(prompts)
         # Room for the new tokens, so that decoding appends in place (see kv_cache); at most
         # INITIAL_ROOM up front, doubling after, so a large budget that rows do not use
-        # costs no memory.
+        # costs no memory. A compiled decode takes a fixed-size copy instead.
         from agentrl.rollout.kv_cache import INITIAL_ROOM, with_room  # imports transformers
 
-        cache = with_room(cache, min(max(budgets[i] for i in live), INITIAL_ROOM))
+        most = max(budgets[i] for i in live)
+        decoder = None
+        if self.compile_decode:
+            cache, decoder = self._fixed_decoding(cache, attn.size(1), most)
+        if decoder is None:
+            cache = with_room(cache, min(most, INITIAL_ROOM))
         source = torch.tensor(row_source, dtype=torch.long, device=device)
         if len(prompts) != len(live) or row_source != list(range(len(live))):
             cache = _select_cache_rows(cache, source)
@@ -800,8 +829,49 @@ class TorchEngine(BatchEngine):
                 self.stats["compactions"] += 1
             attn = torch.cat([attn, attn.new_ones((attn.size(0), 1))], dim=-1)
             self.stats["decode_rows"] += len(slots)
-            logits, cache = self._forward(token_col, attn, next_pos.unsqueeze(-1), cache)
+            if decoder is None:
+                logits, cache = self._forward(token_col, attn, next_pos.unsqueeze(-1), cache)
+            else:
+                logits, cache = self._fixed_step(decoder, token_col, attn, next_pos, cache)
             next_pos = next_pos + 1
+
+    def _fixed_decoding(self, cache: Any, length: int, budget: int) -> tuple[Any, Any]:
+        """The prefilled ``cache`` (``length`` positions) as a fixed-size copy, and the
+        compiled model that decodes over it; ``(cache, None)`` when the cache cannot be
+        copied (warned once, counted)."""
+        from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed  # imports transformers
+
+        fixed = as_fixed(cache, length, min(budget, FIXED_ROOM))
+        if fixed is None:
+            if not self.stats["compiled_decode_unsupported"]:
+                logger.warning(
+                    "compile_decode: %s caches have no fixed-size form here; these rows "
+                    "decode eagerly (counted in compiled_decode_unsupported)",
+                    type(cache).__name__,
+                )
+            self.stats["compiled_decode_unsupported"] += 1
+            return cache, None
+        if self._compiled is None:
+            self._compiled = torch.compile(self.model, dynamic=True)
+        return fixed, self._compiled
+
+    def _fixed_step(
+        self,
+        decoder: Any,
+        token_col: torch.Tensor,
+        attn: torch.Tensor,
+        next_pos: torch.Tensor,
+        cache: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        """One compiled decoding step over a fixed-size cache (copied into a larger one when
+        full); the mask spans the whole buffer, its unfilled tail hidden."""
+        from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed, capacity
+
+        if attn.size(1) > capacity(cache):
+            cache = as_fixed(cache, attn.size(1) - 1, FIXED_ROOM)
+        mask = torch.nn.functional.pad(attn, (0, capacity(cache) - attn.size(1)))
+        self.stats["compiled_decode_steps"] += 1
+        return self._forward(token_col, mask, next_pos.unsqueeze(-1), cache, model=decoder)
 
 
 def _common_prefix(prompts: list[list[int]]) -> int:

@@ -9,6 +9,12 @@ When the room runs out the buffer doubles, so appends stay linear overall.
 
 Only caches whose layers are all plain full-attention layers are converted (sliding-window,
 quantised or offloaded caches keep their own behaviour): see :func:`with_room`.
+
+A compiled decode (``TorchEngine(compile_decode=True)``) needs buffers whose shapes do not
+change at every token instead: :func:`as_fixed` copies a plain cache into transformers'
+fixed-size layers (``StaticLayer``, written in place at the next free position), with a
+little spare room, since attention reads the whole buffer at every step; the engine copies
+it into a larger one when the room runs out.
 """
 
 from __future__ import annotations
@@ -16,11 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
 
 # Positions of spare room a converted cache starts with; past them the buffer doubles, so
 # appends stay amortised O(1) and memory at most twice what the rows use.
 INITIAL_ROOM = 256
+# Spare positions of a fixed-size cache: attention reads all of its buffer at every step, so
+# it grows by this much at a time rather than by doubling.
+FIXED_ROOM = 64
 
 
 class GrowingLayer(DynamicLayer):
@@ -111,6 +120,56 @@ def is_plain(cache: Any) -> bool:
     return bool(layers) and all(type(layer) in (DynamicLayer, GrowingLayer) for layer in layers)
 
 
+def is_fixed(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a fixed-size full-attention layer."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) is StaticLayer for layer in layers)
+
+
+def capacity(cache: Any) -> int:
+    """Positions a fixed-size cache holds in all (0 for any other cache)."""
+    return int(cache.layers[0].max_cache_len) if is_fixed(cache) else 0
+
+
+def filled_layers(cache: Any, length: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Keys and values ``[batch, heads, length, dim]`` of every layer of a plain or fixed-size
+    cache holding ``length`` positions; None for any other cache (sliding windows, quantised,
+    ...). ``length`` comes from the caller (the width of its attention mask), so that a
+    fixed-size cache needs no read of its device-side counter."""
+    if is_fixed(cache):
+        if any(not layer.is_initialized for layer in cache.layers):
+            return None
+        return [(layer.keys[..., :length, :], layer.values[..., :length, :])
+                for layer in cache.layers]  # fmt: skip
+    if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
+        return None
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def as_fixed(cache: Any, length: int, room: int) -> Any | None:
+    """A cache of fixed-size layers holding the ``length`` positions of a plain (or
+    fixed-size) ``cache`` with ``room`` spare positions; None when ``cache`` is neither."""
+    layers = filled_layers(cache, length)
+    if layers is None:
+        return None
+    fixed = Cache(layers=[StaticLayer(max_cache_len=length + max(1, room)) for _ in layers])
+    for layer, (keys, values) in zip(fixed.layers, layers, strict=True):
+        layer.lazy_initialization(keys, values)
+        layer.keys[..., :length, :] = keys
+        layer.values[..., :length, :] = values
+        layer.cumulative_length.fill_(length)
+    return fixed
+
+
+def select_fixed_rows(cache: Any, index: torch.Tensor) -> Any:
+    """A fixed-size cache restricted to (or repeated along) ``index`` of its batch rows."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, index)
+        layer.values = layer.values.index_select(0, index)
+        layer.batch_size = int(index.numel())
+    return cache
+
+
 def with_room(cache: Any, room: int) -> Any:
     """``cache`` with its plain layers replaced by growing ones that have ``room`` spare
     positions; any other cache is returned as it is."""
@@ -125,4 +184,15 @@ def with_room(cache: Any, room: int) -> Any:
     return cache
 
 
-__all__ = ["INITIAL_ROOM", "GrowingLayer", "is_plain", "with_room"]
+__all__ = [
+    "FIXED_ROOM",
+    "INITIAL_ROOM",
+    "GrowingLayer",
+    "as_fixed",
+    "capacity",
+    "filled_layers",
+    "is_fixed",
+    "is_plain",
+    "select_fixed_rows",
+    "with_room",
+]

@@ -1,0 +1,148 @@
+"""Compiled decoding over a fixed-size KV cache (``TorchEngine(compile_decode=True)``,
+``agentrl train --rollout_compile 1``): the same tokens and log-probs as eager decoding,
+through compaction, cache growth and kept caches, and a clear word when it cannot run.
+
+Each model family compiles once (about ten seconds on two cores); one engine per family
+goes through every case.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from agentrl.cli import main as cli_main
+from agentrl.config import resolve
+from agentrl.errors import UsageError
+from agentrl.observability import read_metrics
+from agentrl.rollout import kv_cache
+from agentrl.rollout.engine import TorchEngine
+from agentrl.rollout.sampling import SamplingParams
+from helpers import tiny_model, tiny_tokenizer
+
+GREEDY = SamplingParams(greedy=True)
+
+
+def _llama() -> Any:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        initializer_range=0.2, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        return LlamaForCausalLM(config).eval()
+
+
+MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama-gqa": _llama}
+
+
+def _ids(seed: int, n: int) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(10, 400, (n,), generator=g).tolist()
+
+
+def _episodes(engine: TorchEngine, params: SamplingParams) -> tuple[list[list[int]], list[float]]:
+    """Three rows with different budgets (so finished rows are dropped) over three turns,
+    each continuing its kept cache: the final contexts and every behaviour log-prob."""
+    contexts = [_ids(1, 7), _ids(2, 19), _ids(3, 12)]
+    logps: list[float] = []
+    for turn in range(3):
+        outs = engine.generate(contexts, params, max_new_tokens=[6, 4, 9],
+                               cache_keys=["a", "b", "c"])  # fmt: skip
+        for r, out in enumerate(outs):
+            logps += out.logps
+            contexts[r] = contexts[r] + out.token_ids + _ids(10 * turn + r, 3 + 4 * r)
+    return contexts, logps
+
+
+@pytest.mark.parametrize("family", list(MODELS))
+def test_compiled_decoding_gives_the_eager_tokens_and_log_probs(family: str) -> None:
+    model = MODELS[family]()
+    tok = tiny_tokenizer()
+    # No end ids: rows end on their budgets (and the stop id below), so lengths are known.
+    eager = TorchEngine(model, tok, eos_token_ids=())
+    compiled = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
+
+    reference, _ = _episodes(eager, GREEDY)
+    stop = reference[1][19 + 2]  # row 1 ends on its third token in the first turn
+    params = SamplingParams(greedy=True, stop_token_ids=[stop])
+    eager.drop_cache(["a", "b", "c"])  # the reference run's caches would be reused
+    eager.reset_stats()
+    expected, expected_logps = _episodes(eager, params)
+    got, logps = _episodes(compiled, params)
+    assert got == expected
+    assert torch.allclose(torch.tensor(logps), torch.tensor(expected_logps), atol=1e-4, rtol=0)
+    stats = compiled.stats
+    assert stats["compiled_decode_steps"] > 0 and stats["compiled_decode_unsupported"] == 0
+    assert stats["compactions"] > 0  # finished rows were dropped from the fixed-size cache
+    assert stats["prefill_tokens_reused"] == eager.stats["prefill_tokens_reused"] > 0
+    assert stats["kv_reuse_misses"] == 0
+
+    # Past the first room the cache is copied into a larger one, more than once.
+    budget = 2 * kv_cache.FIXED_ROOM + 5
+    prompts = [_ids(7, 30), _ids(8, 11)]
+    want = eager.generate(prompts, GREEDY, max_new_tokens=budget, num_samples=2)
+    outs = compiled.generate(prompts, GREEDY, max_new_tokens=budget, num_samples=2)
+    for a, b in zip(want, outs, strict=True):
+        assert len(b.token_ids) == budget
+        assert b.token_ids == a.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logps, b.logps, strict=True)) < 1e-4
+
+    # Sampling draws the same random stream: same seed, same tokens.
+    sampled = SamplingParams(temperature=1.0, max_new_tokens=20)
+    eager.reseed(11)
+    compiled.reseed(11)
+    want = eager.generate(prompts, sampled, num_samples=3)
+    outs = compiled.generate(prompts, sampled, num_samples=3)
+    assert [o.token_ids for o in outs] == [o.token_ids for o in want]
+
+
+def test_a_cache_without_a_fixed_size_form_decodes_eagerly_and_says_so(monkeypatch, caplog):
+    model = tiny_model(seed=5)
+    tok = tiny_tokenizer()
+    eager = TorchEngine(model, tok, eos_token_ids=())
+    engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
+    monkeypatch.setattr(kv_cache, "as_fixed", lambda *args, **kwargs: None)
+    prompts = [_ids(1, 9), _ids(2, 14)]
+    with caplog.at_level(logging.WARNING, logger="agentrl.rollout.engine"):
+        outs = engine.generate(prompts, GREEDY, max_new_tokens=6)
+        engine.generate(prompts, GREEDY, max_new_tokens=6)
+    want = eager.generate(prompts, GREEDY, max_new_tokens=6)
+    assert [o.token_ids for o in outs] == [o.token_ids for o in want]
+    assert engine.stats["compiled_decode_unsupported"] == 2
+    assert engine.stats["compiled_decode_steps"] == 0
+    warned = [r for r in caplog.records if "compile_decode" in r.getMessage()]
+    assert len(warned) == 1 and "decode eagerly" in warned[0].getMessage()
+
+
+def test_compiled_decoding_needs_a_compiler_and_the_torch_engine(monkeypatch) -> None:
+    from agentrl.models import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "missing_compiler", lambda device: "no C++ compiler")
+    with pytest.raises(UsageError, match=r"no C\+\+ compiler.*--rollout_compile 0"):
+        TorchEngine(tiny_model(seed=5), tiny_tokenizer(), compile_decode=True)
+    with pytest.raises(UsageError, match="rollout_compile=1 needs rollout_engine='torch'"):
+        resolve("tiny", overrides={"rollout_compile": 1, "rollout_engine": "sglang"})
+
+
+def test_train_with_rollout_compile_decodes_compiled(run_files: Path, tmp_path: Path, capsys):
+    code = cli_main(["train", "--model", str(run_files / "model"), "--data",
+                     str(run_files / "prompts.jsonl"), "--filter_mode", "all", "--save_dir",
+                     str(tmp_path), "--save_weight", "compiled", "--total_steps", "2",
+                     "--batch_size", "1", "--num_generations", "2", "--max_turns", "2",
+                     "--max_gen_len", "8", "--eval_ratio", "0", "--progress", "0",
+                     "--accumulation_steps", "1", "--rollout_compile", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    train = [r for r in read_metrics(tmp_path / "compiled" / "metrics.jsonl")
+             if r["kind"] == "train"]  # fmt: skip
+    assert len(train) == 2
+    assert train[-1]["rollout/compiled_decode_steps"] > 0
+    assert train[-1]["rollout/compiled_decode_unsupported"] == 0
