@@ -1,6 +1,6 @@
 """Peer benchmark: seconds per GRPO optimizer step, agentrl next to TRL's ``GRPOTrainer``.
 
-Both frameworks train the same thing in the same process, on the CPU:
+Both frameworks train the same thing, on the CPU:
 
 * the same tiny random Qwen3 (the built-in ``tiny`` preset, built here, never downloaded)
   and the same tokenizer, saved once to a temporary directory that both load;
@@ -24,19 +24,25 @@ growing one).
 
 agentrl runs its real training loop, ``agentrl.trainer.Trainer.run`` (inline rollout,
 ``async_workers = 0``: rollout and training take turns like TRL's), and TRL runs
-``GRPOTrainer.train``. The two loops run in two threads that strictly take turns, one
-optimizer step each, so load from other processes falls on both alike; a step's time runs
-from the moment its loop gets the turn to its step-end callback. Warm-up steps are
-dropped; the medians of the measured steps are reported with their ratio, the median of
-the per-step ratios (step i of both ran back to back) and the ratio of CPU seconds per
-step, which moves least when other processes load the machine.
+``GRPOTrainer.train``. The two loops run in two processes (spawned from this one, which
+builds the inputs once) that strictly take turns, one optimizer step each, so load from
+other processes falls on both alike; a step's time runs from the moment its loop gets the
+turn to its step-end callback. Warm-up steps are dropped; the medians of the measured steps
+are reported with their ratio, the median of the per-step ratios (step i of both ran back to
+back) and the ratio of CPU seconds per step, which moves least when other processes load
+the machine.
+
+``--pairing threads`` runs the two loops in two threads of one process instead, as this
+benchmark did before session 11. That measures libgomp as much as the frameworks: once two
+threads of a process have each run OpenMP work, the process holds more OpenMP threads than
+the machine has cores, and libgomp then makes idle threads sleep almost at once instead of
+spinning, so every parallel region pays a wake-up. A step of many small operations suffers
+most: agentrl's rollout took 0.39–0.42 s instead of 0.16 s after the other thread had run a
+single matrix product, the same as alone with ``OMP_WAIT_POLICY=PASSIVE``.
 
 Then each framework trains alone in a fresh process of its own (``--alone-steps`` measured
 steps after the same warm-up; 0 with ``--memory-steps 0`` skips it), and the median step of
-each is reported with their ratio. Sharing one process costs both sides at two threads: each
-Python thread drives its own OpenMP pool, and taking turns between the two pools made an
-engine's generation 2.7x slower (0.43 s against 0.16 s, the other thread running
-``transformers``' ``generate``), so the alone figures are what each framework does on its own.
+each is reported with their ratio.
 The peak resident set of those processes from the moment the inputs are built (Linux
 ``VmHWM``) is reported next to that of a process that only imports both frameworks after
 building the same inputs (peak memory cannot be told apart in one process that holds both).
@@ -72,38 +78,56 @@ TRL = "trl"
 # ------------------------------------------------------------------ taking turns
 
 
+SIDES = (AGENTRL, TRL)
+# Slots of the shared turn state: whose turn, each side's "done" flag, "a side failed".
+_TURN, _DONE, _ABORTED = 0, 1, 3
+
+
 class Turns:
-    """Two loops in two threads that run strictly one step at a time, alternately.
+    """Two loops that run strictly one step at a time, alternately: in two threads of this
+    process, or (given a ``multiprocessing`` context) in two processes it starts.
 
     ``hand_over(me)`` gives the turn to the other side and blocks until it comes back
     (or the other side has finished or failed, after which ``me`` runs alone).
     """
 
-    def __init__(self, first: str) -> None:
-        self._cond = threading.Condition()
-        self._turn = first
-        self._done: set[str] = set()
-        self.aborted = False
+    def __init__(self, first: str, context: Any = None) -> None:
+        initial = [SIDES.index(first), 0, 0, 0]
+        if context is None:
+            self._cond: Any = threading.Condition()
+            self._state: Any = initial
+        else:
+            self._cond = context.Condition()
+            self._state = context.RawArray("i", initial)
+
+    @property
+    def aborted(self) -> bool:
+        return bool(self._state[_ABORTED])
 
     @staticmethod
     def other(me: str) -> str:
         return TRL if me == AGENTRL else AGENTRL
 
+    def _ready(self, me: str) -> bool:
+        other = SIDES.index(self.other(me))
+        return self._state[_TURN] == SIDES.index(me) or bool(self._state[_DONE + other])
+
     def wait(self, me: str) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: self._turn == me or self.other(me) in self._done)
+            self._cond.wait_for(lambda: self._ready(me))
 
     def hand_over(self, me: str) -> None:
         with self._cond:
-            self._turn = self.other(me)
+            self._state[_TURN] = SIDES.index(self.other(me))
             self._cond.notify_all()
         self.wait(me)
 
     def finish(self, me: str, failed: bool = False) -> None:
         with self._cond:
-            self.aborted = self.aborted or failed
-            self._done.add(me)
-            self._turn = self.other(me)
+            if failed:
+                self._state[_ABORTED] = 1
+            self._state[_DONE + SIDES.index(me)] = 1
+            self._state[_TURN] = SIDES.index(self.other(me))
             self._cond.notify_all()
 
 
@@ -404,6 +428,124 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
         raise RuntimeError(f"TRL ran {trainer.state.global_step} of {steps} steps")
 
 
+# ------------------------------------------------------------------ pairing the two loops
+
+
+def configure(args: argparse.Namespace) -> None:
+    """Torch threads and quiet libraries, alike in every process of the benchmark."""
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def run_side(who: str, setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) -> None:
+    if who == AGENTRL:
+        run_agentrl(setup, turns, log, args.warmup + args.steps)
+    else:
+        run_trl(setup, args, turns, log)
+
+
+@contextlib.contextmanager
+def output_to(chatter: Path | None) -> Any:
+    """The frameworks' own output into ``chatter`` (appended), or left alone when None."""
+    with contextlib.ExitStack() as stack:
+        if chatter is not None:
+            sink = stack.enter_context(chatter.open("a", encoding="utf-8"))
+            stack.enter_context(contextlib.redirect_stdout(sink))
+            stack.enter_context(contextlib.redirect_stderr(sink))
+        yield
+
+
+def paired_child(
+    who: str, setup: Setup, args: argparse.Namespace, turns: Turns, results: Any,
+    chatter: Path | None,
+) -> None:  # fmt: skip
+    """One framework's loop in a process of its own, taking turns with the other's; its
+    step log (or the traceback that ended it) goes back through ``results``."""
+    import traceback
+
+    configure(args)
+    log, error = StepLog(), None
+    try:
+        with output_to(chatter):
+            run_side(who, setup, args, turns, log)
+    except BaseException:
+        error = traceback.format_exc()
+        turns.finish(who, failed=True)
+    results.put((who, log, error))
+
+
+def run_in_processes(
+    args: argparse.Namespace, setup: Setup, chatter: Path | None
+) -> dict[str, StepLog]:
+    """The two loops in two fresh processes that take turns: each has the machine's cores
+    to itself while it runs, with its own OpenMP threads."""
+    import multiprocessing
+    import queue
+
+    context = multiprocessing.get_context("spawn")
+    turns = Turns(args.first, context)
+    results = context.Queue()
+    children = [context.Process(target=paired_child, name=who,
+                                args=(who, setup, args, turns, results, chatter))
+                for who in SIDES]  # fmt: skip
+    for child in children:
+        child.start()
+    logs: dict[str, StepLog] = {}
+    errors: list[str] = []
+    while len(logs) < len(children):
+        try:
+            who, log, error = results.get(timeout=5.0)
+        except queue.Empty:
+            gone = [c for c in children if c.name not in logs and not c.is_alive()]
+            if gone and results.empty():
+                for child in children:
+                    child.kill()
+                raise RuntimeError(f"{gone[0].name}'s process ended ({gone[0].exitcode}) "
+                                   "without a result") from None  # fmt: skip
+            continue
+        logs[who] = log
+        if error is not None:
+            errors.append(f"{who} failed:\n{error}")
+    for child in children:
+        child.join()
+    if errors:
+        raise RuntimeError("\n".join(errors))
+    return logs
+
+
+def run_in_threads(
+    args: argparse.Namespace, setup: Setup, chatter: Path | None
+) -> dict[str, StepLog]:
+    """The two loops in two threads of this process that take turns."""
+    logs = {AGENTRL: StepLog(), TRL: StepLog()}
+    turns = Turns(args.first)
+    failure: list[BaseException] = []
+
+    def trl_thread() -> None:
+        try:
+            run_side(TRL, setup, args, turns, logs[TRL])
+        except BaseException as exc:  # reported by the main thread
+            failure.append(exc)
+            turns.finish(TRL, failed=True)
+
+    with output_to(chatter):
+        worker = threading.Thread(target=trl_thread, name="trl", daemon=True)
+        worker.start()
+        try:
+            run_side(AGENTRL, setup, args, turns, logs[AGENTRL])
+        finally:
+            worker.join()
+    if failure:
+        raise failure[0]
+    return logs
+
+
 # ------------------------------------------------------------------ peak memory
 
 MEMORY_TAG = "PEAK_RSS_MB "
@@ -610,6 +752,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}"
         f"; {args.warmup} warm-up + {args.steps} measured steps each, taking turns step by step"
+        f" in {'two processes' if args.pairing == 'processes' else 'two threads of one process'}"
         f"; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     print(
@@ -633,8 +776,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     print(
         f"speed-up, TRL s/step over agentrl s/step: {ratio:.2f}x (median of per-step pairs: "
         f"{paired:.2f}x; agentrl at least as fast: {verdict}; "
-        f"goal 2x: {'met' if ratio >= 2.0 else 'not met'}; both in one process, so the "
-        "two frameworks' thread pools slow each other: see the alone figures below)"
+        f"goal 2x: {'met' if ratio >= 2.0 else 'not met'})"
     )
     cpu_ratio = rows[TRL]["cpu_s"] / rows[AGENTRL]["cpu_s"]
     print(f"CPU time per step, TRL over agentrl: {cpu_ratio:.2f}x")
@@ -693,6 +835,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="TRL's cache_implementation for generation ('': its default, a growing cache; "
         "'static': fixed-size; TRL turns transformers' compiled generation off either way)",
     )
+    p.add_argument(
+        "--pairing",
+        choices=("processes", "threads"),
+        default="processes",
+        help="where the two loops take turns: two processes (default), or two threads of one "
+        "process (each thread's OpenMP pool then slows the other's)",
+    )
     p.add_argument("--first", choices=(AGENTRL, TRL), default=AGENTRL, help="who starts")
     p.add_argument("--json", default="", help="also write the summary to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -725,14 +874,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("TRL is not installed: pip install -e '.[bench]'", file=sys.stderr)
         return 2
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    configure(args)
     tmp = tempfile.TemporaryDirectory(prefix="agentrl-vs-trl-")
     workdir = Path(tmp.name)
     if args.memory_child:
@@ -751,34 +893,15 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         setup = build_inputs(args, workdir)
         print(f"inputs built in {time.perf_counter() - began:.1f}s in {workdir}")
-        steps = args.warmup + args.steps
-        logs = {AGENTRL: StepLog(), TRL: StepLog()}
-        turns = Turns(args.first)
-        failure: list[BaseException] = []
-
-        def trl_thread() -> None:
-            try:
-                run_trl(setup, args, turns, logs[TRL])
-            except BaseException as exc:  # reported by the main thread
-                failure.append(exc)
-                turns.finish(TRL, failed=True)
-
         chatter = workdir / "frameworks.log"
-        print(f"running {args.warmup}+{args.steps} steps of each, taking turns (their own output: "
-              f"{'below' if args.verbose else chatter})", flush=True)  # fmt: skip
-        with contextlib.ExitStack() as stack:
-            if not args.verbose:
-                sink = stack.enter_context(chatter.open("w", encoding="utf-8"))
-                stack.enter_context(contextlib.redirect_stdout(sink))
-                stack.enter_context(contextlib.redirect_stderr(sink))
-            worker = threading.Thread(target=trl_thread, name="trl", daemon=True)
-            worker.start()
-            try:
-                run_agentrl(setup, turns, logs[AGENTRL], steps)
-            finally:
-                worker.join()
-        if failure:
-            raise failure[0]
+        print(f"running {args.warmup}+{args.steps} steps of each, taking turns, in "
+              f"{'two processes' if args.pairing == 'processes' else 'two threads of one process'}"
+              f" (their own output: {'below' if args.verbose else chatter})",
+              flush=True)  # fmt: skip
+        if args.pairing == "processes":
+            logs = run_in_processes(args, setup, None if args.verbose else chatter)
+        else:
+            logs = run_in_threads(args, setup, None if args.verbose else chatter)
         report(args, setup, logs)
         if alone_steps(args) > 0:
             print(f"each framework alone: {args.warmup} + {alone_steps(args)} steps in a fresh "
