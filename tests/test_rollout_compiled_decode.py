@@ -1,6 +1,7 @@
 """Compiled decoding over a fixed-size KV cache (``TorchEngine(compile_decode=True)``,
 ``agentrl train --rollout_compile 1``): the same tokens and log-probs as eager decoding,
-through compaction, cache growth and kept caches, and a clear word when it cannot run.
+through compaction, cache growth, kept caches and a prompt prefix held once for all rows,
+and a clear word when it cannot run.
 
 Each model family compiles once (about ten seconds on two cores); one engine per family
 goes through every case.
@@ -48,10 +49,13 @@ def _ids(seed: int, n: int) -> list[int]:
     return torch.randint(10, 400, (n,), generator=g).tolist()
 
 
-def _episodes(engine: TorchEngine, params: SamplingParams) -> tuple[list[list[int]], list[float]]:
+def _episodes(
+    engine: TorchEngine, params: SamplingParams, opening: list[int]
+) -> tuple[list[list[int]], list[float]]:
     """Three rows with different budgets (so finished rows are dropped) over three turns,
-    each continuing its kept cache: the final contexts and every behaviour log-prob."""
-    contexts = [_ids(1, 7), _ids(2, 19), _ids(3, 12)]
+    each continuing its kept cache, all starting with ``opening``: the final contexts and
+    every behaviour log-prob."""
+    contexts = [opening + _ids(1, 7), opening + _ids(2, 19), opening + _ids(3, 12)]
     logps: list[float] = []
     for turn in range(3):
         outs = engine.generate(contexts, params, max_new_tokens=[6, 4, 9],
@@ -70,30 +74,39 @@ def test_compiled_decoding_gives_the_eager_tokens_and_log_probs(family: str) -> 
     eager = TorchEngine(model, tok, eos_token_ids=())
     compiled = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
 
-    reference, _ = _episodes(eager, GREEDY)
+    reference, _ = _episodes(eager, GREEDY, [])
     stop = reference[1][19 + 2]  # row 1 ends on its third token in the first turn
     params = SamplingParams(greedy=True, stop_token_ids=[stop])
-    eager.drop_cache(["a", "b", "c"])  # the reference run's caches would be reused
-    eager.reset_stats()
-    expected, expected_logps = _episodes(eager, params)
-    got, logps = _episodes(compiled, params)
-    assert got == expected
-    assert torch.allclose(torch.tensor(logps), torch.tensor(expected_logps), atol=1e-4, rtol=0)
-    stats = compiled.stats
-    assert stats["compiled_decode_steps"] > 0 and stats["compiled_decode_unsupported"] == 0
-    assert stats["compactions"] > 0  # finished rows were dropped from the fixed-size cache
-    assert stats["prefill_tokens_reused"] == eager.stats["prefill_tokens_reused"] > 0
-    assert stats["kv_reuse_misses"] == 0
+    # Without and with an opening all rows share (held once: the kept caches of the first
+    # turn are rebuilt from it).
+    for opening in ([], _ids(99, 24)):
+        for engine in (eager, compiled):  # an earlier run's caches would be reused
+            engine.drop_cache(["a", "b", "c"])
+        eager.reset_stats()
+        compiled.reset_stats()
+        expected, expected_logps = _episodes(eager, params, opening)
+        got, logps = _episodes(compiled, params, opening)
+        assert got == expected
+        assert torch.allclose(torch.tensor(logps), torch.tensor(expected_logps), atol=1e-4,
+                              rtol=0)  # fmt: skip
+        stats = compiled.stats
+        assert stats["compiled_decode_steps"] > 0 and stats["compiled_decode_unsupported"] == 0
+        assert stats["compactions"] > 0  # finished rows were dropped from the fixed-size cache
+        assert stats["prefill_tokens_reused"] == eager.stats["prefill_tokens_reused"] > 0
+        assert stats["kv_reuse_misses"] == 0
+        assert stats["shared_prefix_decodes"] == (1 if opening else 0)  # the first turn
 
-    # Past the first room the cache is copied into a larger one, more than once.
+    # Past the first room the cache is copied into a larger one, more than once: rows of two
+    # prompts, and copies of one prompt (held once).
     budget = 2 * kv_cache.FIXED_ROOM + 5
-    prompts = [_ids(7, 30), _ids(8, 11)]
-    want = eager.generate(prompts, GREEDY, max_new_tokens=budget, num_samples=2)
-    outs = compiled.generate(prompts, GREEDY, max_new_tokens=budget, num_samples=2)
-    for a, b in zip(want, outs, strict=True):
-        assert len(b.token_ids) == budget
-        assert b.token_ids == a.token_ids
-        assert max(abs(x - y) for x, y in zip(a.logps, b.logps, strict=True)) < 1e-4
+    for prompts in ([_ids(7, 30), _ids(8, 11)], [_ids(9, 40)]):
+        want = eager.generate(prompts, GREEDY, max_new_tokens=budget, num_samples=2)
+        outs = compiled.generate(prompts, GREEDY, max_new_tokens=budget, num_samples=2)
+        for a, b in zip(want, outs, strict=True):
+            assert len(b.token_ids) == budget
+            assert b.token_ids == a.token_ids
+            assert max(abs(x - y) for x, y in zip(a.logps, b.logps, strict=True)) < 1e-4
+    assert compiled.stats["shared_prefix_decodes"] == 2
 
     # Sampling draws the same random stream: same seed, same tokens.
     sampled = SamplingParams(temperature=1.0, max_new_tokens=20)
@@ -102,6 +115,31 @@ def test_compiled_decoding_gives_the_eager_tokens_and_log_probs(family: str) -> 
     want = eager.generate(prompts, sampled, num_samples=3)
     outs = compiled.generate(prompts, sampled, num_samples=3)
     assert [o.token_ids for o in outs] == [o.token_ids for o in want]
+
+
+def test_a_model_off_the_shared_prefix_path_decodes_over_full_rows(monkeypatch, caplog):
+    from agentrl.rollout import shared_prefix
+
+    model = tiny_model(seed=5)
+    tok = tiny_tokenizer()
+    eager = TorchEngine(model, tok, eos_token_ids=())
+    engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
+
+    def ignores_the_prefix(module, query, key, value, mask, **kwargs):
+        kwargs.pop("shared_prefix_kv", None)
+        return shared_prefix.shared_prefix_attention(module, query, key, value, mask, **kwargs)
+
+    from transformers import AttentionInterface
+
+    monkeypatch.setitem(AttentionInterface._global_mapping, shared_prefix.NAME, ignores_the_prefix)
+    prompts = [_ids(4, 40)]
+    with caplog.at_level(logging.WARNING, logger="agentrl.rollout.engine"):
+        outs = engine.generate(prompts, GREEDY, max_new_tokens=5, num_samples=3)
+    want = eager.generate(prompts, GREEDY, max_new_tokens=5, num_samples=3)
+    assert [o.token_ids for o in outs] == [o.token_ids for o in want]
+    assert engine.stats["shared_prefix_decodes"] == 0
+    assert engine.stats["compiled_decode_steps"] > 0
+    assert any("shared-prefix attention path" in r.getMessage() for r in caplog.records)
 
 
 def test_a_cache_without_a_fixed_size_form_decodes_eagerly_and_says_so(monkeypatch, caplog):

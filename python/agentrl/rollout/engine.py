@@ -319,7 +319,7 @@ class TorchEngine(BatchEngine):
                   "kv_reuse_unsupported", "decode_rows", "generated_tokens", "compactions",
                   "nonfinite_rows", "nonfinite_steps", "fallback_rows",
                   "bad_prompt_ids", "compiled_decode_steps",
-                  "compiled_decode_unsupported")  # fmt: skip
+                  "compiled_decode_unsupported", "shared_prefix_decodes")  # fmt: skip
 
     def __init__(
         self,
@@ -372,6 +372,8 @@ class TorchEngine(BatchEngine):
         self._kept: dict[Hashable, _KeptCache] = {}
         self.compile_decode = bool(compile_decode)
         self._compiled: torch.nn.Module | None = None
+        # Whether decoding may hold a shared prompt prefix once (None: not checked yet).
+        self._shared_prefix: bool | None = False
         if self.compile_decode:
             from agentrl.models.compile import missing_compiler
 
@@ -381,6 +383,9 @@ class TorchEngine(BatchEngine):
                     f"compile_decode: {reason}; install one (g++) or turn it off "
                     "(agentrl train --rollout_compile 0)"
                 )
+            from agentrl.rollout import shared_prefix
+
+            self._shared_prefix = None if shared_prefix.enable(model) else False
 
     # ---- configuration helpers ----
 
@@ -531,6 +536,7 @@ class TorchEngine(BatchEngine):
         positions: torch.Tensor,
         cache: Any,
         model: torch.nn.Module | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> tuple[torch.Tensor, Any]:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attn, "use_cache": True}
         if self._takes_positions:
@@ -539,6 +545,7 @@ class TorchEngine(BatchEngine):
             kwargs[self._cache_kwarg] = cache
         if self._takes_logits_to_keep:
             kwargs["logits_to_keep"] = 1
+        kwargs.update(extra or {})
         with self._autocast():
             out = (self.model if model is None else model)(**kwargs)
         self.stats["forward_calls"] += 1
@@ -563,8 +570,9 @@ class TorchEngine(BatchEngine):
         self.stats["bad_prompt_ids"] += bad
         return [t if 0 <= t < vocab else self.fallback_token_id for t in ids]
 
-    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor]:
-        """Run distinct prompts through the model: last logits, cache, attention mask.
+    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor, int]:
+        """Run distinct prompts through the model: last logits, cache, attention mask, and
+        how many leading positions every row shares (the prefix run once; 0: none).
 
         A prefix shared by all prompts (the system turn and tool list, typically) is run
         once and its cache copied to every row; the rest of each prompt follows it,
@@ -598,7 +606,7 @@ class TorchEngine(BatchEngine):
         attn = mask if head is None else torch.cat([head, mask], dim=-1)
         self.stats["prefill_tokens"] += sum(len(t) for t in tails)
         logits, cache = self._forward(ids, attn, positions, cache)
-        return logits, cache, attn
+        return logits, cache, attn, shared
 
     def _prefill_reusing(
         self, prompts: list[list[int]], prefixes: list[_Reuse | None]
@@ -738,10 +746,13 @@ class TorchEngine(BatchEngine):
         self.stats["prefill_tokens_shared"] += sum(len(rows[i]) for i in live) - sum(
             len(p) for p in prompts
         )
+        common = 0  # leading positions every row shares
         if any(p is not None for p in prefixes):
             logits, cache, attn = self._prefill_reusing(prompts, prefixes)
         else:
-            logits, cache, attn = self._prefill(prompts)
+            logits, cache, attn, common = self._prefill(prompts)
+            if len(prompts) == 1:  # every row is a copy of one prompt
+                common = attn.size(1) - 1
         # Room for the new tokens, so that decoding appends in place (see kv_cache); at most
         # INITIAL_ROOM up front, doubling after, so a large budget that rows do not use
         # costs no memory. A compiled decode takes a fixed-size copy instead.
@@ -750,7 +761,7 @@ class TorchEngine(BatchEngine):
         most = max(budgets[i] for i in live)
         decoder = None
         if self.compile_decode:
-            cache, decoder = self._fixed_decoding(cache, attn.size(1), most)
+            cache, decoder = self._fixed_decoding(cache, attn, most, common)
         if decoder is None:
             cache = with_room(cache, min(most, INITIAL_ROOM))
         source = torch.tensor(row_source, dtype=torch.long, device=device)
@@ -835,13 +846,21 @@ class TorchEngine(BatchEngine):
                 logits, cache = self._fixed_step(decoder, token_col, attn, next_pos, cache)
             next_pos = next_pos + 1
 
-    def _fixed_decoding(self, cache: Any, length: int, budget: int) -> tuple[Any, Any]:
-        """The prefilled ``cache`` (``length`` positions) as a fixed-size copy, and the
-        compiled model that decodes over it; ``(cache, None)`` when the cache cannot be
-        copied (warned once, counted)."""
+    def _fixed_decoding(
+        self, cache: Any, attn: torch.Tensor, budget: int, common: int
+    ) -> tuple[Any, Any]:
+        """The prefilled ``cache`` (positions under ``attn``) as a fixed-size copy, holding
+        the ``common`` leading positions once when there are enough of them, and the compiled
+        model that decodes over it; ``(cache, None)`` when the cache cannot be copied (warned
+        once, counted)."""
         from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed  # imports transformers
 
-        fixed = as_fixed(cache, length, min(budget, FIXED_ROOM))
+        room = min(budget, FIXED_ROOM)
+        shared = common if common >= MIN_SHARED_PREFIX and self._shared_prefix is not False else 0
+        if shared and self._shared_prefix is None:
+            self._shared_prefix = self._shared_prefix_agrees(cache, attn, shared)
+            shared = shared if self._shared_prefix else 0
+        fixed = as_fixed(cache, attn.size(1), room, shared)
         if fixed is None:
             if not self.stats["compiled_decode_unsupported"]:
                 logger.warning(
@@ -853,7 +872,42 @@ class TorchEngine(BatchEngine):
             return cache, None
         if self._compiled is None:
             self._compiled = torch.compile(self.model, dynamic=True)
+        if shared:
+            self.stats["shared_prefix_decodes"] += 1
         return fixed, self._compiled
+
+    def _shared_prefix_agrees(self, cache: Any, attn: torch.Tensor, shared: int) -> bool:
+        """Whether one decoding step over the first ``shared`` positions held once gives the
+        logits of the same step over full rows (run eagerly, once per engine): a model whose
+        attention does not take the shared-prefix path (see `shared_prefix`) decodes over
+        full rows, with a warning."""
+        from agentrl.rollout.kv_cache import as_fixed, capacity
+
+        width = attn.size(1)
+        steps = []
+        for split in (0, shared):
+            fixed = as_fixed(cache, width, 1, split)
+            if fixed is None:
+                return False
+            ids = torch.full((attn.size(0), 1), self.fallback_token_id, device=attn.device)
+            mask = torch.cat([attn, attn.new_ones((attn.size(0), 1))], dim=-1)[:, split:]
+            mask = torch.nn.functional.pad(mask, (0, capacity(fixed) - width - 1))
+            extra = {"shared_prefix_kv": fixed.shared_prefix} if split else None
+            try:
+                logits, _ = self._forward(ids, mask, attn.sum(-1, keepdim=True), fixed, extra=extra)
+            except (ValueError, TypeError, RuntimeError) as exc:
+                logger.warning("compile_decode: shared-prefix attention failed (%s)", exc)
+                return False
+            steps.append(logits)
+        full, split_logits = steps
+        agrees = bool((full - split_logits).abs().max() <= 1e-2 * (1 + full.abs().max()))
+        if not agrees:
+            logger.warning(
+                "compile_decode: %s does not take the shared-prefix attention path; "
+                "decoding reads every row's whole cache",
+                type(self.model).__name__,
+            )
+        return agrees
 
     def _fixed_step(
         self,
@@ -865,13 +919,17 @@ class TorchEngine(BatchEngine):
     ) -> tuple[torch.Tensor, Any]:
         """One compiled decoding step over a fixed-size cache (copied into a larger one when
         full); the mask spans the whole buffer, its unfilled tail hidden."""
-        from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed, capacity
+        from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed, capacity, prefix_length
 
         if attn.size(1) > capacity(cache):
             cache = as_fixed(cache, attn.size(1) - 1, FIXED_ROOM)
-        mask = torch.nn.functional.pad(attn, (0, capacity(cache) - attn.size(1)))
+        shared = prefix_length(cache)
+        mask = torch.nn.functional.pad(attn[:, shared:], (0, capacity(cache) - attn.size(1)))
+        extra = {"shared_prefix_kv": cache.shared_prefix} if shared else None
         self.stats["compiled_decode_steps"] += 1
-        return self._forward(token_col, mask, next_pos.unsqueeze(-1), cache, model=decoder)
+        return self._forward(
+            token_col, mask, next_pos.unsqueeze(-1), cache, model=decoder, extra=extra
+        )
 
 
 def _common_prefix(prompts: list[list[int]]) -> int:

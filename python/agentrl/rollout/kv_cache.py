@@ -126,39 +126,91 @@ def is_fixed(cache: Any) -> bool:
     return bool(layers) and all(type(layer) is StaticLayer for layer in layers)
 
 
+class SharedPrefixCache(Cache):
+    """Fixed-size layers holding each row's positions after a prefix that every row shares,
+    and that prefix once: ``shared_prefix`` keys and values ``[heads, prefix_length, dim]``
+    per layer (read by `shared_prefix.shared_prefix_attention`)."""
+
+    def __init__(
+        self, layers: list[StaticLayer], shared_prefix: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> None:
+        super().__init__(layers=layers)
+        self.shared_prefix = shared_prefix
+
+    @property
+    def prefix_length(self) -> int:
+        return int(self.shared_prefix[0][0].size(1))
+
+
+def prefix_length(cache: Any) -> int:
+    """Positions a cache holds once for every row (0: none)."""
+    return cache.prefix_length if isinstance(cache, SharedPrefixCache) else 0
+
+
 def capacity(cache: Any) -> int:
-    """Positions a fixed-size cache holds in all (0 for any other cache)."""
-    return int(cache.layers[0].max_cache_len) if is_fixed(cache) else 0
+    """Positions a fixed-size cache holds in all, shared prefix included (0 for any other
+    cache)."""
+    if not is_fixed(cache):
+        return 0
+    return prefix_length(cache) + int(cache.layers[0].max_cache_len)
 
 
 def filled_layers(cache: Any, length: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Keys and values ``[batch, heads, length, dim]`` of every layer of a plain or fixed-size
-    cache holding ``length`` positions; None for any other cache (sliding windows, quantised,
-    ...). ``length`` comes from the caller (the width of its attention mask), so that a
-    fixed-size cache needs no read of its device-side counter."""
+    cache holding ``length`` positions (a shared prefix repeated for every row); None for any
+    other cache (sliding windows, quantised, ...). ``length`` comes from the caller (the
+    width of its attention mask), so that a fixed-size cache needs no read of its
+    device-side counter."""
     if is_fixed(cache):
         if any(not layer.is_initialized for layer in cache.layers):
             return None
-        return [(layer.keys[..., :length, :], layer.values[..., :length, :])
-                for layer in cache.layers]  # fmt: skip
+        own = length - prefix_length(cache)
+        layers = [(layer.keys[..., :own, :], layer.values[..., :own, :]) for layer in cache.layers]
+        if not isinstance(cache, SharedPrefixCache):
+            return layers
+        return [(_behind(keys, own_keys), _behind(values, own_values))
+                for (keys, values), (own_keys, own_values)
+                in zip(cache.shared_prefix, layers, strict=True)]  # fmt: skip
     if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
         return None
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
-def as_fixed(cache: Any, length: int, room: int) -> Any | None:
+def _behind(prefix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``prefix`` [heads, S, dim] in front of every row of ``rows`` [batch, heads, T, dim]."""
+    return torch.cat([prefix.unsqueeze(0).expand(rows.size(0), -1, -1, -1), rows], dim=2)
+
+
+def as_fixed(cache: Any, length: int, room: int, shared: int = 0) -> Any | None:
     """A cache of fixed-size layers holding the ``length`` positions of a plain (or
-    fixed-size) ``cache`` with ``room`` spare positions; None when ``cache`` is neither."""
-    layers = filled_layers(cache, length)
-    if layers is None:
-        return None
-    fixed = Cache(layers=[StaticLayer(max_cache_len=length + max(1, room)) for _ in layers])
-    for layer, (keys, values) in zip(fixed.layers, layers, strict=True):
+    fixed-size) ``cache`` with ``room`` spare positions; None when ``cache`` is neither.
+
+    ``shared`` > 0: the first ``shared`` positions, the same in every row, are kept once
+    (a `SharedPrefixCache`); a `SharedPrefixCache` given keeps its prefix.
+    """
+    if isinstance(cache, SharedPrefixCache):
+        prefix = cache.shared_prefix
+        shared = cache.prefix_length
+        rows = [(layer.keys[..., : length - shared, :], layer.values[..., : length - shared, :])
+                for layer in cache.layers]  # fmt: skip
+    else:
+        layers = filled_layers(cache, length)
+        if layers is None:
+            return None
+        prefix = [(keys[0, :, :shared].contiguous(), values[0, :, :shared].contiguous())
+                  for keys, values in layers]  # fmt: skip
+        rows = [(keys[..., shared:length, :], values[..., shared:length, :])
+                for keys, values in layers]  # fmt: skip
+    own = length - shared
+    fixed_layers = [StaticLayer(max_cache_len=own + max(1, room)) for _ in rows]
+    for layer, (keys, values) in zip(fixed_layers, rows, strict=True):
         layer.lazy_initialization(keys, values)
-        layer.keys[..., :length, :] = keys
-        layer.values[..., :length, :] = values
-        layer.cumulative_length.fill_(length)
-    return fixed
+        layer.keys[..., :own, :] = keys
+        layer.values[..., :own, :] = values
+        layer.cumulative_length.fill_(own)
+    if shared > 0:
+        return SharedPrefixCache(fixed_layers, prefix)
+    return Cache(layers=fixed_layers)
 
 
 def select_fixed_rows(cache: Any, index: torch.Tensor) -> Any:
@@ -188,11 +240,13 @@ __all__ = [
     "FIXED_ROOM",
     "INITIAL_ROOM",
     "GrowingLayer",
+    "SharedPrefixCache",
     "as_fixed",
     "capacity",
     "filled_layers",
     "is_fixed",
     "is_plain",
+    "prefix_length",
     "select_fixed_rows",
     "with_room",
 ]
