@@ -261,3 +261,22 @@ def test_state_round_trip_keeps_a_half_accumulated_gradient() -> None:
     _run_step(twin_opt, _loss(twin))
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("grad_clip", [0.0, 1.0])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_clip_and_step_steps_nothing_on_a_non_finite_gradient(grad_clip: float, bad: float) -> None:
+    from agentrl.rl.optim import clip_and_step
+
+    weights = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))]
+    optimizer = torch.optim.SGD(weights, lr=0.1)
+    weights[0].grad = torch.tensor([0.5, bad, 0.5])
+    weights[1].grad = torch.ones(2)
+    stepped, _ = clip_and_step(weights, optimizer, None, grad_clip)
+    assert not stepped
+    assert all(w.grad is None for w in weights)
+    assert torch.equal(weights[0].detach(), torch.ones(3))
+    weights[0].grad, weights[1].grad = torch.ones(3), torch.ones(2)
+    stepped, norm = clip_and_step(weights, optimizer, None, grad_clip)
+    assert stepped and (norm == pytest.approx(5**0.5) if grad_clip else norm == 0.0)
+    assert not torch.equal(weights[0].detach(), torch.ones(3))

@@ -181,7 +181,10 @@ def clip_and_step(
     grad_norm = 0.0
     if grad_clip > 0:
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip).item())
-    if not math.isfinite(grad_norm) or not _grads_finite(params):
+    # A finite norm of all gradients means every gradient is finite (clipping scales them
+    # by at most 1); without clipping they are checked one by one.
+    finite = math.isfinite(grad_norm) and (grad_clip > 0 or _grads_finite(params))
+    if not finite:
         optimizer.zero_grad(set_to_none=True)
         return False, grad_norm
     optimizer.step()
