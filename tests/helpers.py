@@ -127,6 +127,21 @@ def tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64, init: float = 0
     return model.eval()
 
 
+def tiny_llama(seed: int = 0) -> Any:
+    """A random Llama (grouped-query attention) over `tiny_tokenizer`."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        initializer_range=0.2, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config).eval()
+
+
 class UniformLogits(torch.nn.Module):
     """Equal logits over 4 tokens: the cross-entropy of any label is ln 4."""
 

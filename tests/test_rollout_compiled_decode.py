@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -22,26 +21,12 @@ from agentrl.observability import read_metrics
 from agentrl.rollout import kv_cache
 from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.sampling import SamplingParams
-from helpers import tiny_model, tiny_tokenizer
+from helpers import tiny_llama, tiny_model, tiny_tokenizer
 
 GREEDY = SamplingParams(greedy=True)
 
 
-def _llama() -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = tiny_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        initializer_range=0.2, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-    )  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        return LlamaForCausalLM(config).eval()
-
-
-MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama-gqa": _llama}
+MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama": lambda: tiny_llama(seed=3)}
 
 
 def _ids(seed: int, n: int) -> list[int]:

@@ -18,23 +18,9 @@ from agentrl.rollout.engine import TorchEngine, forward_logprobs
 from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from helpers import SMALL_SPEC, UniformLogits, tiny_model, tiny_tokenizer
+from helpers import SMALL_SPEC, UniformLogits, tiny_llama, tiny_model, tiny_tokenizer
 
 GREEDY = SamplingParams(greedy=True)
-
-
-def _llama(seed: int = 0) -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = tiny_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        initializer_range=0.2, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-    )  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return LlamaForCausalLM(config).eval()
 
 
 def _tiny_preset() -> Any:
@@ -43,7 +29,7 @@ def _tiny_preset() -> Any:
     return build_model(SMALL_SPEC, len(tiny_tokenizer()))
 
 
-MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama": _llama, "tiny-preset": _tiny_preset}
+MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama": tiny_llama, "tiny-preset": _tiny_preset}
 
 
 def _ids(seed: int, n: int) -> list[int]:

@@ -467,19 +467,24 @@ class TorchEngine(BatchEngine):
             reuse.append(_Reuse(kept.layers, length))
         return reuse
 
+    def _count_unsupported(self, counter: str, message: str, cache: Any) -> None:
+        """Count a cache a feature cannot use; warn the first time (``message`` takes the
+        cache's type name)."""
+        if not self.stats[counter]:
+            logger.warning(message + " (counted in %s)", type(cache).__name__, counter)
+        self.stats[counter] += 1
+
     def _keep(self, key: Hashable, cache: Any, attn: torch.Tensor, b: int, ids: list[int]) -> None:
         """Keep batch row ``b`` of ``cache`` (its unpadded positions, covering ``ids``)."""
         from agentrl.rollout.kv_cache import filled_layers  # imports transformers
 
         layers = filled_layers(cache, attn.size(1))
         if layers is None:
-            if not self.stats["kv_reuse_unsupported"]:
-                logger.warning(
-                    "kv_reuse: %s caches cannot be kept between calls; every turn is "
-                    "prefilled in full (counted in kv_reuse_unsupported)",
-                    type(cache).__name__,
-                )
-            self.stats["kv_reuse_unsupported"] += 1
+            self._count_unsupported(
+                "kv_reuse_unsupported",
+                "kv_reuse: %s caches cannot be kept between calls; every turn is prefilled in full",
+                cache,
+            )
             return
         where = attn[b].nonzero().squeeze(-1)
         if where.numel() != len(ids):
@@ -862,13 +867,11 @@ class TorchEngine(BatchEngine):
             shared = shared if self._shared_prefix else 0
         fixed = as_fixed(cache, attn.size(1), room, shared)
         if fixed is None:
-            if not self.stats["compiled_decode_unsupported"]:
-                logger.warning(
-                    "compile_decode: %s caches have no fixed-size form here; these rows "
-                    "decode eagerly (counted in compiled_decode_unsupported)",
-                    type(cache).__name__,
-                )
-            self.stats["compiled_decode_unsupported"] += 1
+            self._count_unsupported(
+                "compiled_decode_unsupported",
+                "compile_decode: %s caches have no fixed-size form here; these rows decode eagerly",
+                cache,
+            )
             return cache, None
         if self._compiled is None:
             self._compiled = torch.compile(self.model, dynamic=True)
