@@ -10,7 +10,11 @@ For each model, 8 calculator tasks x G=8 episodes, up to ``--max-turns`` turns e
   (d) KV reuse: the batched loop of (a) with ``--reuse-turns`` turns (default 2 and 4), on
                 an engine that keeps each episode's KV cache between turns and on one that
                 prefills every context in full, measured alternately in the same run
-                (best of ``--reuse-repeats``); the ratio is the speed-up of reuse.
+                (best of ``--reuse-repeats``); the ratio is the speed-up of reuse;
+  (e) compiled decoding: the batched loop of (a) on an engine with ``compile_decode`` (the
+                trainer's ``--rollout_compile 1``; compiled in a warm-up episode) and on an
+                eager one, alternately, best of ``--reuse-repeats``; the ratio is its
+                speed-up.
 
 A random model never writes a tool call, so for random models every turn's output is
 treated as a ``calculate_math`` call (``--forced-calls``, default for random models):
@@ -20,6 +24,7 @@ warm-started model (``--model runs/tiny-sft``) uses the real parser instead.
 
 Run:  nice .venv/bin/python benches/bench_rollout.py            (about 3-6 minutes on CPU)
       ... --parts reuse --models random-20m                     (only (d))
+      ... --parts compiled --models tiny --threads 2            (only (e))
 """
 
 from __future__ import annotations
@@ -136,16 +141,16 @@ def bench_loop(
     return loop_figures(a, ta), loop_figures(b, tb)
 
 
-def bench_reuse(
-    model: torch.nn.Module,
-    tok: Any,
+def bench_engines(
+    engines: dict[Any, TorchEngine],
     samples: list[dict[str, Any]],
     args: argparse.Namespace,
     parser: Any,
     turns: int,
-) -> dict[bool, dict[str, float]]:
-    """Seconds (best of ``args.reuse_repeats``) and prefill counters of the batched loop
-    with and without KV reuse; the two engines take turns so that load changes hit both."""
+) -> dict[Any, dict[str, float]]:
+    """Seconds (best of ``args.reuse_repeats``) and prefill counters of the batched loop on
+    each engine; the engines take turns so that load changes hit all alike, after one
+    warm-up episode each (which also compiles a compiled engine)."""
     config = EpisodeConfig(
         max_turns=turns,
         max_new_tokens=args.max_new_tokens,
@@ -153,15 +158,11 @@ def bench_reuse(
         sampling=SamplingParams.compat_defaults(),
     )
     registry = builtin_registry()
-    engines = {
-        reuse: TorchEngine(model, tok, device=args.device, seed=0, kv_reuse=reuse)
-        for reuse in (True, False)
-    }
-    figures: dict[bool, dict[str, float]] = {}
+    figures: dict[Any, dict[str, float]] = {}
     for engine in engines.values():  # warm-up
         run_episodes(engine, samples[:1], registry, config=config, call_parser=parser)
     for _ in range(max(1, args.reuse_repeats)):
-        for reuse, engine in engines.items():
+        for key, engine in engines.items():
             engine.reseed(1)
             engine.reset_stats()
             groups, seconds = timed(
@@ -175,9 +176,9 @@ def bench_reuse(
                     call_parser=parser,
                 )
             )
-            best = figures.get(reuse)
+            best = figures.get(key)
             if best is None or seconds < best["seconds"]:
-                figures[reuse] = {
+                figures[key] = {
                     **loop_figures(groups, seconds),
                     "prefilled": float(engine.stats["prefill_tokens"]),
                     "reused": float(engine.stats["prefill_tokens_reused"]),
@@ -256,8 +257,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--device", default="cpu")
     ap.add_argument(
-        "--parts", default="loop,first-turn,reuse", help="which of loop (a, b), first-turn (c), "
-        "reuse (d) to run"
+        "--parts", default="loop,first-turn,reuse,compiled", help="which of loop (a, b), "
+        "first-turn (c), reuse (d), compiled (e) to run"
     )  # fmt: skip
     ap.add_argument("--reuse-turns", default="2,4", help="turns per episode for (d)")
     ap.add_argument("--reuse-repeats", type=int, default=2, help="timed runs per setting in (d)")
@@ -269,9 +270,9 @@ def main() -> int:
     )
     args = ap.parse_args()
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    unknown = parts - {"loop", "first-turn", "reuse"}
+    unknown = parts - {"loop", "first-turn", "reuse", "compiled"}
     if unknown:
-        ap.error(f"unknown --parts {sorted(unknown)}: use loop, first-turn, reuse")
+        ap.error(f"unknown --parts {sorted(unknown)}: use loop, first-turn, reuse, compiled")
     torch.set_num_threads(args.threads)
     from agentrl.models.loading import load_policy
 
@@ -321,7 +322,10 @@ def main() -> int:
             )
         if "reuse" in parts:
             for turns in [int(t) for t in args.reuse_turns.split(",") if t.strip()]:
-                f = bench_reuse(model, tok, samples, args, parser, turns)
+                engines = {reuse: TorchEngine(model, tok, device=args.device, seed=0,
+                                              kv_reuse=reuse)
+                           for reuse in (True, False)}  # fmt: skip
+                f = bench_engines(engines, samples, args, parser, turns)
                 on, off = f[True], f[False]
                 speedup = off["seconds"] / on["seconds"]
                 print(
@@ -333,6 +337,20 @@ def main() -> int:
                     f"{on['turns_per_episode']:.2f}; speed-up {speedup:.2f}x",
                     flush=True,
                 )
+        if "compiled" in parts:
+            engines = {compiled: TorchEngine(model, tok, device=args.device, seed=0,
+                                             compile_decode=compiled)
+                       for compiled in (True, False)}  # fmt: skip
+            f = bench_engines(engines, samples, args, parser, args.max_turns)
+            fast, eager = f[True], f[False]
+            print(
+                f"  (e) compiled decoding, {args.max_turns} turns: {fast['seconds']:6.2f} s "
+                f"({fast['tokens_per_s']:.1f} gen tokens/s), eager {eager['seconds']:6.2f} s "
+                f"({eager['tokens_per_s']:.1f}); speed-up {eager['seconds'] / fast['seconds']:.2f}x"
+                f" (shared prefix held once: "
+                f"{engines[True].stats['shared_prefix_decodes'] > 0})",
+                flush=True,
+            )
     return 0
 
 

@@ -478,7 +478,7 @@ class TorchEngine(BatchEngine):
         """Keep batch row ``b`` of ``cache`` (its unpadded positions, covering ``ids``)."""
         from agentrl.rollout.kv_cache import filled_layers  # imports transformers
 
-        layers = filled_layers(cache, attn.size(1))
+        layers = filled_layers(cache, attn.size(1), row=b)
         if layers is None:
             self._count_unsupported(
                 "kv_reuse_unsupported",
@@ -489,7 +489,7 @@ class TorchEngine(BatchEngine):
         where = attn[b].nonzero().squeeze(-1)
         if where.numel() != len(ids):
             raise RuntimeError(f"row cache holds {where.numel()} positions for {len(ids)} ids")
-        rows = [(k[b].index_select(1, where), v[b].index_select(1, where)) for k, v in layers]
+        rows = [(k.index_select(1, where), v.index_select(1, where)) for k, v in layers]
         self._kept[key] = _KeptCache(ids, rows, self.version)
 
     # ---- generation ----
@@ -861,10 +861,10 @@ class TorchEngine(BatchEngine):
         from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed  # imports transformers
 
         room = min(budget, FIXED_ROOM)
-        shared = common if common >= MIN_SHARED_PREFIX and self._shared_prefix is not False else 0
-        if shared and self._shared_prefix is None:
-            self._shared_prefix = self._shared_prefix_agrees(cache, attn, shared)
-            shared = shared if self._shared_prefix else 0
+        candidate = common if common >= MIN_SHARED_PREFIX else 0
+        if self._shared_prefix is None:
+            self._shared_prefix = self._shared_prefix_agrees(cache, attn, candidate)
+        shared = candidate if self._shared_prefix else 0
         fixed = as_fixed(cache, attn.size(1), room, shared)
         if fixed is None:
             self._count_unsupported(
@@ -880,22 +880,23 @@ class TorchEngine(BatchEngine):
         return fixed, self._compiled
 
     def _shared_prefix_agrees(self, cache: Any, attn: torch.Tensor, shared: int) -> bool:
-        """Whether one decoding step over the first ``shared`` positions held once gives the
-        logits of the same step over full rows (run eagerly, once per engine): a model whose
-        attention does not take the shared-prefix path (see `shared_prefix`) decodes over
-        full rows, with a warning."""
+        """Whether one decoding step through the shared-prefix attention path (the first
+        ``shared`` positions held once; 0: none) gives the logits of the same step through
+        the model's own attention over full rows (run eagerly, once per engine). A model
+        whose attention does not take that path (see `shared_prefix`) decodes through its
+        own, over full rows, with a warning."""
         from agentrl.rollout.kv_cache import as_fixed, capacity
 
         width = attn.size(1)
         steps = []
-        for split in (0, shared):
+        for grouped, split in ((False, 0), (True, shared)):
             fixed = as_fixed(cache, width, 1, split)
             if fixed is None:
                 return False
             ids = torch.full((attn.size(0), 1), self.fallback_token_id, device=attn.device)
             mask = torch.cat([attn, attn.new_ones((attn.size(0), 1))], dim=-1)[:, split:]
             mask = torch.nn.functional.pad(mask, (0, capacity(fixed) - width - 1))
-            extra = {"shared_prefix_kv": fixed.shared_prefix} if split else None
+            extra = _prefix_kwargs(fixed) if grouped else None
             try:
                 logits, _ = self._forward(ids, mask, attn.sum(-1, keepdim=True), fixed, extra=extra)
             except (ValueError, TypeError, RuntimeError) as exc:
@@ -928,11 +929,21 @@ class TorchEngine(BatchEngine):
             cache = as_fixed(cache, attn.size(1) - 1, FIXED_ROOM)
         shared = prefix_length(cache)
         mask = torch.nn.functional.pad(attn[:, shared:], (0, capacity(cache) - attn.size(1)))
-        extra = {"shared_prefix_kv": cache.shared_prefix} if shared else None
+        extra = _prefix_kwargs(cache) if self._shared_prefix else None
         self.stats["compiled_decode_steps"] += 1
         return self._forward(
             token_col, mask, next_pos.unsqueeze(-1), cache, model=decoder, extra=extra
         )
+
+
+def _prefix_kwargs(cache: Any) -> dict[str, Any]:
+    """Forward arguments that route a decoding step through `shared_prefix` attention: the
+    cache's shared block per layer (empty when it holds none: each row's own positions are
+    then all there is, still read without copying grouped key heads)."""
+    from agentrl.rollout.kv_cache import SharedPrefixCache
+
+    block = cache.shared_prefix if isinstance(cache, SharedPrefixCache) else ()
+    return {"shared_prefix_kv": block}
 
 
 def _common_prefix(prompts: list[list[int]]) -> int:

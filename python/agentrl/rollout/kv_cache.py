@@ -155,17 +155,21 @@ def capacity(cache: Any) -> int:
     return prefix_length(cache) + int(cache.layers[0].max_cache_len)
 
 
-def filled_layers(cache: Any, length: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+def filled_layers(
+    cache: Any, length: int, row: int | None = None
+) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Keys and values ``[batch, heads, length, dim]`` of every layer of a plain or fixed-size
-    cache holding ``length`` positions (a shared prefix repeated for every row); None for any
-    other cache (sliding windows, quantised, ...). ``length`` comes from the caller (the
-    width of its attention mask), so that a fixed-size cache needs no read of its
-    device-side counter."""
+    cache holding ``length`` positions (a shared prefix repeated for every row), or
+    ``[heads, length, dim]`` of batch row ``row`` only; None for any other cache (sliding
+    windows, quantised, ...). ``length`` comes from the caller (the width of its attention
+    mask), so that a fixed-size cache needs no read of its device-side counter."""
+    pick = slice(None) if row is None else row
     if is_fixed(cache):
         if any(not layer.is_initialized for layer in cache.layers):
             return None
         own = length - prefix_length(cache)
-        layers = [(layer.keys[..., :own, :], layer.values[..., :own, :]) for layer in cache.layers]
+        layers = [(layer.keys[pick, ..., :own, :], layer.values[pick, ..., :own, :])
+                  for layer in cache.layers]  # fmt: skip
         if not isinstance(cache, SharedPrefixCache):
             return layers
         return [(_behind(keys, own_keys), _behind(values, own_values))
@@ -173,11 +177,14 @@ def filled_layers(cache: Any, length: int) -> list[tuple[torch.Tensor, torch.Ten
                 in zip(cache.shared_prefix, layers, strict=True)]  # fmt: skip
     if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
         return None
-    return [(layer.keys, layer.values) for layer in cache.layers]
+    return [(layer.keys[pick], layer.values[pick]) for layer in cache.layers]
 
 
 def _behind(prefix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``prefix`` [heads, S, dim] in front of every row of ``rows`` [batch, heads, T, dim]."""
+    """``prefix`` [heads, S, dim] in front of ``rows``: [heads, T, dim] (one row) or
+    [batch, heads, T, dim] (every row)."""
+    if rows.dim() == prefix.dim():
+        return torch.cat([prefix, rows], dim=1)
     return torch.cat([prefix.unsqueeze(0).expand(rows.size(0), -1, -1, -1), rows], dim=2)
 
 

@@ -41,8 +41,9 @@ def shared_prefix_attention(
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature: ``query`` [B, H, q, D]; ``key``/``value`` each row's
     own positions [B, Hkv, T, D]. With ``shared_prefix_kv`` (per layer: keys and values
-    [Hkv, S, D] every row starts with) and one query position, attention covers prefix and
-    own positions; anything else is SDPA."""
+    [Hkv, S, D] every row starts with; empty: none) and one query position, attention covers
+    prefix and own positions, key heads shared by query heads read in place (SDPA under
+    ``torch.compile`` copies them per query head); anything else is SDPA."""
     prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = kwargs.pop(
         "shared_prefix_kv", None
     )
@@ -58,13 +59,11 @@ def shared_prefix_attention(
             "shared-prefix attention decodes one position at a time without "
             f"{', '.join(unsupported) or 'dropout'}"
         )
-    prefix_keys, prefix_values = prefix[module.layer_idx]
     batch, heads, _, dim = query.shape
     kv_heads = key.size(1)
     scale = scaling if scaling is not None else dim**-0.5
     # Query head h reads key head h // groups, as repeat_kv lays them out.
     q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
-    shared = torch.einsum("bkgd,ksd->bkgs", q, prefix_keys) * scale
     own = torch.einsum("bkgd,bktd->bkgt", q, key) * scale
     if attention_mask is not None:
         # [B or 1, 1, 1, T]: broadcasts over key heads and their query groups.
@@ -72,6 +71,12 @@ def shared_prefix_attention(
             own = own.masked_fill(~attention_mask, float("-inf"))
         else:
             own = own + attention_mask
+    if not prefix:  # no shared block: each row's own positions are the whole row
+        weights = torch.softmax(own.float(), dim=-1).to(query.dtype)
+        out = torch.einsum("bkgt,bktd->bkgd", weights, value)
+        return out.reshape(batch, 1, heads, value.size(-1)), None
+    prefix_keys, prefix_values = prefix[module.layer_idx]
+    shared = torch.einsum("bkgd,ksd->bkgs", q, prefix_keys) * scale
     weights = torch.softmax(torch.cat([shared, own], dim=-1).float(), dim=-1).to(query.dtype)
     length = prefix_keys.size(1)
     out = torch.einsum("bkgs,ksd->bkgd", weights[..., :length], prefix_values)
