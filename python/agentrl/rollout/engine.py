@@ -372,7 +372,8 @@ class TorchEngine(BatchEngine):
         self._kept: dict[Hashable, _KeptCache] = {}
         self.compile_decode = bool(compile_decode)
         self._compiled: torch.nn.Module | None = None
-        # Whether decoding may hold a shared prompt prefix once (None: not checked yet).
+        # Whether compiled steps go through the grouped attention of `shared_prefix` (and so
+        # may hold a shared prompt prefix once); None: not checked yet.
         self._shared_prefix: bool | None = False
         if self.compile_decode:
             from agentrl.models.compile import missing_compiler
@@ -908,7 +909,7 @@ class TorchEngine(BatchEngine):
         if not agrees:
             logger.warning(
                 "compile_decode: %s does not take the shared-prefix attention path; "
-                "decoding reads every row's whole cache",
+                "decoding uses its own attention over every row's whole cache",
                 type(self.model).__name__,
             )
         return agrees

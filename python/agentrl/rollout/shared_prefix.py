@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 NAME = "agentrl_shared_prefix"
-# Attention options this function does not implement; a model that sets any of them keeps
-# the full cache.
+# Attention options this function does not implement; a model that sets any of them fails
+# the engine's first-use check and decodes through its own attention.
 _UNSUPPORTED = ("softcap", "sliding_window", "s_aux", "position_bias")
 
 
