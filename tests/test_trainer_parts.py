@@ -237,7 +237,19 @@ def test_options_for_missing_hardware_are_accepted_with_a_note():
     config = resolve(preset="compat", overrides={"device": "cuda:3", "rollout_engine": "vllm"})
     notes = hardware_notes(config)
     assert any("no CUDA device" in n for n in notes) != torch.cuda.is_available()
-    assert hardware_notes(resolve(preset="compat", overrides={"device": "cpu"})) == []
+    quiet = {"device": "cpu", "num_threads": 1}
+    assert hardware_notes(resolve(preset="compat", overrides=quiet)) == []
+
+
+def test_a_rollout_thread_beside_training_on_a_shared_cpu_is_named(monkeypatch):
+    from agentrl.training import setup
+
+    monkeypatch.setattr(setup, "usable_cores", lambda: 2)
+    both = {"device": "cpu", "async_workers": 1, "num_threads": 2}
+    notes = hardware_notes(resolve(preset="compat", overrides=both))
+    assert len(notes) == 1 and "--async_workers 0" in notes[0] and "2 torch threads" in notes[0]
+    for fix in ({"async_workers": 0}, {"num_threads": 1}, {"rollout_engine": "vllm"}):
+        assert hardware_notes(resolve(preset="compat", overrides={**both, **fix})) == []
 
 
 def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):

@@ -37,7 +37,7 @@ from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
 from agentrl.utils.imports import split_list
 from agentrl.utils.paths import check_creatable_dir, check_readable_file
-from agentrl.utils.threads import set_cpu_threads
+from agentrl.utils.threads import set_cpu_threads, usable_cores
 
 Log = Callable[[str], None]
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
@@ -60,11 +60,28 @@ class Models:
 
 
 def hardware_notes(config: TrainConfig) -> list[str]:
-    """What this process does with options meant for hardware it does not have."""
+    """What this process does with options meant for hardware it does not have, or that
+    work against each other on it."""
     notes = []
+    on_cpu = config.device == "cpu" or not torch.cuda.is_available()
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         notes.append(f"device={config.device}: no CUDA device here; running on the CPU")
+    threads = _cpu_threads(config)
+    if on_cpu and config.rollout_engine == "torch" and config.async_workers > 0 and threads > 1:
+        notes.append(
+            f"async_workers={config.async_workers} on the CPU with {threads} torch threads: "
+            "rollout and training each run OpenMP teams on the same cores, and idle team "
+            "threads then sleep between operations (on 2 cores a step took 1.6x as long as "
+            "with rollout inline); --async_workers 0, or --num_threads 1 to give each its core"
+        )
     return notes
+
+
+def _cpu_threads(config: TrainConfig) -> int:
+    """The torch thread count this run will use (see :func:`configure_threads`)."""
+    if config.num_threads > 0:
+        return min(config.num_threads, usable_cores())
+    return torch.get_num_threads()
 
 
 def check_data_files(config: TrainConfig) -> None:
