@@ -71,8 +71,8 @@ def hardware_notes(config: TrainConfig) -> list[str]:
         notes.append(
             f"async_workers={config.async_workers} on the CPU with {threads} torch threads: "
             "rollout and training each run OpenMP teams on the same cores, and idle team "
-            "threads then sleep between operations (on 2 cores a step took 1.6x as long as "
-            "with rollout inline); --async_workers 0, or --num_threads 1 to give each its core"
+            "threads then sleep between operations (on 2 cores a step took 1.4x-1.6x as long "
+            "as with rollout inline); --async_workers 0, or --num_threads 1 to give each its core"
         )
     return notes
 
