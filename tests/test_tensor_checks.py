@@ -27,6 +27,20 @@ def test_huge_finite_values_are_finite() -> None:
     assert not has_nonfinite({"w": torch.full((1000,), 3.0e38), "step": 3})
 
 
+def test_float64_parameters_and_views_are_checked_in_their_own_precision() -> None:
+    # Finite in float64 but beyond float32: converting before the check would call it inf.
+    assert all_finite([torch.full((10,), 1.0e300, dtype=torch.float64)])
+    weight = torch.nn.Parameter(torch.zeros(4, 6))
+    assert all_finite([weight])
+    with torch.no_grad():
+        weight[2, 5] = NAN
+    assert not all_finite([weight])
+    strided = torch.zeros(6, 8)
+    strided[4, 3] = -INF
+    assert not all_finite([strided[:, 1::2]])
+    assert all_finite([strided[:, ::2]])
+
+
 def test_all_in_range_is_exact_at_the_bounds_and_fails_on_nan() -> None:
     t = torch.tensor([-80.0, 0.0, 80.0])
     assert all_in_range(t, -80.0, 80.0)

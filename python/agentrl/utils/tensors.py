@@ -12,17 +12,27 @@ import torch
 def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
     """True when no element of ``tensors`` is a NaN or an infinity.
 
-    The largest magnitude of each tensor (an infinity norm: a maximum, so no finite value
-    overflows it, and NaN propagates) in one fused call per device, and one host read.
+    One host read for all of them. On an accelerator the largest magnitude of each tensor
+    (an infinity norm: a maximum, so no finite value overflows it, and NaN propagates) in
+    one fused call per device. Plain CPU tensors take the smallest and largest value of
+    each instead (NaN propagates to both): torch's CPU infinity norm runs tensor by tensor
+    and was 7x slower (2.4 against 0.33 ms for the tiny preset's 47 weights, two threads).
     """
     by_device: dict[torch.device, list[torch.Tensor]] = defaultdict(list)
+    on_cpu: list[torch.Tensor] = []
     for t in tensors:
-        if t.numel():
+        if not t.numel():
+            continue
+        if t.device.type == "cpu" and type(t) in (torch.Tensor, torch.nn.Parameter):
+            on_cpu.extend(torch.aminmax(t.detach()))
+        else:
             by_device[t.device].append(t.detach())
     peaks = [
         torch.stack([p.float() for p in torch._foreach_norm(group, float("inf"))]).max()
         for group in by_device.values()
     ]
+    if on_cpu:  # float64 holds every float dtype's values, so no finite one overflows
+        peaks.append(torch.stack([v.double() for v in on_cpu]).abs().max())
     if not peaks:
         return True
     first = peaks[0].device
