@@ -26,16 +26,17 @@ def _answer(_turn: int, _context: str) -> str:
 class VersionedEngine(ScriptedEngine):
     """A fake engine with the `TorchEngine` weight-sync surface."""
 
-    def __init__(self, fail_first: int = 0) -> None:
+    def __init__(self, fail_first: int = 0, error: Exception | None = None) -> None:
         super().__init__(_answer)
         self.lock = threading.RLock()
         self.fail_first = fail_first
+        self.error = error or RuntimeError("engine hiccup")
         self.updates: list[int] = []
 
     def generate(self, prompts, params=None, **kwargs):  # type: ignore[no-untyped-def]
         if self.fail_first > 0:
             self.fail_first -= 1
-            raise RuntimeError("engine hiccup")
+            raise self.error
         return super().generate(prompts, params, **kwargs)
 
     def update_weights(self, source: object, version: int | None = None) -> bool:
@@ -118,6 +119,22 @@ def test_worker_errors_are_counted_and_production_goes_on() -> None:
     stats = rollout.snapshot_stats()
     assert stats["errors"] == 2
     assert "engine hiccup" in rollout.errors[0]
+
+
+def test_a_user_error_stops_the_workers_and_reaches_the_waiting_trainer() -> None:
+    from agentrl.errors import UserError
+
+    # A setting that cannot work fails the same way on every batch: no endless retries.
+    engine = VersionedEngine(fail_first=100, error=UserError("the decoder does not compile"))
+    rollout = _rollout(engine)
+    with rollout:
+        with pytest.raises(UserError, match="does not compile"):
+            rollout.wait_until_ready(2, timeout_s=30)
+        with pytest.raises(UserError, match="does not compile"):
+            rollout.get_batch(2, timeout=30)
+        assert rollout.workers_alive == 0
+    assert engine.fail_first == 99  # one try, not one per batch
+    assert rollout.snapshot_stats()["errors"] == 1
 
 
 def test_refused_weights_keep_the_version() -> None:

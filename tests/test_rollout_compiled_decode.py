@@ -155,6 +155,35 @@ def test_compiled_decoding_needs_a_compiler_and_the_torch_engine(monkeypatch) ->
         resolve("tiny", overrides={"rollout_compile": 1, "rollout_engine": "sglang"})
 
 
+def test_a_compiler_failure_stops_with_the_option_that_decodes_eagerly(monkeypatch) -> None:
+    from agentrl.errors import UserError
+    from agentrl.rollout.engine import CompileFailed
+    from torch._inductor.exc import InductorError
+
+    def broken_compile(model, **kwargs):
+        def run(*args, **kw):
+            raise InductorError(RuntimeError("C++ compile error\n(long build log)"), None)
+
+        return run
+
+    engine = TorchEngine(tiny_model(seed=5), tiny_tokenizer(), eos_token_ids=(),
+                         compile_decode=True)  # fmt: skip
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    with pytest.raises(CompileFailed, match=r"C\+\+ compile error\); decode eagerly with "
+                       r"agentrl train --rollout_compile 0") as caught:  # fmt: skip
+        engine.generate([_ids(1, 9)], GREEDY, max_new_tokens=4)
+    assert isinstance(caught.value, UserError) and "long build log" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, InductorError)
+    assert engine.stats["compiled_decode_steps"] == 0
+
+    # An error of the model itself is not called a compiler failure.
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: lambda *a, **k: 1 / 0)
+    engine = TorchEngine(tiny_model(seed=5), tiny_tokenizer(), eos_token_ids=(),
+                         compile_decode=True)  # fmt: skip
+    with pytest.raises(ZeroDivisionError):
+        engine.generate([_ids(1, 9)], GREEDY, max_new_tokens=4)
+
+
 def test_train_with_rollout_compile_decodes_compiled(run_files: Path, tmp_path: Path, capsys):
     code = cli_main(["train", "--model", str(run_files / "model"), "--data",
                      str(run_files / "prompts.jsonl"), "--filter_mode", "all", "--save_dir",

@@ -8,9 +8,12 @@ beyond that gap would need importance corrections the loss does not make. A full
 pauses the workers instead of letting them produce data that would only go stale.
 
 A worker error is logged, counted and kept (``errors``); the worker goes on with the
-next batch, so one bad prompt or tool does not end a long run. ``stop()`` joins the
-threads. ``sync_weights`` loads new weights into the engine and bumps the version in one
-step under the engine lock, so no token is tagged with a version it was not sampled by.
+next batch, so one bad prompt or tool does not end a long run. A `UserError` (a setting
+that cannot work here, such as a decoder that does not compile) would fail the same way on
+every batch: it stops the workers, and the trainer's next wait for groups raises it.
+``stop()`` joins the threads. ``sync_weights`` loads new weights into the engine and bumps
+the version in one step under the engine lock, so no token is tagged with a version it was
+not sampled by.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentrl.errors import UserError
 from agentrl.rollout.episodes import CallParser, EpisodeConfig, RolloutEngine, run_episodes
 from agentrl.tools import ToolRegistry
 from agentrl.trajectory import PolicyVersion, RolloutGroup
@@ -146,6 +150,8 @@ class AsyncRollout:
         self.stop_event = threading.Event()
         self.threads: list[threading.Thread] = []
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)
+        # The first UserError of a worker: raised to whoever waits for groups.
+        self.fatal: UserError | None = None
         self._index_lock = threading.Lock()
         self._next_index = 0
         self._stats_lock = threading.Lock()
@@ -254,6 +260,12 @@ class AsyncRollout:
                 continue
             try:
                 self._produce(rng)
+            except UserError as exc:
+                self._inc("errors")
+                self.errors.append(f"worker {worker_id}: {exc}")
+                self.fatal = self.fatal or exc
+                self.stop_event.set()
+                return
             except Exception as exc:
                 self._inc("errors")
                 message = f"worker {worker_id}: {exc!r}"
@@ -356,13 +368,19 @@ class AsyncRollout:
             if group is None:
                 break
             groups.append(group)
+        self._raise_fatal()
         self._record_wait(time.monotonic() - start)
         return groups
+
+    def _raise_fatal(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
 
     def get_one(self, timeout: float | None = None) -> RolloutGroup | None:
         """One fresh group, or None on timeout/stop."""
         start = time.monotonic()
         group = self._take(None if timeout is None else start + max(float(timeout), 0.0))
+        self._raise_fatal()
         if group is not None:
             self._record_wait(time.monotonic() - start)
         return group
@@ -377,10 +395,11 @@ class AsyncRollout:
             if self.buffer.qsize() >= target:
                 return True
             if time.monotonic() >= deadline:
-                return False
+                break
             if self.num_workers and self.threads and not self.workers_alive:
-                return False
+                break
             time.sleep(POLL_S)
+        self._raise_fatal()
         return False
 
     # ---- statistics ----

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from agentrl.errors import UsageError
+from agentrl.errors import UsageError, UserError
 from agentrl.rollout.cache_args import cache_kwarg, forward_kwarg_names, output_cache
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
@@ -931,10 +931,38 @@ class TorchEngine(BatchEngine):
         shared = prefix_length(cache)
         mask = torch.nn.functional.pad(attn[:, shared:], (0, capacity(cache) - attn.size(1)))
         extra = _prefix_kwargs(cache) if self._shared_prefix else None
+        try:
+            out = self._forward(
+                token_col, mask, next_pos.unsqueeze(-1), cache, model=decoder, extra=extra
+            )
+        except Exception as exc:
+            if not _is_compile_failure(exc):
+                raise
+            raise CompileFailed(
+                f"compile_decode: compiling {type(self.model).__name__} for decoding failed "
+                f"({type(exc).__name__}: {_first_line(exc)}); decode eagerly with "
+                "agentrl train --rollout_compile 0 (or TorchEngine(compile_decode=False))"
+            ) from exc
         self.stats["compiled_decode_steps"] += 1
-        return self._forward(
-            token_col, mask, next_pos.unsqueeze(-1), cache, model=decoder, extra=extra
-        )
+        return out
+
+
+class CompileFailed(UserError):
+    """``torch.compile`` could not build the decoder (a compiler or toolchain problem, an
+    operation it cannot trace): the run stops, naming the option that decodes eagerly."""
+
+
+def _is_compile_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from torch's compiler stack (dynamo, inductor, its C++ build)
+    rather than from running the model."""
+    return any(
+        cls.__module__.startswith(("torch._dynamo", "torch._inductor")) for cls in type(exc).__mro__
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "no message"
 
 
 def _prefix_kwargs(cache: Any) -> dict[str, Any]:
