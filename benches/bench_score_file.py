@@ -110,14 +110,20 @@ def fresh_output(dst: Path) -> None:
     dst.unlink(missing_ok=True)
 
 
-def library_wall(src: Path, dst: Path, threads: int) -> float:
-    """Wall seconds of ``agentrl.rewards.score_file`` in this process (no start-up)."""
+@dataclass
+class Timed:
+    wall_s: float
+    cpu_s: float  # this process's CPU seconds, every thread
+
+
+def library_run(src: Path, dst: Path, threads: int) -> Timed:
+    """``agentrl.rewards.score_file`` in this process (no start-up): wall and CPU seconds."""
     from agentrl.rewards import score_file
 
     fresh_output(dst)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     score_file(src, dst, None, threads)
-    return time.perf_counter() - start
+    return Timed(time.perf_counter() - start, time.process_time() - cpu)
 
 
 def interleaved_best(
@@ -167,7 +173,7 @@ def main() -> None:
         "--reference-rows", type=int, default=6_000, help="rows for the reference loop (0: skip)"
     )
     parser.add_argument("--memory-mb", type=int, default=200, help="0 skips the memory run")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per thread count (best)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per thread count (best)")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
 
@@ -228,11 +234,21 @@ def main() -> None:
                 f"{(runs[1].wall_s - startup) / (runs[2].wall_s - startup):.2f}x"
             )
         # The same scoring called in this process: no start-up in these times.
-        library = interleaved_best(threads, args.repeat, lambda t: library_wall(src, dst, t), float)
+        timed = interleaved_best(
+            threads, args.repeat, lambda t: library_run(src, dst, t), lambda r: r.wall_s
+        )
+        library = {t: run.wall_s for t, run in timed.items()}
         for t, wall in library.items():
-            print(f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall")
+            print(f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall, "
+                  f"{timed[t].cpu_s / wall:.2f} cores busy")  # fmt: skip
         if 1 in library and 2 in library:
             print(f"score_file() 1 -> 2 threads: {library[1] / library[2]:.2f}x (wall clock)")
+            # Two threads do the same work as one; what it costs in CPU time tells a loss
+            # of overlap (idle cores) from each core running slower beside the other
+            # (shared caches and memory, a lower clock with both cores busy).
+            extra = timed[2].cpu_s / timed[1].cpu_s
+            print(f"  CPU seconds, 2 threads over 1: {extra:.2f}x; with both cores busy all "
+                  f"the time the ratio could reach 2 / {extra:.2f} = {2 / extra:.2f}x")  # fmt: skip
         if reference is not None:
             _check_rewards(dst, reference[1])
 
