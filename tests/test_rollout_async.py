@@ -121,20 +121,33 @@ def test_worker_errors_are_counted_and_production_goes_on() -> None:
     assert "engine hiccup" in rollout.errors[0]
 
 
-def test_a_user_error_stops_the_workers_and_reaches_the_waiting_trainer() -> None:
-    from agentrl.errors import UserError
+def test_a_recurring_error_stops_the_workers_and_reaches_the_waiting_trainer() -> None:
+    from agentrl.errors import RecurringError
 
     # A setting that cannot work fails the same way on every batch: no endless retries.
-    engine = VersionedEngine(fail_first=100, error=UserError("the decoder does not compile"))
+    engine = VersionedEngine(fail_first=100, error=RecurringError("the decoder does not compile"))
     rollout = _rollout(engine)
     with rollout:
-        with pytest.raises(UserError, match="does not compile"):
+        with pytest.raises(RecurringError, match="does not compile"):
             rollout.wait_until_ready(2, timeout_s=30)
-        with pytest.raises(UserError, match="does not compile"):
+        with pytest.raises(RecurringError, match="does not compile"):
             rollout.get_batch(2, timeout=30)
         assert rollout.workers_alive == 0
     assert engine.fail_first == 99  # one try, not one per batch
     assert rollout.snapshot_stats()["errors"] == 1
+    assert "does not compile" in rollout.errors[0]
+
+
+def test_other_user_errors_are_retried_like_any_worker_error() -> None:
+    from agentrl.errors import UserError
+
+    # A rollout server that aborted one generation answers the next one.
+    engine = VersionedEngine(fail_first=1, error=UserError("the server aborted a generation"))
+    rollout = _rollout(engine)
+    with rollout:
+        batch = rollout.get_batch(2, timeout=10)
+        assert rollout.workers_alive == 1
+    assert len(batch) == 2 and rollout.snapshot_stats()["errors"] == 1
 
 
 def test_refused_weights_keep_the_version() -> None:

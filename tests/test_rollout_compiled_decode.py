@@ -127,6 +127,36 @@ def test_a_model_off_the_shared_prefix_path_decodes_over_full_rows(monkeypatch, 
     assert any("shared-prefix attention path" in r.getMessage() for r in caplog.records)
 
 
+def test_a_check_that_cannot_tell_is_made_again_at_the_next_call(caplog) -> None:
+    model = tiny_model(seed=5)
+    tok = tiny_tokenizer()
+    eager = TorchEngine(model, tok, eos_token_ids=())
+    engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
+    forward = engine._forward
+    poisoned = [1]
+
+    def nan_once_through_the_prefix(*args, **kwargs):
+        logits, cache = forward(*args, **kwargs)
+        if kwargs.get("extra") and poisoned:
+            poisoned.pop()
+            logits = torch.full_like(logits, float("nan"))
+        return logits, cache
+
+    engine._forward = nan_once_through_the_prefix
+    prompts = [_ids(4, 40)]
+    with caplog.at_level(logging.WARNING, logger="agentrl.rollout.engine"):
+        first = engine.generate(prompts, GREEDY, max_new_tokens=5, num_samples=3)
+        assert engine.stats["shared_prefix_decodes"] == 0
+        second = engine.generate(prompts, GREEDY, max_new_tokens=5, num_samples=3)
+    want = eager.generate(prompts, GREEDY, max_new_tokens=5, num_samples=3)
+    assert [o.token_ids for o in first] == [o.token_ids for o in want]
+    assert [o.token_ids for o in second] == [o.token_ids for o in want]
+    assert engine.stats["shared_prefix_decodes"] == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("checking again at the next call" in m for m in messages)
+    assert not any("does not take the shared-prefix attention path" in m for m in messages)
+
+
 def test_a_cache_without_a_fixed_size_form_decodes_eagerly_and_says_so(monkeypatch, caplog):
     model = tiny_model(seed=5)
     tok = tiny_tokenizer()
@@ -156,7 +186,7 @@ def test_compiled_decoding_needs_a_compiler_and_the_torch_engine(monkeypatch) ->
 
 
 def test_a_compiler_failure_stops_with_the_option_that_decodes_eagerly(monkeypatch) -> None:
-    from agentrl.errors import UserError
+    from agentrl.errors import RecurringError
     from agentrl.rollout.engine import CompileFailed
     from torch._inductor.exc import InductorError
 
@@ -172,7 +202,7 @@ def test_a_compiler_failure_stops_with_the_option_that_decodes_eagerly(monkeypat
     with pytest.raises(CompileFailed, match=r"C\+\+ compile error\); decode eagerly with "
                        r"agentrl train --rollout_compile 0") as caught:  # fmt: skip
         engine.generate([_ids(1, 9)], GREEDY, max_new_tokens=4)
-    assert isinstance(caught.value, UserError) and "long build log" not in str(caught.value)
+    assert isinstance(caught.value, RecurringError) and "long build log" not in str(caught.value)
     assert isinstance(caught.value.__cause__, InductorError)
     assert engine.stats["compiled_decode_steps"] == 0
 

@@ -41,6 +41,17 @@ def test_float64_parameters_and_views_are_checked_in_their_own_precision() -> No
     assert all_finite([strided[:, ::2]])
 
 
+def test_dtypes_and_layouts_without_a_minimum_are_still_checked() -> None:
+    poisoned = torch.tensor([1.0, NAN, 2.0])
+    assert not all_finite([poisoned.to(torch.complex64)])
+    assert all_finite([torch.ones(3, dtype=torch.complex64)])
+    assert not all_finite([poisoned.to_sparse()])
+    assert all_finite([torch.ones(2, 2).to_sparse()])
+    if hasattr(torch, "float8_e4m3fn"):
+        assert all_finite([torch.ones(4).to(torch.float8_e4m3fn)])
+        assert not has_nonfinite({"w": torch.ones(4).to(torch.float8_e4m3fn)})
+
+
 def test_all_in_range_is_exact_at_the_bounds_and_fails_on_nan() -> None:
     t = torch.tensor([-80.0, 0.0, 80.0])
     assert all_in_range(t, -80.0, 80.0)

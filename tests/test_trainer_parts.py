@@ -250,6 +250,15 @@ def test_a_rollout_thread_beside_training_on_a_shared_cpu_is_named(monkeypatch):
     assert len(notes) == 1 and "--async_workers 0" in notes[0] and "2 torch threads" in notes[0]
     for fix in ({"async_workers": 0}, {"num_threads": 1}, {"rollout_engine": "vllm"}):
         assert hardware_notes(resolve(preset="compat", overrides={**both, **fix})) == []
+    # Under torchrun's trainer/rollout split rank 0 only trains, the others only roll out.
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    split = {**both, "multi_gpu_mode": "trainer_rollout"}
+    assert hardware_notes(resolve(preset="compat", overrides=split)) == []
+    assert (
+        len(hardware_notes(resolve(preset="compat", overrides={**split, "multi_gpu_mode": "ddp"})))
+        == 1
+    )
 
 
 def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):

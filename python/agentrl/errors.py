@@ -46,6 +46,11 @@ class UserError(Exception):
     exit_code: int = EXIT_DATA
 
 
+class RecurringError(UserError):
+    """A `UserError` that the same work raises again on every retry (a model that cannot
+    be compiled, say): a loop that retries failed work stops on it instead."""
+
+
 class UsageError(UserError, ValueError):
     """A wrong command line or configuration (option name or value, config file, a path
     that cannot be used as given); a ``ValueError`` too, as the invalid value it is.
@@ -61,6 +66,7 @@ __all__ = [
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
     "EXIT_USAGE",
+    "RecurringError",
     "UsageError",
     "UserError",
     "signal_exit_code",

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from agentrl.errors import UsageError, UserError
+from agentrl.utils.launch import launched_by_torchrun
 
 DEFAULT_TIMEOUT_S = 1800.0  # 30 minutes
 
@@ -202,14 +203,6 @@ def _unflatten_into(flat: torch.Tensor, bucket: Sequence[torch.Tensor]) -> None:
         n = t.numel()
         t.copy_(flat[offset : offset + n].view_as(t).to(t.device))
         offset += n
-
-
-def launched_by_torchrun(one_rank_too: bool = False) -> bool:
-    """Started by ``torchrun`` with several ranks (or, with ``one_rank_too``, with one:
-    FSDP on one GPU still needs the process group)."""
-    if "RANK" not in os.environ:
-        return False
-    return one_rank_too or int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def init_distributed(

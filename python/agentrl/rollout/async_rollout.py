@@ -8,9 +8,10 @@ beyond that gap would need importance corrections the loss does not make. A full
 pauses the workers instead of letting them produce data that would only go stale.
 
 A worker error is logged, counted and kept (``errors``); the worker goes on with the
-next batch, so one bad prompt or tool does not end a long run. A `UserError` (a setting
-that cannot work here, such as a decoder that does not compile) would fail the same way on
-every batch: it stops the workers, and the trainer's next wait for groups raises it.
+next batch, so one bad prompt, tool or server hiccup does not end a long run. A
+`RecurringError` (a setting that cannot work here, such as a decoder that does not compile)
+would fail the same way on every batch: it stops the workers, and the trainer's next wait
+for groups raises it.
 ``stop()`` joins the threads. ``sync_weights`` loads new weights into the engine and bumps
 the version in one step under the engine lock, so no token is tagged with a version it was
 not sampled by.
@@ -30,7 +31,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrl.errors import UserError
+from agentrl.errors import RecurringError
 from agentrl.rollout.episodes import CallParser, EpisodeConfig, RolloutEngine, run_episodes
 from agentrl.tools import ToolRegistry
 from agentrl.trajectory import PolicyVersion, RolloutGroup
@@ -150,8 +151,8 @@ class AsyncRollout:
         self.stop_event = threading.Event()
         self.threads: list[threading.Thread] = []
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)
-        # The first UserError of a worker: raised to whoever waits for groups.
-        self.fatal: UserError | None = None
+        # The first RecurringError of a worker: raised to whoever waits for groups.
+        self.fatal: RecurringError | None = None
         self._index_lock = threading.Lock()
         self._next_index = 0
         self._stats_lock = threading.Lock()
@@ -260,10 +261,12 @@ class AsyncRollout:
                 continue
             try:
                 self._produce(rng)
-            except UserError as exc:
+            except RecurringError as exc:
                 self._inc("errors")
-                self.errors.append(f"worker {worker_id}: {exc}")
-                self.fatal = self.fatal or exc
+                self.errors.append(f"worker {worker_id}: {exc!r}\n{traceback.format_exc(limit=8)}")
+                # Raised again from other threads: without its traceback, which holds the
+                # failed batch's tensors and would grow at each raise.
+                self.fatal = self.fatal or exc.with_traceback(None)
                 self.stop_event.set()
                 return
             except Exception as exc:

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from agentrl.errors import UsageError, UserError
+from agentrl.errors import RecurringError, UsageError
 from agentrl.rollout.cache_args import cache_kwarg, forward_kwarg_names, output_cache
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
@@ -880,12 +880,14 @@ class TorchEngine(BatchEngine):
             self.stats["shared_prefix_decodes"] += 1
         return fixed, self._compiled
 
-    def _shared_prefix_agrees(self, cache: Any, attn: torch.Tensor, shared: int) -> bool:
+    def _shared_prefix_agrees(self, cache: Any, attn: torch.Tensor, shared: int) -> bool | None:
         """Whether one decoding step through the shared-prefix attention path (the first
         ``shared`` positions held once; 0: none) gives the logits of the same step through
         the model's own attention over full rows (run eagerly, once per engine). A model
         whose attention does not take that path (see `shared_prefix`) decodes through its
-        own, over full rows, with a warning."""
+        own, over full rows, with a warning. None when this call cannot tell (out of memory,
+        logits that are not finite): the call decodes through the model's own attention and
+        the next one checks again."""
         from agentrl.rollout.kv_cache import as_fixed, capacity
 
         width = attn.size(1)
@@ -900,11 +902,21 @@ class TorchEngine(BatchEngine):
             extra = _prefix_kwargs(fixed) if grouped else None
             try:
                 logits, _ = self._forward(ids, mask, attn.sum(-1, keepdim=True), fixed, extra=extra)
-            except (ValueError, TypeError, RuntimeError) as exc:
+            except torch.OutOfMemoryError as exc:
+                logger.warning("compile_decode: the shared-prefix check ran out of memory (%s); "
+                               "checking again at the next call", _first_line(exc))  # fmt: skip
+                return None
+            except (ValueError, TypeError, RuntimeError, AttributeError) as exc:
+                if not grouped:
+                    raise  # the model's own attention failed: not a question of this path
                 logger.warning("compile_decode: shared-prefix attention failed (%s)", exc)
                 return False
             steps.append(logits)
         full, split_logits = steps
+        if not bool(torch.isfinite(full).all() and torch.isfinite(split_logits).all()):
+            logger.warning("compile_decode: the shared-prefix check gave logits that are not "
+                           "finite; checking again at the next call")  # fmt: skip
+            return None
         agrees = bool((full - split_logits).abs().max() <= 1e-2 * (1 + full.abs().max()))
         if not agrees:
             logger.warning(
@@ -947,7 +959,7 @@ class TorchEngine(BatchEngine):
         return out
 
 
-class CompileFailed(UserError):
+class CompileFailed(RecurringError):
     """``torch.compile`` could not build the decoder (a compiler or toolchain problem, an
     operation it cannot trace): the run stops, naming the option that decodes eagerly."""
 

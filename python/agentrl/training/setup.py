@@ -36,6 +36,7 @@ from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
 from agentrl.utils.imports import split_list
+from agentrl.utils.launch import launched_by_torchrun
 from agentrl.utils.paths import check_creatable_dir, check_readable_file
 from agentrl.utils.threads import set_cpu_threads, usable_cores
 
@@ -67,7 +68,10 @@ def hardware_notes(config: TrainConfig) -> list[str]:
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         notes.append(f"device={config.device}: no CUDA device here; running on the CPU")
     threads = _cpu_threads(config)
-    if on_cpu and config.rollout_engine == "torch" and config.async_workers > 0 and threads > 1:
+    # Under torchrun's trainer/rollout split no process both trains and rolls out.
+    split = config.multi_gpu_mode == "trainer_rollout" and launched_by_torchrun()
+    both = config.rollout_engine == "torch" and config.async_workers > 0 and not split
+    if on_cpu and both and threads > 1:
         notes.append(
             f"async_workers={config.async_workers} on the CPU with {threads} torch threads: "
             "rollout and training each run OpenMP teams on the same cores, and idle team "

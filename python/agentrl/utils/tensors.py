@@ -8,6 +8,11 @@ from typing import Any
 
 import torch
 
+# Dtypes whose CPU extremes torch computes directly. Dense floating CPU tensors are checked
+# by their extremes; any other (complex, sparse, a tensor subclass such as DTensor, another
+# device) takes the infinity-norm path.
+_EXTREMES_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
 
 def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
     """True when no element of ``tensors`` is a NaN or an infinity.
@@ -19,24 +24,38 @@ def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
     and was 7x slower (2.4 against 0.33 ms for the tiny preset's 47 weights, two threads).
     """
     by_device: dict[torch.device, list[torch.Tensor]] = defaultdict(list)
-    on_cpu: list[torch.Tensor] = []
+    extremes: list[torch.Tensor] = []
     for t in tensors:
         if not t.numel():
             continue
-        if t.device.type == "cpu" and type(t) in (torch.Tensor, torch.nn.Parameter):
-            on_cpu.extend(torch.aminmax(t.detach()))
+        if _by_extremes(t):
+            # float8 has no CPU reductions of its own; float32 holds its values exactly.
+            values = t.detach() if t.dtype in _EXTREMES_DTYPES else t.detach().float()
+            extremes.extend(torch.aminmax(values))
         else:
             by_device[t.device].append(t.detach())
-    peaks = [
-        torch.stack([p.float() for p in torch._foreach_norm(group, float("inf"))]).max()
+    # Each device answers finite-or-not on its own; only booleans travel.
+    verdicts = [
+        torch.isfinite(
+            torch.stack([p.float() for p in torch._foreach_norm(group, float("inf"))])
+        ).all()
         for group in by_device.values()
     ]
-    if on_cpu:  # float64 holds every float dtype's values, so no finite one overflows
-        peaks.append(torch.stack([v.double() for v in on_cpu]).abs().max())
-    if not peaks:
+    if extremes:  # float64 holds every one of these dtypes' values: none overflows
+        verdicts.append(torch.isfinite(torch.stack([v.double() for v in extremes])).all())
+    if not verdicts:
         return True
-    first = peaks[0].device
-    return bool(torch.isfinite(torch.stack([p.to(first) for p in peaks])).all())
+    first = verdicts[0].device
+    return bool(torch.stack([v.to(first) for v in verdicts]).all())
+
+
+def _by_extremes(t: torch.Tensor) -> bool:
+    return (
+        t.device.type == "cpu"
+        and type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.layout == torch.strided
+        and t.is_floating_point()
+    )
 
 
 def has_nonfinite(state: Mapping[str, Any]) -> bool:
