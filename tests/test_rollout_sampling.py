@@ -106,6 +106,19 @@ def test_behaviour_logp_is_raw_policy_and_sample_logp_is_filtered() -> None:
         assert slp.item() == pytest.approx(math.log(filtered[token].item()), abs=1e-5)
 
 
+def test_the_raw_distribution_skips_no_draw_and_reuses_its_log_softmax() -> None:
+    # Temperature 1, no penalty, no filter: the short path gives exactly what drawing from
+    # the softmax with every check, and a second log-softmax, give.
+    logits = torch.randn(16, 300, generator=torch.Generator().manual_seed(5)) * 4
+    out = sample_tokens(logits, SamplingParams(temperature=1.0),
+                        generator=torch.Generator().manual_seed(9))  # fmt: skip
+    clean, _ = sanitize_logits(logits)
+    tokens, fallback = _draw(torch.softmax(clean, dim=-1), torch.Generator().manual_seed(9), 0)
+    log_probs = torch.log_softmax(clean, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    assert torch.equal(out.tokens, tokens) and not fallback.any() and not out.fallback.any()
+    assert torch.equal(out.sample_logps, log_probs) and torch.equal(out.logps, log_probs)
+
+
 def test_seeded_sampling_is_reproducible() -> None:
     logits = torch.randn(8, 50, generator=torch.Generator().manual_seed(3))
     params = SamplingParams(temperature=0.9, top_p=0.9)

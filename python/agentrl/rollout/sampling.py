@@ -177,7 +177,9 @@ def _candidates(
     back to the whole vocabulary. Filtered entries are -inf.
     """
     out = apply_repetition_penalty(clean, seen, params.repetition_penalty)
-    out = out / max(params.temperature, GREEDY_TEMPERATURE)
+    divisor = max(params.temperature, GREEDY_TEMPERATURE)
+    if divisor != 1.0:  # x / 1.0 is x: no copy of the whole vocabulary per step
+        out = out / divisor
     ids = None
     k = params.top_k
     if 0 < k < out.size(-1):
@@ -218,9 +220,17 @@ def sampling_probs(
 
 
 def _draw(
-    probs: torch.Tensor, generator: torch.Generator | None, fallback_token_id: int
+    probs: torch.Tensor,
+    generator: torch.Generator | None,
+    fallback_token_id: int,
+    *,
+    proper: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw one column per row; rows without finite positive mass take the fallback column.
+
+    ``proper``: ``probs`` is the softmax of finite logits, so every value is finite and
+    non-negative and every row has mass (its largest entry is 1 before normalising); the
+    checks for the other case are skipped.
 
     Exponential race (arg-max of p / E with E ~ Exp(1)): exactly categorical, and much
     faster than `torch.multinomial` on CPU for a batch of rows. E is drawn as -log U from
@@ -228,11 +238,14 @@ def _draw(
     sixth of a rollout's decoding time for the tiny model). U is kept above 0 so that E is
     finite and positive: a column with mass always beats one without.
     """
-    if not all_in_range(probs, 0.0, torch.finfo(torch.float32).max):
-        probs = torch.nan_to_num(probs, nan=0.0, posinf=0.0, neginf=0.0).clamp(min=0.0)
-    mass = probs.sum(dim=-1)
-    collapsed = ~torch.isfinite(mass) | (mass <= 0)
-    if bool(collapsed.any()):
+    if proper:
+        collapsed = torch.zeros(probs.shape[:-1], dtype=torch.bool, device=probs.device)
+    else:
+        if not all_in_range(probs, 0.0, torch.finfo(torch.float32).max):
+            probs = torch.nan_to_num(probs, nan=0.0, posinf=0.0, neginf=0.0).clamp(min=0.0)
+        mass = probs.sum(dim=-1)
+        collapsed = ~torch.isfinite(mass) | (mass <= 0)
+    if not proper and bool(collapsed.any()):
         fallback = min(max(int(fallback_token_id), 0), probs.size(-1) - 1)
         probs = probs.clone()
         probs[collapsed] = 0.0
@@ -262,8 +275,11 @@ def sample_tokens(
         sample_logps = torch.zeros(tokens.shape, dtype=raw_logp.dtype, device=tokens.device)
     else:
         shaped, ids = _candidates(clean, params, seen)
+        # No penalty, temperature 1 and no filter: the sampling distribution is the raw one.
+        raw = shaped is clean
         if ids is None:
-            choice, fallback = _draw(torch.softmax(shaped, dim=-1), generator, fallback_token_id)
+            probs = torch.softmax(shaped, dim=-1)
+            choice, fallback = _draw(probs, generator, fallback_token_id, proper=raw)
             tokens = choice
         else:
             # The fallback token need not be a candidate: draw over [candidates, fallback].
@@ -274,8 +290,11 @@ def sample_tokens(
                 torch.softmax(shaped, dim=-1), generator, fallback_token_id=ids.size(-1) - 1
             )
             tokens = ids.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
-        sample_logps = F.log_softmax(shaped, dim=-1).gather(-1, choice.unsqueeze(-1)).squeeze(-1)
-        sample_logps = torch.where(fallback, torch.zeros_like(sample_logps), sample_logps)
+        # The same log-softmax of the same logits as raw_logp when nothing reshaped them.
+        shaped_logp = raw_logp if raw and divisor == 1.0 else F.log_softmax(shaped, dim=-1)
+        sample_logps = shaped_logp.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+        if not raw:  # a row whose distribution collapsed took the fallback token
+            sample_logps = torch.where(fallback, torch.zeros_like(sample_logps), sample_logps)
     logps = raw_logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return SampleResult(tokens, logps, sample_logps, nonfinite, fallback)
 
