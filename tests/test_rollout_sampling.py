@@ -115,7 +115,7 @@ def test_the_raw_distribution_skips_no_draw_and_reuses_its_log_softmax() -> None
     clean, _ = sanitize_logits(logits)
     tokens, fallback = _draw(torch.softmax(clean, dim=-1), torch.Generator().manual_seed(9), 0)
     log_probs = torch.log_softmax(clean, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    assert torch.equal(out.tokens, tokens) and not fallback.any() and not out.fallback.any()
+    assert torch.equal(out.tokens, tokens) and not fallback.any() and not out.fallback_rows.any()
     assert torch.equal(out.sample_logps, log_probs) and torch.equal(out.logps, log_probs)
 
 
