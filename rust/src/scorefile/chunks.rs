@@ -83,6 +83,7 @@ impl<R: Read> Chunks<R> {
     }
 
     /// The next chunk, or `None` at the end of the input.
+    #[cfg(test)]
     pub fn next_chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
         self.next_chunk_into(Vec::new())
     }

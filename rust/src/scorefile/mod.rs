@@ -17,6 +17,7 @@ mod atomic;
 mod chunk;
 pub mod chunks;
 pub mod histogram;
+pub mod keep_memory;
 mod schema;
 
 use std::fmt;
