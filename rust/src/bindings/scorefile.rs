@@ -17,7 +17,6 @@ use super::json::py_str_lossy;
 use super::reward::config_from_py;
 use crate::reward::parallel;
 use crate::scorefile::histogram::histogram;
-use crate::scorefile::keep_memory::KeepFreedMemory;
 use crate::scorefile::{
     open_input, score_into_path, score_stream, FileSummary, LineEnds, ScoreFileError,
     ScoreFileOptions,
@@ -125,7 +124,6 @@ fn run(
     sink: Sink,
     mut options: ScoreFileOptions,
 ) -> Result<FileSummary, ScoreFileError> {
-    let _keep = KeepFreedMemory::new();
     let (input, name): (Box<dyn Read + Send>, String) = match source {
         Source::Path(path) => (Box::new(open_input(&path)?), path.display().to_string()),
         Source::Stream(reader) => {

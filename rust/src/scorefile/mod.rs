@@ -17,7 +17,6 @@ mod atomic;
 mod chunk;
 pub mod chunks;
 pub mod histogram;
-pub mod keep_memory;
 mod schema;
 
 use std::fmt;
