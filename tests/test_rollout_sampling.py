@@ -12,6 +12,7 @@ from agentrl.rollout.sampling import (
     apply_repetition_penalty,
     gather_logprobs,
     sample_tokens,
+    sampling_logits,
     sampling_probs,
     sanitize_logits,
 )
@@ -117,6 +118,14 @@ def test_the_raw_distribution_skips_no_draw_and_reuses_its_log_softmax() -> None
     log_probs = torch.log_softmax(clean, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     assert torch.equal(out.tokens, tokens) and not fallback.any() and not out.fallback_rows.any()
     assert torch.equal(out.sample_logps, log_probs) and torch.equal(out.logps, log_probs)
+
+
+def test_sampling_logits_never_hands_back_the_callers_tensor() -> None:
+    logits = torch.randn(2, 9)
+    out = sampling_logits(logits, SamplingParams(temperature=1.0))
+    assert out is not logits and torch.equal(out, logits)
+    out.zero_()
+    assert logits.abs().sum() > 0
 
 
 def test_seeded_sampling_is_reproducible() -> None:

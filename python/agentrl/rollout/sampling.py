@@ -204,7 +204,9 @@ def sampling_logits(
         return apply_repetition_penalty(logits, seen, params.repetition_penalty)
     shaped, ids = _candidates(logits, params, seen)
     if ids is None:
-        return shaped
+        # At temperature 1 with nothing to filter the logits come back as they are: a copy,
+        # so that the caller may change either without touching the other.
+        return shaped.clone() if shaped is logits else shaped
     return torch.full_like(logits, float("-inf")).scatter(-1, ids, shaped)
 
 

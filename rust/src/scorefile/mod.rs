@@ -211,8 +211,8 @@ pub fn score_stream<R: Read, W: Write>(
                     Some(bytes) => {
                         let (ends, explain) = (options.line_ends, options.explain);
                         let outcome = score_chunk(&context, &bytes, ends, explain, text);
-                        input = bytes;
-                        text = stage.write(outcome)?;
+                        input = spare_or_new(bytes, Vec::capacity);
+                        text = spare_or_new(stage.write(outcome)?, String::capacity);
                     }
                     None => return Ok(()),
                 }
@@ -330,11 +330,22 @@ fn pipeline<'scope, R: Read, W: Write>(
 }
 
 /// A buffer this large (a chunk stretched by a very long line) is freed rather than kept.
-const MAX_SPARE_BYTES: usize = 8 * chunks::CHUNK_BYTES;
+/// A chunk's text reserves about 1,200 bytes a line beyond the input, so a chunk of short
+/// lines asks for several times the chunk size; those buffers are still kept.
+const MAX_SPARE_BYTES: usize = 32 * chunks::CHUNK_BYTES;
 
 fn keep_spare<T>(spares: &mut Vec<T>, buffer: T, capacity: impl Fn(&T) -> usize) {
     if capacity(&buffer) <= MAX_SPARE_BYTES {
         spares.push(buffer);
+    }
+}
+
+/// `buffer` to be used again, or a new one when it grew too large to keep.
+fn spare_or_new<T: Default>(buffer: T, capacity: impl Fn(&T) -> usize) -> T {
+    if capacity(&buffer) <= MAX_SPARE_BYTES {
+        buffer
+    } else {
+        T::default()
     }
 }
 
