@@ -101,21 +101,15 @@ fn prepare(
     Ok((row, written))
 }
 
-/// Decodes, checks, scores and writes every line of `chunk` into `text` (cleared first: the
-/// text of a chunk already written, so that its memory serves again). `context` must score
-/// on one thread: chunks are the unit of parallelism.
+/// Decodes, checks, scores and writes every line of `chunk`. `context` must score on one
+/// thread: chunks are the unit of parallelism.
 pub fn score_chunk(
     context: &ScoringContext,
     chunk: &[u8],
     ends: LineEnds,
     explain: bool,
-    mut text: String,
 ) -> ChunkOutcome {
-    text.clear();
-    let mut outcome = ChunkOutcome {
-        text,
-        ..ChunkOutcome::default()
-    };
+    let mut outcome = ChunkOutcome::default();
     // The rows to score, and for each its line index and what is written back.
     let mut rows: Vec<Trajectory> = Vec::new();
     let mut pending: Vec<(usize, Written)> = Vec::new();

@@ -202,22 +202,16 @@ pub fn score_stream<R: Read, W: Write>(
         sink,
     };
     parallel::with_scope(options.threads, |scope| match scope {
-        None => {
-            // One input buffer and one output buffer serve every chunk in turn.
-            let (mut input, mut text) = (Vec::new(), String::new());
-            loop {
-                options.check_stop()?;
-                match chunks.next_chunk_into(input).map_err(read_error)? {
-                    Some(bytes) => {
-                        let (ends, explain) = (options.line_ends, options.explain);
-                        let outcome = score_chunk(&context, &bytes, ends, explain, text);
-                        input = spare_or_new(bytes, Vec::capacity);
-                        text = spare_or_new(stage.write(outcome)?, String::capacity);
-                    }
-                    None => return Ok(()),
+        None => loop {
+            options.check_stop()?;
+            match chunks.next_chunk().map_err(read_error)? {
+                Some(bytes) => {
+                    let outcome = score_chunk(&context, &bytes, options.line_ends, options.explain);
+                    stage.write(outcome)?;
                 }
+                None => return Ok(()),
             }
-        }
+        },
         Some(scope) => pipeline(scope, &mut stage, &mut chunks, read_error),
     })?;
     stage.output.flush().map_err(|error| ScoreFileError::Io {
@@ -237,40 +231,32 @@ struct Stage<'a, W: Write> {
 }
 
 impl<W: Write> Stage<'_, W> {
-    /// Writes the chunk's lines and counts its results; returns its text buffer for reuse.
-    fn write(&mut self, mut outcome: ChunkOutcome) -> Result<String, ScoreFileError> {
-        let text = std::mem::take(&mut outcome.text);
+    fn write(&mut self, outcome: ChunkOutcome) -> Result<(), ScoreFileError> {
         self.output
-            .write_all(text.as_bytes())
+            .write_all(outcome.text.as_bytes())
             .map_err(|error| ScoreFileError::Io {
                 what: format!("cannot write {}", self.sink),
                 error,
             })?;
         self.summary.add(outcome);
-        Ok(text)
+        Ok(())
     }
 }
 
 /// Reads chunks and hands them to the pool while writing finished ones in order. At most
 /// `2 * threads + 2` chunks are read and not yet written.
-///
-/// The input and output buffers go round: a job sends its input buffer back with its
-/// result, and a written chunk's text becomes the next job's output buffer. Memory freed on
-/// one thread and allocated again on another returns to the system and comes back as fresh
-/// pages that the kernel must zero, which cost two threads 5% of their time.
 fn pipeline<'scope, R: Read, W: Write>(
     scope: &rayon::Scope<'scope>,
     stage: &mut Stage<'scope, W>,
     chunks: &mut Chunks<R>,
     read_error: impl Fn(io::Error) -> ScoreFileError,
 ) -> Result<(), ScoreFileError> {
-    type Done = (usize, Option<ChunkOutcome>, Vec<u8>);
+    type Done = (usize, Option<ChunkOutcome>);
     let max_in_flight = 2 * stage.options.threads + 2;
     let (sender, receiver) = mpsc::channel::<Done>();
     // Finished chunks waiting for the ones before them, by index.
     let mut finished: std::collections::BTreeMap<usize, Option<ChunkOutcome>> =
         std::collections::BTreeMap::new();
-    let (mut spare_inputs, mut spare_texts): (Vec<Vec<u8>>, Vec<String>) = (vec![], vec![]);
     let (mut spawned, mut written) = (0usize, 0usize);
     let mut input_done = false;
     while !input_done || written < spawned {
@@ -278,45 +264,41 @@ fn pipeline<'scope, R: Read, W: Write>(
             let outcome = outcome.ok_or_else(|| {
                 ScoreFileError::Internal("a chunk of lines was not scored".to_string())
             })?;
-            keep_spare(&mut spare_texts, stage.write(outcome)?, String::capacity);
+            stage.write(outcome)?;
             written += 1;
         }
         if !input_done && spawned - written < max_in_flight {
             stage.options.check_stop()?;
-            let spare = spare_inputs.pop().unwrap_or_default();
-            match chunks.next_chunk_into(spare).map_err(&read_error)? {
+            match chunks.next_chunk().map_err(&read_error)? {
                 Some(bytes) => {
                     let sender = sender.clone();
                     let context = stage.context;
                     let (ends, explain) = (stage.options.line_ends, stage.options.explain);
                     let index = spawned;
-                    let text = spare_texts.pop().unwrap_or_default();
                     scope.spawn(move |_| {
                         // A panic is sent as a missing result (reported above) instead of
                         // leaving this thread waiting.
                         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            score_chunk(context, &bytes, ends, explain, text)
+                            score_chunk(context, &bytes, ends, explain)
                         }))
                         .ok();
                         // The receiver outlives the jobs unless an error ended the run.
-                        let _ = sender.send((index, outcome, bytes));
+                        let _ = sender.send((index, outcome));
                     });
                     spawned += 1;
                 }
                 None => input_done = true,
             }
             // Collect whatever finished meanwhile without waiting.
-            while let Ok((index, outcome, bytes)) = receiver.try_recv() {
+            while let Ok((index, outcome)) = receiver.try_recv() {
                 finished.insert(index, outcome);
-                keep_spare(&mut spare_inputs, bytes, Vec::capacity);
             }
             continue;
         }
         if written < spawned && !finished.contains_key(&written) {
             match receiver.recv() {
-                Ok((index, outcome, bytes)) => {
+                Ok((index, outcome)) => {
                     finished.insert(index, outcome);
-                    keep_spare(&mut spare_inputs, bytes, Vec::capacity);
                 }
                 Err(_) => {
                     return Err(ScoreFileError::Internal(
@@ -327,26 +309,6 @@ fn pipeline<'scope, R: Read, W: Write>(
         }
     }
     Ok(())
-}
-
-/// A buffer this large (a chunk stretched by a very long line) is freed rather than kept.
-/// A chunk's text reserves about 1,200 bytes a line beyond the input, so a chunk of short
-/// lines asks for several times the chunk size; those buffers are still kept.
-const MAX_SPARE_BYTES: usize = 32 * chunks::CHUNK_BYTES;
-
-fn keep_spare<T>(spares: &mut Vec<T>, buffer: T, capacity: impl Fn(&T) -> usize) {
-    if capacity(&buffer) <= MAX_SPARE_BYTES {
-        spares.push(buffer);
-    }
-}
-
-/// `buffer` to be used again, or a new one when it grew too large to keep.
-fn spare_or_new<T: Default>(buffer: T, capacity: impl Fn(&T) -> usize) -> T {
-    if capacity(&buffer) <= MAX_SPARE_BYTES {
-        buffer
-    } else {
-        T::default()
-    }
 }
 
 /// Opens an input file, naming it in the error.
