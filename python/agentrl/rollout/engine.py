@@ -907,8 +907,6 @@ class TorchEngine(BatchEngine):
                                "checking again at the next call", _first_line(exc))  # fmt: skip
                 return None
             except (ValueError, TypeError, RuntimeError, AttributeError) as exc:
-                if not grouped:
-                    raise  # the model's own attention failed: not a question of this path
                 logger.warning("compile_decode: shared-prefix attention failed (%s)", exc)
                 return False
             steps.append(logits)
