@@ -34,6 +34,14 @@ EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """An exception's message on one line (libraries add context lines, compilers whole
+    logs), at most ``limit`` characters; the exception's type name when it has none."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if limit is None else line[:limit]
+
+
 def signal_exit_code(signum: int) -> int:
     """The exit code of a process that stopped because of signal ``signum``."""
     return 128 + int(signum)
@@ -69,5 +77,6 @@ __all__ = [
     "RecurringError",
     "UsageError",
     "UserError",
+    "first_line",
     "signal_exit_code",
 ]

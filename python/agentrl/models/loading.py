@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from agentrl.chat import use_chat_template
+from agentrl.errors import first_line
 from agentrl.models.errors import (
     CheckpointNotFoundError,
     ModelLoadError,
@@ -287,17 +288,11 @@ def _check_safetensors_shapes(path: Path, config: Any) -> None:
                             bad.append((name, shape, expected[name]))
         except SafetensorError as exc:  # truncated or not safetensors at all
             raise ModelLoadError(
-                f"model file {file} is not a valid safetensors file: {_first_line(exc)}"
+                f"model file {file} is not a valid safetensors file: {first_line(exc)}"
             ) from exc
     if bad:
         name, got, want = bad[0]
         raise ShapeMismatchError(name, got, want, str(path), len(bad) - 1)
-
-
-def _first_line(exc: BaseException) -> str:
-    """An exception's message on one line (some libraries add context lines)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _find_minimind_tokenizer(pth: Path, tokenizer: str | os.PathLike[str] | None) -> Path:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from agentrl.errors import UsageError, UserError
+from agentrl.errors import UsageError, UserError, first_line
 from agentrl.utils.launch import launched_by_torchrun
 
 DEFAULT_TIMEOUT_S = 1800.0  # 30 minutes
@@ -69,12 +69,11 @@ class DistContext:
         except DistributedError:
             raise
         except (RuntimeError, ValueError, OSError, EOFError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self.broken = f"{what}: {first}"
+            self.broken = f"{what}: {first_line(exc)}"
             raise DistributedError(
                 f"rank {self.rank} of {self.world_size}: '{what}' failed; another rank died or "
                 f"did not answer within the {self.timeout_s:.0f}s collective timeout "
-                f"(dist_timeout_sec). Cause: {type(exc).__name__}: {first}"
+                f"(dist_timeout_sec). Cause: {type(exc).__name__}: {first_line(exc)}"
             ) from exc
 
     # ---- object collectives (small control messages) ----

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from agentrl.errors import RecurringError, UsageError
+from agentrl.errors import RecurringError, UsageError, first_line
 from agentrl.rollout.cache_args import cache_kwarg, forward_kwarg_names, output_cache
 from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
 from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
@@ -904,7 +904,7 @@ class TorchEngine(BatchEngine):
                 logits, _ = self._forward(ids, mask, attn.sum(-1, keepdim=True), fixed, extra=extra)
             except torch.OutOfMemoryError as exc:
                 logger.warning("compile_decode: the shared-prefix check ran out of memory (%s); "
-                               "checking again at the next call", _first_line(exc))  # fmt: skip
+                               "checking again at the next call", first_line(exc, 300))  # fmt: skip
                 return None
             except (ValueError, TypeError, RuntimeError, AttributeError) as exc:
                 logger.warning("compile_decode: shared-prefix attention failed (%s)", exc)
@@ -950,7 +950,7 @@ class TorchEngine(BatchEngine):
                 raise
             raise CompileFailed(
                 f"compile_decode: compiling {type(self.model).__name__} for decoding failed "
-                f"({type(exc).__name__}: {_first_line(exc)}); decode eagerly with "
+                f"({type(exc).__name__}: {first_line(exc, 300)}); decode eagerly with "
                 "agentrl train --rollout_compile 0 (or TorchEngine(compile_decode=False))"
             ) from exc
         self.stats["compiled_decode_steps"] += 1
@@ -968,11 +968,6 @@ def _is_compile_failure(exc: BaseException) -> bool:
     return any(
         cls.__module__.startswith(("torch._dynamo", "torch._inductor")) for cls in type(exc).__mro__
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "no message"
 
 
 def _prefix_kwargs(cache: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule
 
-from agentrl.errors import UsageError, UserError
+from agentrl.errors import UsageError, UserError, first_line
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.optim import Optimization
 from agentrl.training.checkpoint import (
@@ -175,9 +175,8 @@ def restore_run(
     try:
         ckpt = _load(path, models, optimization, weights)
     except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
-            f"checkpoint {path} cannot be resumed (from_resume=1): {detail}; "
+            f"checkpoint {path} cannot be resumed (from_resume=1): {first_line(exc)}; "
             "resume with the model and options of the run that wrote it"
         ) from exc
     if reference_too and is_sharded(models.reference):
