@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from agentrl.errors import UserCodeError
 from agentrl.rewards import (
     combine,
     math_tool_reward,
@@ -115,7 +116,50 @@ def test_extra_keyword_arguments_reach_every_function() -> None:
         return [0.0] * len(completions)
 
     combine([spy])(PROMPTS, COMPLETIONS, ANSWERS, types=["a", "b", "c"])
-    assert seen == {"types": ["a", "b", "c"]}
+    assert seen == {"types": ["a", "b", "c"], "answer": ANSWERS}
+
+
+def test_a_reference_style_and_a_trl_style_function_are_both_called() -> None:
+    """The MLX GRPO convention (``answer``/``types``, no ``**kwargs``) beside the TRL one
+    (``answers`` and data columns by name)."""
+    seen: dict[str, object] = {}
+
+    def reference_style(prompts, completions, answer, types=None):
+        seen["reference"] = (list(answer), list(types))
+        return [2.0 if c == a else 0.0 for c, a in zip(completions, answer, strict=True)]
+
+    def trl_style(completions, answers, secret, **kwargs):
+        seen["trl"] = (list(answers), list(secret), sorted(kwargs))
+        return [0.5 if s == c else 0.0 for c, s in zip(completions, secret, strict=True)]
+
+    result = combine([reference_style, trl_style])(
+        PROMPTS, ["1", "x", "c"], [["1"], ["2"], []], secret=["1", "x", "z"]
+    )
+    np.testing.assert_allclose(result.totals, [2.5, 0.5, 0.0])
+    assert seen["reference"] == (["1", "2", None], [None, None, None])
+    assert seen["trl"] == ([["1"], ["2"], []], ["1", "x", "z"], ["answer", "prompts", "types"])
+
+
+def test_a_function_naming_an_argument_nobody_gives_says_which() -> None:
+    def needs_column(completions, difficulty):
+        return [0.0] * len(completions)
+
+    with pytest.raises(
+        UserCodeError, match=r"needs_column.*test_reward_functions.py:\d+.*'difficulty'"
+    ):
+        combine([needs_column])(PROMPTS, COMPLETIONS, ANSWERS)
+
+
+def test_an_exception_in_a_user_reward_names_its_line() -> None:
+    def broken(completions, **kwargs):
+        return [{"a": 1}["secret"] for _ in completions]
+
+    with pytest.raises(UserCodeError) as caught:
+        combine([broken])(PROMPTS, COMPLETIONS, ANSWERS)
+    message = str(caught.value)
+    assert "\n" not in message and "reward function 'broken' raised KeyError" in message
+    line = broken.__code__.co_firstlineno + 1
+    assert f"test_reward_functions.py:{line}: 'secret'" in message
 
 
 def test_math_tool_reward_is_the_batched_scorer() -> None:

@@ -24,7 +24,11 @@ Exit codes (`agentrl --help` and the README list them):
 
 from __future__ import annotations
 
+import os
 import signal
+import sysconfig
+import traceback
+from typing import Any
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -67,6 +71,61 @@ class UsageError(UserError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class UserCodeError(UserError):
+    """An exception raised by the user's own code (a reward function, an environment, a
+    tool loaded at run time): the message names that code, its file and line, and the
+    exception on one line. Exit code :data:`EXIT_DATA`."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(sorted(d + os.sep for d in dirs))
+
+
+def code_location(code: Any) -> str | None:
+    """``file:line`` where a function (or a class, or a callable object) is defined."""
+    target = getattr(code, "__func__", code)
+    if not hasattr(target, "__code__") and not isinstance(target, type) and callable(target):
+        target = type(target).__call__
+    target = getattr(target, "__func__", target)
+    function_code = getattr(target, "__code__", None)
+    if function_code is not None:
+        return f"{function_code.co_filename}:{function_code.co_firstlineno}"
+    module = getattr(target, "__module__", None)
+    return module
+
+
+def raise_location(exc: BaseException) -> str | None:
+    """``file:line`` of the deepest frame of ``exc``'s traceback in neither agentrl nor an
+    installed library (the user's line that raised, or that called the library which
+    raised); None if there is none."""
+    skip = (_PACKAGE_DIR + os.sep, *_library_dirs())
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if not os.path.abspath(frame.filename).startswith(skip):
+            found = f"{frame.filename}:{frame.lineno}"
+    return found
+
+
+def user_code_error(exc: BaseException, what: str, code: Any = None) -> UserCodeError:
+    """A :class:`UserCodeError` for ``exc``, raised by ``what`` (say ``"reward function
+    'f'"``), located at the line that raised it (or where ``code`` is defined)."""
+    where = raise_location(exc) or (code_location(code) if code is not None else None)
+    at = f" at {where}" if where else ""
+    return UserCodeError(f"{what} raised {type(exc).__name__}{at}: {first_line(exc)}")
+
+
+def is_user_code(code: Any) -> bool:
+    """Whether ``code`` (a function, class or callable object) is defined outside agentrl."""
+    target = getattr(code, "__func__", code)
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return not str(module).startswith("agentrl.") and module != "agentrl"
+
+
 __all__ = [
     "EXIT_BUG",
     "EXIT_DATA",
@@ -76,7 +135,12 @@ __all__ = [
     "EXIT_USAGE",
     "RecurringError",
     "UsageError",
+    "UserCodeError",
     "UserError",
+    "code_location",
     "first_line",
+    "is_user_code",
+    "raise_location",
     "signal_exit_code",
+    "user_code_error",
 ]

@@ -3,9 +3,20 @@
 A reward function is called with keyword arguments only, ``fn(prompts=..., completions=...,
 answers=..., **extra)``, with one entry per completion in each list, and returns one float
 per completion, ``None`` for a completion it does not apply to (or ``None`` for the whole
-batch). Because every argument is a keyword, ``def f(completions, **kwargs)`` written for
-other GRPO trainers works unchanged. :func:`combine` weights and sums several of them,
-treating ``None`` (and NaN) as missing.
+batch). Two conventions are served at once:
+
+* the TRL one: ``answers`` (the ground truth, a list of expected answers per completion) and
+  every data column by its name (``def f(completions, secret, **kwargs)``);
+* the MLX GRPO one: ``answer`` (one expected answer text per completion: the first of its
+  ground truth, ``None`` when it has none; a data column named ``answer`` wins) and
+  ``types`` (the data column ``types``, ``None`` each when the data has none), as in
+  ``def f(prompts, completions, answer, types=None)``.
+
+A function without ``**kwargs`` gets only the arguments it names; one that names an
+argument nobody supplies is a :class:`agentrl.errors.UserCodeError` saying which.
+:func:`combine` weights and sums several of them, treating ``None`` (and NaN) as missing.
+An exception raised by a reward function defined outside agentrl is a
+:class:`agentrl.errors.UserCodeError` naming the function and the line that raised.
 
 Built-ins (:data:`BUILTIN_REWARDS`, by name): ``tool_use``, the tool-use reward of whole
 episodes (batched in Rust; the trainer's default), ``environment`` (the episode
@@ -16,12 +27,14 @@ count). Any Python function with the same convention can sit beside them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from agentrl.errors import UserCodeError, code_location, is_user_code, user_code_error
 from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.scoring import score_batch
 from agentrl.utils.imports import load_object, split_list
@@ -64,6 +77,7 @@ class CombinedReward:
         if not np.isfinite(self.weights).all():
             raise ValueError(f"reward weights must be finite, got {self.weights.tolist()}")
         self.names = _unique_names([reward_name(f) for f in self.functions])
+        self._accepts = [_accepted_arguments(f) for f in self.functions]
 
     def __call__(
         self,
@@ -82,8 +96,12 @@ class CombinedReward:
             )
         columns: dict[str, np.ndarray] = {}
         metrics: dict[str, float] = {}
-        for name, function in zip(self.names, self.functions, strict=True):
-            raw = function(prompts=prompts, completions=completions, answers=answers, **extra)
+        arguments = {"prompts": prompts, "completions": completions, "answers": answers}
+        arguments.update(extra)
+        arguments.setdefault("answer", [_first_answer(a) for a in answers])
+        arguments.setdefault("types", [None] * n)
+        for name, function, accepts in zip(self.names, self.functions, self._accepts, strict=True):
+            raw = _call(name, function, accepts, arguments)
             values = _as_column(name, raw, n)
             metrics.update(_column_summary(name, values))
             columns[name] = values
@@ -113,6 +131,48 @@ def combine(
     value, raises ``ValueError``.
     """
     return CombinedReward(functions, weights)
+
+
+def _accepted_arguments(function: RewardFunction) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(the keyword names ``function`` takes, those of them it requires); None when it
+    takes ``**kwargs`` (it gets every argument) or its signature cannot be read."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    named = [p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    required = [p.name for p in named if p.default is inspect.Parameter.empty]
+    return frozenset(p.name for p in named), frozenset(required)
+
+
+def _call(
+    name: str,
+    function: RewardFunction,
+    accepts: tuple[frozenset[str], frozenset[str]] | None,
+    arguments: dict[str, Any],
+) -> RewardValues:
+    if accepts is None:
+        given = arguments
+    else:
+        names, required = accepts
+        missing = sorted(required - arguments.keys())
+        if missing:
+            where = code_location(function)
+            raise UserCodeError(
+                f"reward function {name!r}{f' ({where})' if where else ''} needs "
+                f"{', '.join(repr(m) for m in missing)}: neither a reward argument (prompts, "
+                "completions, answers, answer, types, trajectories, completion_ids) nor a "
+                "column of the data"
+            )
+        given = {k: v for k, v in arguments.items() if k in names}
+    if not is_user_code(function):
+        return function(**given)
+    try:
+        return function(**given)
+    except Exception as exc:
+        raise user_code_error(exc, f"reward function {name!r}", function) from exc
 
 
 def _unique_names(names: list[str]) -> list[str]:
