@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainConfig
-from agentrl.envs import EnvironmentFactory, EnvironmentTools, TaskParts, reward_plan, task_parts
+from agentrl.envs import (
+    EnvironmentFactory,
+    EnvironmentTools,
+    TaskParts,
+    reward_plan,
+    rewards_read_gt,
+    task_parts,
+)
 from agentrl.errors import EXIT_OK, signal_exit_code
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.observability.trackers import check_installed, tracker_names
@@ -51,6 +59,7 @@ from agentrl.training.setup import (
 )
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
+from agentrl.utils.run_lock import RunLock
 
 
 @dataclass
@@ -134,7 +143,9 @@ class Trainer:
     def run(self) -> TrainResult:
         began = time.perf_counter()
         preflight(self.config)  # run directory and data files, before anything loads
-        with StopRequest(self.config.max_time, self._early_log) as stop:
+        # One owner per run directory, taken before anything is written (agentrl.utils.run_lock).
+        owner = RunLock(self.run_dir, self._early_log) if self.placement.is_main else nullcontext()
+        with owner, StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             try:
                 self._build()
@@ -194,7 +205,9 @@ class Trainer:
         with place.preparing():  # files shared by every process are made once, first
             models = load_models(cfg, log, lambda: self.stop.requested)
             self.tools = build_tools(cfg, self.parts)
-            self.train_pool, self.eval_pool = place.load_prompts(cfg, self.tools, log)
+            self.train_pool, self.eval_pool = place.load_prompts(
+                self._prompt_config(log), self.tools, log
+            )
         self.rewards = self._reward_set(log)
         self.models: Models = self.adapter.apply(models, cfg)
         place.share_weights(self.models)
@@ -217,6 +230,16 @@ class Trainer:
             generations=cfg.eval_generations,
             rewards=self.rewards,
         )
+
+    def _prompt_config(self, log: Callable[[str], None]) -> TrainConfig:
+        """The config the prompts load with: ``require_gt`` applies when a reward needs
+        the ground truth (the built-in tool_use or math_tool), not to the user's own."""
+        cfg = self.config
+        env_reward = isinstance(self.tools, EnvironmentTools) and self.tools.has_reward
+        if not cfg.require_gt or rewards_read_gt(self.parts, env_reward):
+            return cfg
+        log("prompts without ground truth are kept: no reward here reads it (require_gt)")
+        return replace(cfg, require_gt=0)
 
     def _reward_set(self, log: Callable[[str], None]) -> Any:
         """The run's weighted reward functions (None: the built-in tool-use reward alone)."""

@@ -175,10 +175,21 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentrl.errors import signal_exit_code
     from agentrl.sft.pipeline import run_sft
+    from agentrl.training.signals import StopRequest
 
-    result = run_sft(options_from_args(args))
+    options = options_from_args(args)
+    # SIGINT/SIGTERM finish the step and save a checkpoint that `--resume` continues from.
+    with StopRequest() as stop:
+        result = run_sft(options, should_stop=lambda: stop.requested)
     training = result.training
+    if training.stopped:
+        print(
+            f"stopped ({stop.reason}) at step {training.steps}; `agentrl sft --resume` "
+            f"with the same options continues it from {result.output_dir}/checkpoints"
+        )
+        return signal_exit_code(stop.signum) if stop.signum is not None else 0
     print(
         f"held-out exact match: {result.exact_match:.3f} on {result.heldout_tasks} tasks "
         f"(greedy, tool loop); {training.steps} steps, training {training.seconds:.0f}s, "

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if not result.is_main:
         return result.exit_code
     print(summary_line(result))
-    print(f"run directory: {result.run_dir} (metrics.jsonl, config.toml, checkpoints/)")
+    if result.run_dir.is_dir():  # a run stopped before it wrote anything left none
+        print(f"run directory: {result.run_dir} (metrics.jsonl, config.toml, checkpoints/)")
     if result.report is not None:
         print(f"report: {result.report}")
     if result.policy_export is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from agentrl.errors import UserError
 from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
 from agentrl.sft.train import SFTConfig, SFTResult
+from agentrl.utils.run_lock import RunLock
 
 if TYPE_CHECKING:
     from agentrl.models.tiny import TinySpec
@@ -78,6 +79,14 @@ def run_sft(
     ``ModelLoadError``), a data file that is missing or leaves nothing to train on, or an
     output directory that cannot be made; paths are checked before the model loads.
     """
+    check_paths(options)
+    with RunLock(options.train.output_dir, log):  # one run per output directory
+        return _run_sft(options, log, should_stop)
+
+
+def _run_sft(
+    options: SFTRunOptions, log: Log, should_stop: Callable[[], bool] | None
+) -> SFTRunResult:
     from agentrl.chat import use_chat_template
     from agentrl.models import load_policy, resolve_device, resolve_dtype
     from agentrl.models.tiny import TinySpec, build_tiny_preset
@@ -86,7 +95,6 @@ def run_sft(
     from agentrl.sft.train import train_sft
     from agentrl.utils.threads import set_cpu_threads
 
-    check_paths(options)
     began = time.perf_counter()
     set_cpu_threads(options.num_threads)
     if options.model == "tiny":
