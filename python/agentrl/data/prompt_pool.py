@@ -63,6 +63,12 @@ MALFORMED_REASONS = (
     "bad_gt",
 )
 POLICY_REASONS = ("skip_no_gt", "skip_unsupported_tools", "skip_filter")
+# What keeps the prompts a policy filter dropped (the trainer's option for it).
+POLICY_OPTIONS = {
+    "skip_no_gt": "--require_gt 0 keeps them",
+    "skip_unsupported_tools": "--tool_subset or --tools must offer the tools they list",
+    "skip_filter": "--filter_mode all keeps them",
+}
 
 GT_KEYS = ("gt", "answer", "answers", "label")
 PROMPT_KEYS = ("prompt", "question", "query")
@@ -84,13 +90,20 @@ class _Skip(Exception):
         self.detail = detail
 
 
+# A sample's own fields, readable by key; any other key is one of the record's columns
+# (a column wins over the bookkeeping fields meta, raw, source and line).
+SAMPLE_FIELDS = ("messages", "tools", "gt", "calls", "columns")
+_BOOKKEEPING = ("meta", "raw", "source", "line")
+
+
 @dataclass
 class PromptSample:
     """One prompt: the conversation so far, the tools it offers and its ground truth.
 
     ``calls`` is the reference solution when the record has one (``agentrl gen-data``
-    records list the tool calls that solve the task). Also readable as
-    ``sample["messages"]`` etc., like a plain dict sample.
+    records list the tool calls that solve the task). It reads like the record it came
+    from: ``sample["secret"]``, ``sample.get("secret")`` and ``"secret" in sample`` see
+    the record's own columns, beside ``messages``, ``tools``, ``gt`` and the other fields.
     """
 
     messages: list[dict[str, Any]]
@@ -105,16 +118,28 @@ class PromptSample:
     columns: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
-        if key in ("messages", "tools", "gt", "calls", "meta", "raw", "source", "line",
-                   "columns"):  # fmt: skip
+        if key in SAMPLE_FIELDS:
             return getattr(self, key)
-        raise KeyError(key)
+        if key in self.columns:
+            return self.columns[key]
+        if key in _BOOKKEEPING:
+            return getattr(self, key)
+        where = f"{self.source}:{self.line}: " if self.source else ""
+        known = ", ".join(sorted(self.columns)) or "none"
+        raise KeyError(f"{where}the record has no column {key!r} (its columns: {known})")
 
     def get(self, key: str, default: Any = None) -> Any:
         try:
             return self[key]
         except KeyError:
             return default
+
+    def __contains__(self, key: object) -> bool:
+        return key in SAMPLE_FIELDS or key in self.columns or key in _BOOKKEEPING
+
+    def keys(self) -> list[str]:
+        """The sample's fields, then the record's columns."""
+        return [*SAMPLE_FIELDS, *(k for k in self.columns if k not in SAMPLE_FIELDS)]
 
     @property
     def task_text(self) -> str:
@@ -298,9 +323,12 @@ class PromptPool:
     def summary(self) -> str:
         """One line: kept/loaded and every non-zero skip reason."""
         parts = [f"kept {self.stats['kept']} of {self.stats['loaded']} lines"]
-        for key in (*MALFORMED_REASONS, *POLICY_REASONS):
+        for key in MALFORMED_REASONS:
             if self.stats.get(key):
                 parts.append(f"{key} {self.stats[key]}")
+        for key in POLICY_REASONS:
+            if self.stats.get(key):
+                parts.append(f"{key} {self.stats[key]} ({POLICY_OPTIONS[key]})")
         return ", ".join(parts)
 
     # ---- loading ----

@@ -10,16 +10,19 @@ from agentrl.envs.environment import (
     observation_text,
 )
 from agentrl.envs.parts import (
+    GT_REWARDS,
     TaskParts,
     load_environment,
     load_tools,
     reward_plan,
+    rewards_read_gt,
     task_parts,
     task_tools,
     tool_items,
 )
 
 __all__ = [
+    "GT_REWARDS",
     "EnvironmentContractError",
     "EnvironmentFactory",
     "EnvironmentTools",
@@ -31,6 +34,7 @@ __all__ = [
     "load_tools",
     "observation_text",
     "reward_plan",
+    "rewards_read_gt",
     "task_parts",
     "task_tools",
     "tool_items",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.envs.environment import EnvironmentFactory, EnvironmentTools
+from agentrl.rewards.functions import BUILTIN_REWARDS
 from agentrl.tools import Tool, ToolRegistry
 from agentrl.utils.imports import load_object, split_list
 
@@ -138,11 +139,27 @@ def reward_plan(
     return functions, weights, f"reward: {shown}"
 
 
+# The built-in rewards that score against the ground truth (a prompt without it has
+# nothing for them to score).
+GT_REWARDS = ("tool_use", "math_tool")
+
+
+def rewards_read_gt(parts: TaskParts, has_environment_reward: bool) -> bool:
+    """Whether the run's reward (:func:`reward_plan`) includes a built-in that needs the
+    prompts' ground truth; the user's own functions and an environment's reward decide
+    for themselves (they return None where they do not apply)."""
+    functions, _, _ = reward_plan(parts, has_environment_reward)
+    needing = [BUILTIN_REWARDS[name] for name in GT_REWARDS]
+    return any(f in GT_REWARDS or any(f is n for n in needing) for f in functions)
+
+
 __all__ = [
+    "GT_REWARDS",
     "TaskParts",
     "load_environment",
     "load_tools",
     "reward_plan",
+    "rewards_read_gt",
     "task_parts",
     "task_tools",
     "tool_items",

@@ -1,0 +1,65 @@
+"""A new user's own task, tried as the README shows it: data without ground truth, a sample
+read like its record, and errors in the user's code that name that code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agentrl.config import resolve
+from agentrl.data import PromptPool
+from agentrl.data.prompt_pool import PromptPoolError
+from agentrl.envs import TaskParts, rewards_read_gt
+from agentrl.trainer import Trainer
+from agentrl.training.setup import build_tools, load_prompts
+
+
+def _records(path, n: int = 16):
+    rows = [{"prompt": f"Guess my number ({i})", "secret": i % 7} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def closeness(completions, secret, **kwargs):
+    return [1.0 if str(s) in c else 0.0 for c, s in zip(completions, secret, strict=True)]
+
+
+def _pools(tmp_path, **task):
+    data = _records(tmp_path / "data.jsonl")
+    config = resolve(preset="tiny", overrides={"data_path": str(data), "save_dir": str(tmp_path)})
+    trainer = Trainer(config, **task)
+    trainer.tools = build_tools(config, trainer.parts)
+    lines: list[str] = []
+    train, held_out = load_prompts(
+        trainer._prompt_config(lines.append), trainer.tools, lines.append
+    )
+    return train, held_out, lines
+
+
+def test_own_reward_keeps_prompts_without_ground_truth(tmp_path) -> None:
+    train, held_out, lines = _pools(tmp_path, reward_funcs=[closeness])
+    assert len(train) + len(held_out) == 16
+    assert any("prompts without ground truth are kept" in line for line in lines)
+
+
+def test_a_reward_that_needs_ground_truth_drops_them_and_names_the_option(tmp_path) -> None:
+    with pytest.raises(PromptPoolError, match=r"skip_no_gt 16 \(--require_gt 0 keeps them\)"):
+        _pools(tmp_path, reward_funcs=[closeness, "tool_use"])
+
+
+def test_which_rewards_read_the_ground_truth() -> None:
+    assert rewards_read_gt(TaskParts(), False)  # the built-in task: tool_use
+    assert not rewards_read_gt(TaskParts(reward_funcs=[closeness]), False)
+    assert not rewards_read_gt(TaskParts(reward_funcs=["r1_int"]), True)
+    assert rewards_read_gt(TaskParts(reward_funcs=["math_tool"]), False)
+
+
+def test_a_sample_reads_like_its_record(tmp_path) -> None:
+    pool = PromptPool(str(_records(tmp_path / "d.jsonl", 2)), require_gt=False)
+    sample = pool[1]
+    assert sample["secret"] == 1 and sample.get("secret") == 1 and "secret" in sample
+    assert sample.get("missing", "x") == "x" and "missing" not in sample
+    assert sample["messages"][-1]["content"] == "Guess my number (1)"
+    assert {"secret", "messages"} <= set(sample.keys())
+    with pytest.raises(KeyError, match=r"d.jsonl:2: the record has no column 'guess'"):
+        sample["guess"]
