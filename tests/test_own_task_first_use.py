@@ -63,3 +63,30 @@ def test_a_sample_reads_like_its_record(tmp_path) -> None:
     assert {"secret", "messages"} <= set(sample.keys())
     with pytest.raises(KeyError, match=r"d.jsonl:2: the record has no column 'guess'"):
         sample["guess"]
+
+
+def test_console_and_eval_lines_show_the_task_of_ones_own() -> None:
+    from agentrl.observability.progress import format_eval_line, format_step_line, short_summary
+
+    own = {
+        "reward/mean": 0.5,
+        "reward_fn/closeness/mean": 0.5,
+        "reward_fn/closeness/std": 0.1,
+        "reward_fn/closeness/none_frac": 0.0,
+        "tools/calls_per_episode": 2.0,
+        "tools/guess/calls_per_episode": 2.0,
+        "tools/guess/error_rate": 0.25,
+        "reward_detail/exact_match": 0.0,
+    }
+    line = format_step_line(1, 2, own)
+    assert "tools 2.00/ep guess 2.00 err 0.25" in line and "closeness 0.500±0.100" in line
+    assert "exact" not in line and "tag" not in line and "exact" not in short_summary(own)
+    evaluated = {f"eval/{k.removeprefix('reward/')}": v for k, v in own.items()}
+    evaluated["eval/reward"] = 0.5
+    eval_line = format_eval_line("eval", 1, evaluated)
+    assert "closeness 0.500±0.100" in eval_line and "guess 2.00 err 0.25" in eval_line
+    assert "exact" not in eval_line and "canon" not in eval_line
+    # The built-in reward among the functions: its terms are back.
+    both = {**own, "reward_fn/tool_use/mean": 1.0}
+    assert "exact/cov" in format_step_line(1, 2, both)
+    assert "exact/cov" in format_step_line(1, 2, {"reward/mean": 1.0})

@@ -31,6 +31,7 @@ from agentrl.rollout import EpisodeConfig, run_episodes
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
 from agentrl.training.scoring import Scores, score_trajectories
+from agentrl.training.step import tool_metrics
 from agentrl.trajectory import Trajectory
 
 
@@ -115,6 +116,9 @@ class Evaluator:
         self._last = (trajectories, scores, int(engine.version))
         metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
         metrics["eval/tasks"] = float(len(groups))
+        if self.rewards is not None:  # a task of one's own: its reward functions and tools
+            metrics.update({f"eval/reward_fn/{k}": v for k, v in scores.functions.items()})
+            metrics.update({f"eval/{k}": v for k, v in tool_metrics(trajectories).items()})
         if self.generations > 1:
             exact = [float(d.get("exact_match", 0.0)) > 0.5 for d in scores.details]
             k = self.generations
