@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from agentrl.errors import SaveError
 from agentrl.rl.losses import LossConfig, policy_loss
 from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.training import checkpoint as ckpt
@@ -72,7 +73,7 @@ def test_crash_mid_write_leaves_the_previous_checkpoint_intact(
     monkeypatch.setattr(ckpt, "_durable_save", crash_on_state)
     with torch.no_grad():
         model[0].weight.add_(1.0)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(SaveError, match=r"cannot save .*step-0000002: disk full"):
         save_checkpoint(tmp_path, model, ResumeState(step=2))
     assert list_checkpoints(tmp_path) == [first]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-0000001"]

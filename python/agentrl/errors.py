@@ -63,6 +63,12 @@ class RecurringError(UserError):
     be compiled, say): a loop that retries failed work stops on it instead."""
 
 
+class SaveError(UserError):
+    """Writing a run's files failed on the way: a full disk, no permission, a read-only or
+    vanished directory. The message names the path and the cause; what was saved before
+    stays whole (see `agentrl.utils.atomic.saving`)."""
+
+
 class UsageError(UserError, ValueError):
     """A wrong command line or configuration (option name or value, config file, a path
     that cannot be used as given); a ``ValueError`` too, as the invalid value it is.
@@ -134,6 +140,7 @@ __all__ = [
     "EXIT_SIGTERM",
     "EXIT_USAGE",
     "RecurringError",
+    "SaveError",
     "UsageError",
     "UserCodeError",
     "UserError",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentrl.agents.source import agent_evaluator, agent_reward_plan, run_agent
 from agentrl.config import TrainConfig
 from agentrl.envs import (
     EnvironmentFactory,
@@ -59,6 +60,7 @@ from agentrl.training.setup import (
 )
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
+from agentrl.utils.atomic import saving
 from agentrl.utils.run_lock import RunLock
 
 
@@ -101,6 +103,7 @@ class Trainer:
         reward_weights: Sequence[float] | None = None,
         environment: EnvironmentFactory | None = None,
         placement: Placement | None = None,
+        agent: Any = None,
     ) -> None:
         """``callbacks`` run after every step with (trainer, step, outcome): hooks for tools
         and tests (e.g. ``trainer.stop.request("why")`` ends the run after this step).
@@ -111,6 +114,8 @@ class Trainer:
         the data record's columns as keyword lists, returning a float or None each),
         ``reward_weights`` (one per function) and ``environment`` (a factory making one
         object per episode). With none of them the built-in arithmetic task runs.
+        Or your own agent (`agentrl.agents`): ``agent(endpoint, sample) -> reward``, a
+        function or ``pkg.module:fn``, trained through the OpenAI-compatible endpoint.
         """
         self.config = config
         self.callbacks = list(callbacks)
@@ -124,6 +129,7 @@ class Trainer:
             reward_weights=reward_weights,
             environment=environment,
         )
+        self.agent = run_agent(config.agent, agent)
         self.placement: Placement = placement if placement is not None else SingleProcess()
         self.placement.check(config)
         self.adapter = adapter_for(config)
@@ -192,9 +198,10 @@ class Trainer:
     # ------------------------------------------------------------------ building
 
     def _write_config(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.placement.is_main:
-            (self.run_dir / "config.toml").write_text(self.config.to_toml(), encoding="utf-8")
+        with saving(self.run_dir / "config.toml"):
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if self.placement.is_main:
+                (self.run_dir / "config.toml").write_text(self.config.to_toml(), encoding="utf-8")
 
     def _early_log(self, message: str) -> None:
         observer = getattr(self, "observer", None)
@@ -219,7 +226,8 @@ class Trainer:
         self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
         self.source = place.rollout_source(RolloutSetup(cfg, self.models, self.train_pool,
-                                                        self.tools, self.episode, log))  # fmt: skip
+                                                        self.tools, self.episode, log,
+                                                        self.agent))  # fmt: skip
         self.evaluator = Evaluator(
             self.eval_pool,
             self.tools,
@@ -230,6 +238,9 @@ class Trainer:
             generations=cfg.eval_generations,
             rewards=self.rewards,
         )
+        if self.agent is not None:
+            self.evaluator = agent_evaluator(self.agent, self.eval_pool, self.evaluator,
+                                             self.source, cfg)  # fmt: skip
 
     def _prompt_config(self, log: Callable[[str], None]) -> TrainConfig:
         """The config the prompts load with: ``require_gt`` applies when a reward needs
@@ -244,6 +255,11 @@ class Trainer:
     def _reward_set(self, log: Callable[[str], None]) -> Any:
         """The run's weighted reward functions (None: the built-in tool-use reward alone)."""
         env_reward = isinstance(self.tools, EnvironmentTools) and self.tools.has_reward
+        if self.agent is not None:
+            functions, weights, line = agent_reward_plan(self.parts.reward_funcs,
+                                                         self.parts.reward_weights)  # fmt: skip
+            log(line)
+            return reward_set(functions, weights)
         if self.parts.empty:
             return None
         functions, weights, line = reward_plan(self.parts, env_reward)
@@ -426,6 +442,7 @@ class Trainer:
         metrics["policy/version"] = float(self.source.version.get())
         metrics["policy/max_version_gap"] = float(self.config.effective_max_version_gap)
         metrics.update(self.sampling_metrics)
+        metrics.update(getattr(self.source, "step_metrics", dict)())  # an agent's episodes
         metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
         engine_stats = getattr(self.source.engine, "stats", None)
         if isinstance(engine_stats, dict):  # cumulative engine counters (cache, sanitising)
@@ -446,7 +463,10 @@ class Trainer:
             rewards = outcome.scores.rewards.tolist()
             self.observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
         if self.observer.dump_due(step):
-            self.observer.dump("train", step, step_records(outcome, step, self.config.max_turns))
+            records = step_records(outcome, step, self.config.max_turns)
+            dropped = getattr(self.source, "dropped_records", None)  # an agent's failures
+            records += dropped(step, len(records)) if dropped is not None else []
+            self.observer.dump("train", step, records)
 
     def _evaluate_if_due(self, step: int) -> None:
         interval = self.config.eval_interval
@@ -517,10 +537,11 @@ def run_training(
     reward_weights: Sequence[float] | None = None,
     environment: EnvironmentFactory | None = None,
     placement: Placement | None = None,
+    agent: Any = None,
 ) -> TrainResult:
     """Run ``config`` in this process: `agentrl train`'s library function.
 
-    ``tools``, ``reward_funcs``, ``reward_weights`` and ``environment`` are
+    ``tools``, ``reward_funcs``, ``reward_weights``, ``environment`` and ``agent`` are
     :class:`Trainer`'s (a rollout rank of the trainer/rollout split takes only those the
     config names: Python objects stay in this process).
 
@@ -542,6 +563,7 @@ def run_training(
         reward_weights=reward_weights,
         environment=environment,
         placement=placement,
+        agent=agent,
     ).run()
 
 

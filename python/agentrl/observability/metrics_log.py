@@ -8,12 +8,16 @@ file never holds two histories for the same step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from agentrl.errors import SaveError
+from agentrl.utils.atomic import saving
 
 
 def _json_value(value: Any) -> Any:
@@ -68,8 +72,22 @@ class MetricsLog:
         record: dict[str, Any] = {"step": int(step), "kind": kind}
         for key, value in {**extra, **metrics}.items():
             record[key] = _json_value(value)
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._handle.flush()
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        start = self._handle.tell()
+        try:
+            with saving(self.path):
+                self._handle.write(line)
+                self._handle.flush()
+        except SaveError:
+            self._drop_partial(start)
+            raise
+
+    def _drop_partial(self, start: int) -> None:
+        """Cut what a failed write left of its line, so the file stays whole lines."""
+        with contextlib.suppress(OSError):  # its buffer holds the line: closing retries it
+            self._handle.close()
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, start)
 
     def close(self) -> None:
         if not self._handle.closed:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs
+from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs, saving
 from agentrl.utils.tensors import has_nonfinite
 
 STATE_FILE = "trainer_state.pt"
@@ -45,14 +45,19 @@ def publish_into(model: torch.nn.Module, tokenizer: Any, out_dir: Path) -> None:
     either the old or the new version of every file, never a truncated one.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     staging = out_dir / f".publish-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    _save_hf(model, tokenizer, staging)
-    for item in staging.iterdir():
-        os.replace(item, out_dir / item.name)
-    staging.rmdir()
+    try:
+        with saving(out_dir):
+            out_dir.mkdir(parents=True, exist_ok=True)
+            if staging.exists():
+                shutil.rmtree(staging)
+            _save_hf(model, tokenizer, staging)
+            for item in staging.iterdir():
+                os.replace(item, out_dir / item.name)
+            staging.rmdir()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def rng_state() -> dict[str, Any]:
@@ -82,8 +87,9 @@ def save_checkpoint(
     if has_nonfinite(model.state_dict()):
         return None
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:07d}"
+    with saving(final):  # a full disk or a read-only directory: one line naming the path
+        root.mkdir(parents=True, exist_ok=True)
     with atomic_dir(final) as tmp:
         _save_hf(model, tokenizer, tmp)
         torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)

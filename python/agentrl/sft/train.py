@@ -7,8 +7,10 @@ atomic checkpoint at fixed intervals; finally publish the model where RL will lo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -19,12 +21,14 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import SaveError
 from agentrl.models.compile import compile_decoder_layers, eager_generation
 from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
 from agentrl.sft.evaluate import EvalEnv, EvalTask, evaluate
 from agentrl.training.forward import common_prefix, masked_logps
+from agentrl.utils.atomic import saving
 from agentrl.utils.schedule import lr_factor
 
 
@@ -151,8 +155,15 @@ class MetricsLog:
         path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        size = self.path.stat().st_size if self.path.exists() else 0
+        try:
+            with saving(self.path), self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+        except SaveError:
+            with contextlib.suppress(OSError):  # no torn line: the file stays whole lines
+                os.truncate(self.path, size)
+            raise
 
 
 def accumulate_step(
@@ -372,9 +383,10 @@ def train_sft(
     if final:
         metrics.write({"step": run.step, "final": True, **final})
     result = SFTResult(run.step, train_seconds, last, final, run.skipped)
-    (run.out / "sft_summary.json").write_text(
-        json.dumps({**asdict(result), "config": asdict(cfg)}, indent=2), encoding="utf-8"
-    )
+    with saving(run.out / "sft_summary.json"):
+        (run.out / "sft_summary.json").write_text(
+            json.dumps({**asdict(result), "config": asdict(cfg)}, indent=2), encoding="utf-8"
+        )
     return result
 
 

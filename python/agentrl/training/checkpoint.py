@@ -32,6 +32,7 @@ from agentrl.utils.atomic import (
     fsync_tree,
     remove_stale_temps,
     replace_dir,
+    saving,
 )
 
 __all__ = [
@@ -146,9 +147,10 @@ def save_checkpoint(
     if model_has_nonfinite(model):
         return None
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(root, "step-")  # never a complete checkpoint
     final = root / f"step-{int(resume.step):07d}"
+    with saving(final):  # a full disk or a read-only directory: one line naming the path
+        root.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(root, "step-")  # never a complete checkpoint
     with atomic_dir(final, sync=True) as tmp:
         weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         _durable_save(weights, tmp / MODEL_FILE)
@@ -204,7 +206,8 @@ def export_policy(
         return export_pth(model, out)
     if fmt != "hf":
         raise ValueError(f"unknown export format {fmt!r} (auto, hf, pth)")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    with saving(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_dir(out) as tmp:
         model.save_pretrained(str(tmp))
         if tokenizer is not None:

@@ -6,6 +6,11 @@ Each is filled under ``.tmp-<name>-<pid>`` beside its final place and renamed in
 when complete. A directory already at the final name is moved aside first and removed
 afterwards, so the final name always holds one complete version. Temporary names start
 with ``.tmp-`` so listings of complete versions never match them.
+
+A write that fails on the way (a full disk, no permission, a directory that vanished) is
+a :class:`agentrl.errors.SaveError` naming the final path and the cause (:func:`saving`),
+the exit-1 one-line failure of the command line, not the bug that torch's own wording
+(``[enforce fail at inline_container.cc]``) would make of it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,71 @@ import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from agentrl.errors import SaveError
+
+# What torch's writer says when the file under it failed (the OSError is lost or only
+# chained): `[enforce fail at inline_container.cc:...] . unexpected pos ...`.
+_TORCH_WRITE_FAILED = ("inline_container.cc", "PytorchStreamWriter", "iostream error")
+# Rust writers (safetensors): `... I/O error: No space left on device (os error 28)`, or
+# `IoError(Os { code: 28, kind: StorageFull, ...`.
+_RUST_IO_ERROR = re.compile(r"\(os error (\d+)\)|IoError\(Os \{ code: (\d+)")
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The OSError an exception is, or was raised while handling (torch wraps them)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _free_bytes(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        try:
+            stats = os.statvfs(candidate)
+        except OSError:
+            continue
+        return stats.f_bavail * stats.f_frsize
+    return None
+
+
+def save_failure(path: str | os.PathLike[str], exc: BaseException) -> SaveError | None:
+    """The one-line :class:`SaveError` for an I/O failure while writing ``path``; None when
+    ``exc`` is not one (a bug stays a bug)."""
+    if isinstance(exc, SaveError):
+        return exc
+    error = _os_error(exc)
+    if error is not None:
+        cause = error.strerror or str(error) or type(error).__name__
+        if error.filename is not None and os.fsdecode(error.filename) != os.fspath(path):
+            cause = f"{cause} ({os.fsdecode(error.filename)})"
+    elif (code := _RUST_IO_ERROR.search(str(exc))) is not None:  # safetensors' IoError
+        cause = os.strerror(int(code.group(1) or code.group(2)))
+    elif isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_WRITE_FAILED):
+        free = _free_bytes(Path(path))
+        cause = "write failed" + ("" if free is None else f" ({free} bytes free on its disk)")
+        if free is not None and free < (1 << 20):
+            cause = "No space left on device"
+    else:
+        return None
+    return SaveError(f"cannot save {os.fspath(path)}: {cause}")
+
+
+@contextmanager
+def saving(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an I/O failure inside the block into a :class:`SaveError` naming ``path``."""
+    try:
+        yield
+    except Exception as exc:
+        failure = save_failure(path, exc)
+        if failure is None or failure is exc:
+            raise
+        raise failure from exc
 
 
 def fsync_dir(path: Path) -> None:
@@ -52,7 +122,11 @@ def replace_dir(tmp: Path, final: Path) -> None:
     if final.exists():
         old = final.with_name(f".tmp-old-{final.name}-{os.getpid()}")
         os.rename(final, old)
-        os.rename(tmp, final)
+        try:
+            os.rename(tmp, final)
+        except BaseException:
+            os.rename(old, final)  # the complete version stays under its name
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(tmp, final)
@@ -68,14 +142,16 @@ def atomic_dir(final: Path, *, sync: bool = False) -> Iterator[Path]:
     """
     tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    with saving(final):
+        tmp.mkdir()
     try:
-        yield tmp
-        if sync:
-            fsync_tree(tmp)
-        replace_dir(tmp, final)
-        if sync:
-            fsync_dir(final.parent)
+        with saving(final):
+            yield tmp
+            if sync:
+                fsync_tree(tmp)
+            replace_dir(tmp, final)
+            if sync:
+                fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -108,4 +184,6 @@ __all__ = [
     "fsync_tree",
     "remove_stale_temps",
     "replace_dir",
+    "save_failure",
+    "saving",
 ]
