@@ -25,7 +25,7 @@ def _sample_value(action: argparse.Action) -> list[str]:
         return [str(next(iter(action.choices)))]
     if action.type in (int, float):
         return ["3"]
-    if getattr(action.type, "__name__", "") == "_str2bool":
+    if getattr(action.type, "__name__", "") == "str2bool":
         return ["1"]
     return ["x"]
 

@@ -21,7 +21,7 @@ from helpers import SMALL_SPEC
 
 def _settings(epochs: int, parts: int) -> StepSettings:
     config = resolve(preset="compat", overrides={"bc_coef": 0.0, "loss_reduction": "token"})
-    loss, advantage, bc = config_sections(config.flat())
+    loss, advantage, bc = config_sections(config)
     return StepSettings(loss, advantage, bc, config.reward, num_generations=3,
                         max_total_len=512, strict_group_packing=True, stale_discount=0.65,
                         micro_batch_size=0, ppo_epochs=epochs,

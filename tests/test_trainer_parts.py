@@ -66,7 +66,7 @@ def _prepared_step(tiny, micro: int, beta: float = 0.03):
     tools = builtin_registry()
     overrides = {"bc_coef": 0.0, "loss_reduction": "token", "beta": beta}
     config = resolve(preset="compat", overrides=overrides)
-    loss, advantage, bc = config_sections(config.flat())
+    loss, advantage, bc = config_sections(config)
     sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
     episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
     engine = TorchEngine(copy.deepcopy(model), tokenizer, seed=0)

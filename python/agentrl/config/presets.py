@@ -1,28 +1,26 @@
 """Named base configurations for `agentrl train` (see :func:`agentrl.config.resolve`).
 
-``compat``: every option at its compatible default (docs/compat.md), untouched. ``tiny``:
-the built-in CPU run (the default): the warm-started tiny model on generated tool-use
-tasks, sized so that warm start and RL together take about 12 minutes on two idle cores
-(README); every option it does not list keeps its compatible default.
+``tiny``: the built-in CPU run (the default): the warm-started tiny model on generated
+tool-use tasks (README); every option it does not list keeps its declared default.
+``compat``: the reference trainers' defaults where they differ from agentrl's
+(:mod:`agentrl.config.compat`, docs/compat.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agentrl.config.compat import COMPAT_DEFAULTS
+
 PRESETS: dict[str, dict[str, Any]] = {
-    "compat": {},
     "tiny": {
-        "save_dir": "runs",
         "save_weight": "tiny-rl",
         "model": "runs/tiny-sft",
-        "data_path": "",
         "filter_mode": "all",
         "device": "cpu",
         # Two threads: faster than one on two idle cores; more only adds overhead here.
         "num_threads": 2,
         "dtype": "float32",
-        "use_wandb": False,
         # Every 10th step's episodes go to runs/tiny-rl/rollouts for `agentrl view`.
         "dump_rollouts": 10,
         # 200 steps of 4 prompts x 8 episodes, rolled out in the loop (reproducible): most
@@ -67,6 +65,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "reward_cap_warmup_steps": 60,
     },
 }
+PRESETS["compat"] = dict(COMPAT_DEFAULTS)
 DEFAULT_PRESET = "tiny"
 
 __all__ = ["DEFAULT_PRESET", "PRESETS"]

@@ -46,7 +46,7 @@ def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -
     if kind == "sglang":
         options.update(
             sglang_base_url=config.sglang_base_url,
-            sglang_model_path=config.sglang_model_path,
+            sglang_model_path=config.sglang_model_path or None,
             sglang_shared_path=config.sglang_shared_path,
         )
     elif kind == "vllm-server":

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from agentrl.utils.tomlfile import load_toml
 
 FORMAT_MODES = ("soft", "semi_hard", "hard")
 
@@ -107,11 +103,7 @@ class RewardConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> RewardConfig:
         """Settings from a TOML file: top-level keys, or a ``[reward]`` table."""
-        try:
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: invalid TOML: {exc}") from exc
+        data = load_toml(path)
         if isinstance(data.get("reward"), dict):
             extra = sorted(k for k in data if k != "reward")
             if extra:

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
+
+from agentrl.utils.options import option
 
 __all__ = [
     "IGNORE_INDEX",
@@ -29,22 +32,26 @@ __all__ = [
 IGNORE_INDEX = -100
 
 
-@dataclass
+@dataclass(frozen=True)
 class BCConfig:
-    """BC options under their command-line names and defaults."""
+    """Behaviour-cloning options (the ``bc`` section of the run's config)."""
 
-    bc_coef: float = 0.16
-    bc_min_coef: float = 0.03
-    bc_stop_steps: int = 0
-    bc_hold_steps: int = 1200
-    bc_decay_steps: int = 4000
-    bc_max_examples: int = 24
-    bc_max_exprs: int = 8
-    bc_max_len: int = 1536
+    SECTION: ClassVar[str] = "bc"
+
+    bc_coef: float = option(0.16, "BC weight while held (0: off)", check=">=0")
+    bc_min_coef: float = option(0.03, "BC weight floor after the decay", check=">=0")
+    bc_stop_steps: int = option(0, "no BC after this step (0: never stop)", check=">=0")
+    bc_hold_steps: int = option(1200, "steps at the full BC weight", check=">=0")
+    bc_decay_steps: int = option(4000, "steps of linear decay to the floor", check=">=0")
+    bc_max_examples: int = option(24, "demonstrations per step", check=">=0")
+    bc_max_exprs: int = option(8, "expressions per demonstration", check=">=1")
+    bc_max_len: int = option(1536, "tokens per demonstration", check=">=1")
     # "compact": compact JSON inside the tags; "template": the chat template's spelling,
     # so that a policy warm-started on rendered conversations is taught the calls it
     # already writes.
-    bc_call_style: str = "compact"
+    bc_call_style: str = option(
+        "compact", "call spelling: compact JSON or the chat template's", ("compact", "template")
+    )
 
 
 @dataclass(frozen=True)

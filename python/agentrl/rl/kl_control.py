@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from agentrl.utils.options import option
 
 __all__ = [
     "CONTROL_METRICS",
@@ -35,19 +37,25 @@ CONTROL_METRICS = {
 _MAX_MULT = 1.12
 
 
-@dataclass
+@dataclass(frozen=True)
 class BetaConfig:
-    """KL control options under their command-line flag names, with the trainer's defaults."""
+    """KL control options (the ``kl`` section of the run's config)."""
 
-    beta: float = 0.03
-    beta_auto_tune: bool = True
-    beta_control_metric: str = "old_current_abs_delta"
-    beta_update_interval: int = 4
-    beta_ema_decay: float = 0.90
-    kl_target: float = 0.06
-    beta_min: float = 0.01
-    beta_max: float = 0.08
-    hard_kl_stop_mult: float = 8.0
+    SECTION: ClassVar[str] = "kl"
+
+    beta: float = option(0.03, "initial KL coefficient", check=">=0")
+    beta_auto_tune: bool = option(True, "adapt beta towards kl_target")
+    beta_control_metric: str = option(
+        "old_current_abs_delta", "drift metric beta follows", CONTROL_METRICS
+    )
+    beta_update_interval: int = option(4, "optimizer steps between beta updates", check=">=1")
+    beta_ema_decay: float = option(0.90, "EMA decay of the drift metric", check="[0,1]")
+    kl_target: float = option(0.06, "drift the controller aims at", check=">0")
+    beta_min: float = option(0.01, "lower bound of beta", check=">=0")
+    beta_max: float = option(0.08, "upper bound of beta", check=">=0")
+    hard_kl_stop_mult: float = option(
+        8.0, "skip updates past mult x kl_target (0: off)", check=">=0"
+    )
 
 
 def _finite(x: Any, default: float) -> float:

@@ -25,11 +25,12 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LRScheduler
 
+from agentrl.utils.options import option
 from agentrl.utils.schedule import lr_factor
 from agentrl.utils.tensors import all_finite
 
@@ -48,20 +49,27 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class OptimConfig:
-    """Optimizer options under their command-line names and compatible defaults."""
+    """Optimizer options (the ``optim`` section of the run's config)."""
 
-    learning_rate: float = 2e-7
-    weight_decay: float = 0.01
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.95
-    adam_epsilon: float = 1e-8
-    grad_clip: float = 0.5
-    accumulation_steps: int = 2
-    micro_batch_size: int = 0  # rows per micro-batch; 0 = the whole batch at once
-    # Optimizer steps of linear warm-up before the cosine (0: none).
-    warmup_steps: int = 0
+    SECTION: ClassVar[str] = "optim"
+
+    learning_rate: float = option(2e-7, "AdamW peak rate (cosine to a tenth)", check=">0")
+    weight_decay: float = option(0.01, "AdamW weight decay", check=">=0")
+    adam_beta1: float = option(0.9, "AdamW first-moment decay", check="[0,1]")
+    adam_beta2: float = option(0.95, "AdamW second-moment decay", check="[0,1]")
+    adam_epsilon: float = option(
+        1e-8, "AdamW epsilon (larger: damps tiny-gradient weights)", check=">0"
+    )
+    accumulation_steps: int = option(2, "training steps per optimizer step", check=">=1")
+    grad_clip: float = option(0.5, "gradient-norm clip (0: off)", check=">=0")
+    warmup_steps: int = option(0, "optimizer steps of linear lr warm-up", check=">=0")
+    micro_batch_size: int = option(0, "rows per forward pass (0: whole batch)", check=">=0")
+    ppo_epochs: int = option(1, "passes over each rollout batch (PPO epochs)", check=">=1")
+    num_mini_batches: int = option(
+        1, "optimizer updates per pass: the batch's rows cut into this many parts", check=">=1"
+    )
 
 
 def build_optimizer(

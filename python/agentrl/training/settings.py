@@ -1,8 +1,8 @@
 """What a run's config decides before the first step: its length, and the option objects
 of its parts.
 
-The trainer config is one flat set of options; the step, the optimizer and the KL
-controller each take their own small dataclass (`agentrl.rl`'s names), built here.
+The run's config is composed of the components' configs; the step, the optimizer and the
+KL controller each get their own part of it, cut here.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def planned_total_steps(config: TrainConfig, train_prompts: int, data_shards: in
 
 def step_settings(config: TrainConfig, tools: ToolRegistry) -> StepSettings:
     """What shapes every training step of the run."""
-    loss, advantage, bc = config_sections(config.flat())
+    loss, advantage, bc = config_sections(config)
     return StepSettings(
         loss=loss,
         advantage=advantage,
@@ -37,7 +37,7 @@ def step_settings(config: TrainConfig, tools: ToolRegistry) -> StepSettings:
         reward=config.reward,
         num_generations=config.num_generations,
         max_total_len=config.max_total_len,
-        strict_group_packing=bool(config.strict_group_packing),
+        strict_group_packing=config.strict_group_packing,
         stale_discount=config.async_stale_discount,
         micro_batch_size=config.micro_batch_size,
         ppo_epochs=config.ppo_epochs,
@@ -49,25 +49,12 @@ def step_settings(config: TrainConfig, tools: ToolRegistry) -> StepSettings:
 
 def optim_config(config: TrainConfig) -> OptimConfig:
     """The optimizer, its schedule and gradient accumulation."""
-    return OptimConfig(
-        learning_rate=config.learning_rate,
-        weight_decay=config.weight_decay,
-        adam_beta1=config.adam_beta1,
-        adam_beta2=config.adam_beta2,
-        adam_epsilon=config.adam_epsilon,
-        grad_clip=config.grad_clip,
-        accumulation_steps=config.accumulation_steps,
-        micro_batch_size=config.micro_batch_size,
-        warmup_steps=config.warmup_steps,
-    )
+    return config.part(OptimConfig)
 
 
 def beta_config(config: TrainConfig) -> BetaConfig:
     """The KL coefficient's start value and controller."""
-    flat = config.flat()
-    beta = BetaConfig(**{k: flat[k] for k in BetaConfig.__dataclass_fields__})
-    beta.beta_auto_tune = bool(config.beta_auto_tune)
-    return beta
+    return config.part(BetaConfig)
 
 
 __all__ = ["beta_config", "optim_config", "planned_total_steps", "step_settings"]

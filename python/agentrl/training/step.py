@@ -12,7 +12,7 @@ until :func:`host_floats` reads them all at once, before the optimizer step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +21,13 @@ import torch
 from agentrl.chat import apply_chat_template
 from agentrl.observability import dashboard_metrics
 from agentrl.rewards import CombinedReward, RewardConfig
-from agentrl.rl.advantages import AdvantageConfig, compute_advantages, update_reward_baseline
+from agentrl.rl.advantages import (
+    AdvantageConfig,
+    TurnRewards,
+    compute_advantages,
+    token_advantages,
+    update_reward_baseline,
+)
 from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
@@ -67,6 +73,48 @@ class StepOutcome:
     reward_baseline: float
     advantages: torch.Tensor | None = None  # [rows] per trajectory of ``batch``
     current_version: int = 0  # the trainer's policy version the step trained against
+    # Per-turn modes: [rows, turns] advantages (None: one per episode, ``advantages``).
+    turn_advantages: torch.Tensor | None = None
+    tokens: TokenStats | None = None  # what the trainer saw of each token, for the dumps
+
+
+@dataclass
+class TokenStats:
+    """Each packed position's trained log-prob and entropy ([rows, T-1], 0 off the loss),
+    taken from the first pass over its row (later updates have moved the policy), and the
+    advantage each position trained with."""
+
+    logps: torch.Tensor
+    entropy: torch.Tensor
+    advantages: torch.Tensor
+    seen: torch.Tensor  # [rows] bool
+
+    @staticmethod
+    def empty(batch: PackedBatch, advantages: torch.Tensor) -> TokenStats:
+        zeros = torch.zeros_like(batch.behavior_logps)
+        if advantages.dim() == 1:
+            advantages = advantages.unsqueeze(1) * batch.loss_mask
+        seen = torch.zeros(batch.num_rows, dtype=torch.bool, device=zeros.device)
+        return TokenStats(zeros, zeros.clone(), advantages.detach(), seen)
+
+    def keeper(self, origin: torch.Tensor | None) -> Callable[..., None]:
+        """``record`` for a pass over ``batch[origin]`` (None: the whole batch)."""
+
+        def keep(rows: torch.Tensor, logps: torch.Tensor, entropy: torch.Tensor | None) -> None:
+            self.record(rows if origin is None else origin[rows], logps, entropy)
+
+        return keep
+
+    def record(self, rows: torch.Tensor, logps: torch.Tensor, entropy: torch.Tensor | None):
+        fresh = rows[~self.seen[rows]]
+        if not fresh.numel():
+            return
+        keep = ~self.seen[rows]
+        width = logps.size(1)
+        self.logps[fresh, :width] = logps.detach()[keep].float()
+        if entropy is not None:
+            self.entropy[fresh, :width] = entropy.detach()[keep].float()
+        self.seen[fresh] = True
 
 
 def pack_batch(
@@ -122,7 +170,8 @@ def select_rows(batch: PackedBatch, rows: torch.Tensor) -> PackedBatch:
     """The batch restricted to ``rows``: its row tensors and trajectories (groups stay whole,
     so ``group_ids`` keep pointing at them)."""
     tensors = ("input_ids", "attention_mask", "response_mask", "loss_mask", "behavior_logps",
-               "token_versions", "seq_lens", "group_ids", "row_versions")  # fmt: skip
+               "token_versions", "token_turns", "seq_lens", "group_ids",
+               "row_versions")  # fmt: skip
     picked = {name: getattr(batch, name)[rows] for name in tensors}
     trajectories = [batch.trajectories[i] for i in rows.tolist()]
     return replace(batch, trajectories=trajectories, **picked)
@@ -210,8 +259,10 @@ def _policy_pass(
     optimization: Optimization,
     beta: float,
     current_version: int,
+    keep: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], None] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Forward + loss + backward over the micro-batches; merged metrics, still on the device.
+    ``keep(rows, logps, entropy)`` sees each micro-batch's trained log-probs.
 
     Metrics are merged in float64, so the merged values do not depend on where the sums
     are taken.
@@ -235,6 +286,8 @@ def _policy_pass(
         out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
                            autocast=models.autocast, temperature=tau,
                            prefixes=prefixes)  # fmt: skip
+        if keep is not None:
+            keep(rows, out.logps, out.entropy)
         ref = None
         if models.reference is not models.policy:  # the policy stands in when KL is off
             with torch.no_grad():
@@ -244,7 +297,7 @@ def _policy_pass(
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
-            advantages[rows],
+            advantages[rows] if advantages.dim() == 1 else advantages[rows, : width - 1],
             rows_mask,
             cfg,
             beta=beta,
@@ -316,9 +369,15 @@ def train_on_groups(
         return StepOutcome(metrics, None, None, None, reward_baseline)
     scores = score_trajectories(batch.trajectories, settings.reward, step, settings.rewards)
     rewards = scores.rewards.to(models.device)
+    turns = turn_rewards(scores, batch, models.device)
     advantages, adv_metrics = compute_advantages(
-        rewards, batch.group_ids, settings.advantage, reward_baseline
+        rewards, batch.group_ids, settings.advantage, reward_baseline, turns
     )
+    turn_advantages = None
+    if advantages.dim() == 2:  # one per turn: spread over each turn's tokens
+        turn_advantages = advantages
+        advantages = token_advantages(turn_advantages, batch.token_turns)
+    tokens = TokenStats.empty(batch, advantages)
     row_weights, stale_metrics = staleness_weights(
         batch.row_versions, current_version, settings.stale_discount
     )
@@ -333,7 +392,14 @@ def train_on_groups(
             (advantages, row_weights) if rows is None else (advantages[rows], row_weights[rows])
         )
         on_device = _policy_pass(
-            part, *picked, settings, models, optimization, beta.beta, current_version
+            part,
+            *picked,
+            settings,
+            models,
+            optimization,
+            beta.beta,
+            current_version,
+            tokens.keeper(rows),
         )
         on_device.update(adv_metrics)
         on_device.update(stale_metrics)
@@ -368,8 +434,20 @@ def train_on_groups(
     if settings.rewards is not None:  # a user task: how its tools are used
         metrics.update(tool_metrics(batch.trajectories))
     metrics.update(_step_metrics(batch, report, beta))
-    return StepOutcome(metrics, report, scores, batch, reward_baseline,
-                       advantages.detach(), current_version)  # fmt: skip
+    episode_advantages = advantages.detach()
+    if turn_advantages is not None:  # an episode's mean over its turns, for the dumps
+        counts = turns.mask.sum(1).clamp(min=1)
+        episode_advantages = (turn_advantages * turns.mask).sum(1).detach() / counts
+    return StepOutcome(metrics, report, scores, batch, reward_baseline, episode_advantages,
+                       current_version, turn_advantages, tokens)  # fmt: skip
+
+
+def turn_rewards(scores: Scores, batch: PackedBatch, device: torch.device) -> TurnRewards:
+    """Each episode's reward per turn: as scored, or the episode reward at its last turn."""
+    if scores.turn_rewards is not None:
+        return TurnRewards.from_lists(scores.turn_rewards, device)
+    counts = [t.num_turns for t in batch.trajectories]
+    return TurnRewards.at_last_turn(scores.rewards.to(device), counts)
 
 
 # The mean reward of the rows trained on, read with the metrics for the reward baseline.
@@ -393,15 +471,13 @@ def _step_metrics(batch: PackedBatch, report: StepReport, beta: BetaController) 
     }
 
 
-def config_sections(flat: Mapping[str, Any]) -> tuple[LossConfig, AdvantageConfig, BCConfig]:
-    """The `agentrl.rl` option dataclasses filled from the flat config."""
-    from agentrl.rl import config_from
+def config_sections(config: Any) -> tuple[LossConfig, AdvantageConfig, BCConfig]:
+    """The loss, advantage and BC parts of the run's config (a TrainConfig)."""
+    from agentrl.utils.options import part
 
-    loss = config_from(LossConfig, flat)
-    loss.use_decoupled_ppo = bool(flat["use_decoupled_ppo"])
-    loss.epsilon_high = flat["epsilon_high"] or None
-    loss.max_completion_length = flat["max_completion_length"] or flat["max_gen_len"]
-    return loss, config_from(AdvantageConfig, flat), config_from(BCConfig, flat)
+    length = config.max_completion_length or config.max_gen_len
+    loss = part(LossConfig, config, max_completion_length=length)
+    return loss, part(AdvantageConfig, config), part(BCConfig, config)
 
 
 __all__ = [

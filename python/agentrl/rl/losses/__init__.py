@@ -17,6 +17,7 @@ All per-token tensors are [B, L] in the shifted layout of :mod:`agentrl.rl.pack`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
@@ -46,6 +47,7 @@ from agentrl.rl.losses.reductions import (
     reduction_denominator,
     register_reduction,
 )
+from agentrl.utils.options import option
 
 __all__ = [
     "KL_ESTIMATORS",
@@ -77,20 +79,31 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class LossConfig:
-    """Loss options under their command-line flag names, with the trainer's defaults."""
+    """Loss options (the ``loss`` section of the run's config, with AdvantageConfig's)."""
 
-    epsilon: float = 0.20
-    epsilon_high: float | None = None  # None or <= 0: same as epsilon
-    use_decoupled_ppo: bool = True
-    prox_logp_method: str = "loglinear"
-    behav_imp_weight_cap: float = 1.5
-    m2_threshold: float = 0.0
-    loss_reduction: str = "sequence"
-    importance_sampling_level: str = "token"
-    kl_estimator: str = "k3"
-    max_completion_length: int = 192
+    SECTION: ClassVar[str] = "loss"
+
+    epsilon: float = option(0.20, "PPO clip width", check=">0")
+    epsilon_high: float = option(0.0, "upper clip width, clip-higher (0: epsilon)", check=">=0")
+    use_decoupled_ppo: bool = option(True, "decoupled PPO with a proximal policy")
+    prox_logp_method: str = option("loglinear", "proximal log-probs", PROXIMAL_POLICIES)
+    behav_imp_weight_cap: float = option(1.5, "cap of the behaviour importance weight", check=">=0")
+    m2_threshold: float = option(
+        0.0, "mask tokens with (behav - prox)^2 above (0: off)", check=">=0"
+    )
+    loss_reduction: str = option(
+        "sequence", "how token losses are averaged over the batch", REDUCTIONS
+    )
+    importance_sampling_level: str = option(
+        "token", "importance ratio per token or per sequence (GSPO)", OBJECTIVE_BY_LEVEL
+    )
+    kl_estimator: str = option("k3", "KL estimator", KL_ESTIMATORS)
+    max_completion_length: int = option(
+        0, "dr_grpo's constant length (0: max_gen_len)", check=">=0"
+    )
+    # Not an option: the bound on |log ratio| before exp, against overflow.
     log_ratio_clip: float = 10.0
 
     @property

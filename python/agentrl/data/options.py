@@ -1,0 +1,49 @@
+"""Where a run's prompts and tools come from (the ``data`` section of the run's config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agentrl.utils.options import option
+
+__all__ = ["DataConfig"]
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Prompt data, its columns and filters, and the task's tools and environment."""
+
+    SECTION: ClassVar[str] = "data"
+
+    data_path: str = option(
+        "",
+        "prompts: JSONL, parquet, arrow, JSON array or a dataset directory ('': generated tasks)",
+        flags=("--data",),
+    )
+    data_split: str = option("train", "split read from a parquet/arrow/dataset --data")
+    prompt_column: str = option(
+        "", "field with the prompt (text or messages) ('': prompt/question/messages)"
+    )
+    answer_column: str = option("", "field with the ground truth ('': gt/answer/label)")
+    tools_column: str = option("", "field with the tool schemas ('': tools/functions)")
+    max_samples: int = option(0, "keep at most this many prompts (0: all)", check=">=0")
+    filter_mode: str = option(
+        "math_only", "keep every prompt or only arithmetic tasks", ("all", "math_only")
+    )
+    require_gt: bool = option(True, "skip prompts without ground truth")
+    time_mode: str = option("fixed", "get_current_time answers", ("fixed", "live"))
+    tool_subset: str = option(
+        "calculate_math,unit_converter,get_current_time", "comma-separated active tools"
+    )
+    inject_answer_instruction: bool = option(True, "add the <answer> instruction to math prompts")
+    augment_calculator_alias: bool = option(False, "also offer the calculator alias")
+    force_all_tools: bool = option(False, "offer every active tool to every prompt")
+    generated_tasks: int = option(4000, "generated prompts when data_path is ''", check=">=0")
+    tools: str = option(
+        "", "your tools: comma-separated pkg.module:object (tool, function, registry)"
+    )
+    environment: str = option(
+        "", "episode environment factory, pkg.module:Factory (one object per episode)"
+    )
+    mcp: str = option("", "stdio MCP server commands whose tools the policy gets ('; '-separated)")

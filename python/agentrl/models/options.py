@@ -1,0 +1,42 @@
+"""Which policy a run trains and how (the ``model`` section of the run's config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agentrl.utils.options import option
+
+__all__ = ["ModelConfig"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy, its tokenizer and chat template, and LoRA."""
+
+    SECTION: ClassVar[str] = "model"
+
+    model: str = option(
+        "", "policy: tiny, an HF dir or Hub id, a .gguf file or a .pth ('': from_weight)"
+    )
+    tokenizer: str = option("", "tokenizer dir for a MiniMind .pth checkpoint")
+    chat_template: str = option(
+        "",
+        "chat template: '' the tokenizer's own, builtin, or a Jinja / tokenizer_config.json file",
+    )
+    from_weight: str = option(
+        "full_sft", "loads save_dir/<from_weight>_<hidden_size>.pth when model is ''"
+    )
+    hidden_size: int = option(768, "MiniMind width (names the .pth; else inferred)")
+    num_hidden_layers: int = option(8, "MiniMind depth")
+    use_moe: bool = option(False, "MiniMind mixture-of-experts checkpoint naming")
+    max_seq_len: int = option(1024, "MiniMind sequence budget")
+    lora_rank: int = option(0, "LoRA adapter rank (0: train all weights)", check=">=0")
+    lora_alpha: float = option(32.0, "LoRA scaling alpha", check=">=0")
+    lora_target_modules: str = option(
+        "all-linear", "LoRA targets: all-linear or comma-separated names"
+    )
+    lora_dropout: float = option(0.0, "LoRA dropout", check="[0,1]")
+    ref_from_rl_checkpoint: bool = option(
+        False, "on resume, load the reference policy from the RL checkpoint too"
+    )
