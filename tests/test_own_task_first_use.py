@@ -90,3 +90,39 @@ def test_console_and_eval_lines_show_the_task_of_ones_own() -> None:
     both = {**own, "reward_fn/tool_use/mean": 1.0}
     assert "exact/cov" in format_step_line(1, 2, both)
     assert "exact/cov" in format_step_line(1, 2, {"reward/mean": 1.0})
+
+
+class GuessingGame:
+    """The README's guessing game, with a slip a new user makes: a column name typo."""
+
+    def reset(self, sample):
+        self.secret = int(sample["secrett"])
+
+    def guess(self, n: int) -> str:
+        """Guess the number.
+
+        Args:
+            n: the guess
+        """
+        return "higher" if n < self.secret else "lower" if n > self.secret else "right"
+
+    @property
+    def tools(self):
+        return [self.guess]
+
+
+def test_an_error_in_the_environment_names_its_line_and_exits_1(tmp_path) -> None:
+    from agentrl.cli import user_failure
+    from agentrl.envs import EnvironmentTools
+    from agentrl.errors import EXIT_DATA, UserCodeError
+    from agentrl.tools import ToolRegistry
+
+    pool = PromptPool(str(_records(tmp_path / "d.jsonl", 1)), require_gt=False)
+    tools = EnvironmentTools(ToolRegistry(), GuessingGame)
+    with pytest.raises(UserCodeError) as caught:
+        tools.open_episode(pool[0])
+    message = str(caught.value)
+    line = GuessingGame.reset.__code__.co_firstlineno + 1
+    assert message.startswith("environment GuessingGame.reset() raised KeyError at ")
+    assert f"test_own_task_first_use.py:{line}:" in message and "'secrett'" in message
+    assert "\n" not in message and user_failure(caught.value) == (EXIT_DATA, message)

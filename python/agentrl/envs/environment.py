@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.errors import is_user_code, user_code_error
 from agentrl.tools import Tool, ToolRegistry
 
 EnvironmentFactory = Callable[[], Any]
@@ -52,7 +53,19 @@ def close_environment(env: Any) -> None:
     """Call ``env.close()`` when it has one."""
     close = getattr(env, "close", None)
     if callable(close):
-        close()
+        call_environment(env, "close", close)
+
+
+def call_environment(env: Any, method: str, function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)``; an exception from an environment defined outside agentrl is a
+    :class:`UserCodeError` naming the environment's method and the line that raised."""
+    if not is_user_code(function):
+        return function(*args)
+    try:
+        return function(*args)
+    except Exception as exc:
+        name = env.__name__ if isinstance(env, type) else type(env).__name__
+        raise user_code_error(exc, f"environment {name}.{method}()", function) from exc
 
 
 def observation_text(value: Any) -> str | None:
@@ -76,7 +89,7 @@ class OpenEpisode:
         function = getattr(self.env, "reward", None)
         if not callable(function):
             return None
-        value = function(trajectory)
+        value = call_environment(self.env, "reward", function, trajectory)
         return None if value is None else float(value)
 
     def close(self) -> None:
@@ -98,7 +111,7 @@ class EnvironmentTools(ToolRegistry):
             assert item is not None
             self.register(item, visibility=base._visibility[name])
         self.factory = factory
-        probe = factory()
+        probe = call_environment(factory, "__init__", factory)
         try:
             tools = environment_tools(probe)
             self.has_reward = callable(getattr(probe, "reward", None))
@@ -115,7 +128,7 @@ class EnvironmentTools(ToolRegistry):
 
         A failure after the object is made closes it before the error propagates.
         """
-        env = self.factory()
+        env = call_environment(self.factory, "__init__", self.factory)
         try:
             observation = observation_text(_reset(env, sample))
             registry = self.copy()
@@ -136,7 +149,7 @@ class EnvironmentTools(ToolRegistry):
 
 def _reset(env: Any, sample: Any) -> Any:
     reset = getattr(env, "reset", None)
-    return reset(sample) if callable(reset) else None
+    return call_environment(env, "reset", reset, sample) if callable(reset) else None
 
 
 def _outside_episode(name: str) -> Callable[..., Any]:
