@@ -63,8 +63,47 @@ def parse_tool_calls(text: str) -> list[dict[str, Any]]:
     return _core.parse_tool_calls(text)
 
 
-MESSAGE_FORMATS: tuple[str, ...] = ("hermes", "json", "llama3", "mistral", "deepseek", "pythonic")
+MESSAGE_FORMATS: tuple[str, ...] = (
+    "hermes",
+    "json",
+    "llama3",
+    "llama4",
+    "mistral",
+    "deepseek",
+    "deepseek_v32",
+    "pythonic",
+    "qwen3_coder",
+    "glm45",
+    "kimi_k2",
+    "harmony",
+    "granite",
+    "internlm",
+    "jamba",
+    "xlam",
+    "phi4_mini",
+)
 """Call formats `parse_message` knows; pass a subset as ``formats`` to look for fewer."""
+
+TOOL_FORMATS: dict[str, tuple[str, ...]] = {
+    "auto": MESSAGE_FORMATS,
+    **{name: (name,) for name in MESSAGE_FORMATS},
+    # Llama 4 writes its pythonic list with or without the <|python_start|> wrapper.
+    "llama4": ("llama4", "pythonic"),
+    # xLAM's list of calls also comes in a ```json fence.
+    "xlam": ("xlam", "json"),
+}
+"""``--tool_format`` names: ``auto`` looks for every format, a family name for its own
+forms only (see docs/tool-formats.md)."""
+
+
+def tool_format_formats(name: str) -> tuple[str, ...]:
+    """The formats ``--tool_format name`` looks for; ``ValueError`` naming the choices."""
+    try:
+        return TOOL_FORMATS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown tool format {name!r}; choose one of: {', '.join(TOOL_FORMATS)}"
+        ) from None
 
 
 @dataclass(slots=True)
@@ -98,28 +137,70 @@ def _tool_name(tool: Any) -> str:
     raise TypeError(f"cannot read a tool name from {type(tool).__name__}")
 
 
+def _schema_type(spec: Any) -> str | None:
+    """A property's JSON-schema type (the first non-null one of a list), if it has one."""
+    if not isinstance(spec, Mapping):
+        return None
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if isinstance(kind, str):
+        return kind
+    if "enum" in spec:
+        return "string"
+    return None
+
+
+def _param_types(tools: list[Any]) -> dict[str, dict[str, str]]:
+    """Tool name -> parameter -> declared type, from the tools given as schemas."""
+    out: dict[str, dict[str, str]] = {}
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        params = function.get("parameters")
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        if not isinstance(props, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        types = {str(k): t for k, v in props.items() if (t := _schema_type(v)) is not None}
+        if types:
+            out[function["name"]] = types
+    return out
+
+
 def parse_message(
     text: str,
     tools: Iterable[Any] | None = None,
     formats: Iterable[str] | str | None = None,
+    tool_format: str = "auto",
 ) -> ParsedMessage:
     """Content, reasoning, tool calls and refused blocks of one model message.
 
     ``tools`` are the episode's declared tools (names, OpenAI-style schemas, or objects with
-    a ``name``); with them, unknown names are flagged and fenced JSON or pythonic lists
-    count only when they name a declared tool. ``formats`` restricts the formats looked for
-    (see `MESSAGE_FORMATS`). Linear time on any input; nothing is evaluated.
+    a ``name``); with them, unknown names are flagged, fenced JSON or pythonic lists count
+    only when they name a declared tool, and text-valued arguments (Qwen3-Coder, GLM) take
+    the types their schema declares. ``formats`` restricts the formats looked for (see
+    `MESSAGE_FORMATS`); ``tool_format`` pins one family (see `TOOL_FORMATS`) and is
+    ignored when ``formats`` is given. Linear time on any input; nothing is evaluated.
     """
-    names = None if tools is None else [t if isinstance(t, str) else _tool_name(t) for t in tools]
+    tool_list = None if tools is None else list(tools)
+    names = None
+    types: dict[str, dict[str, str]] | None = None
+    if tool_list is not None:
+        names = [t if isinstance(t, str) else _tool_name(t) for t in tool_list]
+        types = _param_types(tool_list) or None
     if isinstance(formats, str):
         formats = [formats]
+    if formats is None and tool_format != "auto":
+        formats = tool_format_formats(tool_format)
     wanted = None if formats is None else [str(f) for f in formats]
-    content, reasoning, calls, errors = _core.parse_message(str(text), names, wanted)
+    content, reasoning, calls, errors = _core.parse_message(str(text), names, wanted, types)
     return ParsedMessage(content=content, reasoning=reasoning, calls=calls, errors=errors)
 
 
 __all__ = [
     "MESSAGE_FORMATS",
+    "TOOL_FORMATS",
     "ParsedMessage",
     "canonicalize_expression",
     "extract_expressions",
@@ -127,4 +208,5 @@ __all__ = [
     "parse_message",
     "parse_tool_calls",
     "safe_eval",
+    "tool_format_formats",
 ]

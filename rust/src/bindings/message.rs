@@ -5,7 +5,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::error::value_error;
 use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
-use crate::message::{self, Format, FormatSet, MessageOptions};
+use crate::message::{self, Format, FormatSet, MessageOptions, ParamTypes};
 use crate::pyjson::Value;
 
 fn format_set(names: Option<Vec<String>>) -> PyResult<FormatSet> {
@@ -28,18 +28,21 @@ fn format_set(names: Option<Vec<String>>) -> PyResult<FormatSet> {
 
 /// `(content, reasoning, calls, errors)` for one model message; calls are
 /// `{"name", "arguments"[, "unknown_tool": True]}`, errors `{"format", "reason", "offset",
-/// "text"}`.
+/// "text"}`. `param_types` maps tool -> parameter -> JSON-schema type, for the formats
+/// whose argument values are text.
 #[pyfunction]
-#[pyo3(signature = (text, tools = None, formats = None))]
+#[pyo3(signature = (text, tools = None, formats = None, param_types = None))]
 fn parse_message<'py>(
     py: Python<'py>,
     text: &Bound<'py, PyString>,
     tools: Option<Vec<String>>,
     formats: Option<Vec<String>>,
+    param_types: Option<ParamTypes>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let opts = MessageOptions {
         tools: tools.map(|names| names.into_iter().collect()),
         formats: format_set(formats)?,
+        param_types: param_types.unwrap_or_default(),
     };
     let text = py_str_lossy(text)?;
     let parsed = without_gil_if_long(py, text.len(), || message::parse_message(&text, &opts));

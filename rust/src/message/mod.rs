@@ -4,15 +4,21 @@
 //! what the rollout loop executes, so it must find every call the model meant and nothing
 //! it did not mean:
 //!
-//! - formats: Hermes/Qwen `<tool_call>` blocks, bare fenced JSON naming a declared tool,
-//!   Llama 3 JSON (`<|python_tag|>` and plain), Mistral `[TOOL_CALLS]`, DeepSeek-V3 call
-//!   tokens, and the pythonic list `[f(a=1), g(b='x')]`;
+//! - formats (auto-detected, or a chosen subset): Hermes/Qwen `<tool_call>` JSON,
+//!   Qwen3-Coder XML and GLM-4.5 `<arg_key>` calls (both also behind `<tool_call>`),
+//!   bare fenced JSON naming a declared tool, Llama 3 JSON (`<|python_tag|>` and plain
+//!   objects), Llama 4 `<|python_start|>`, Mistral `[TOOL_CALLS]`, DeepSeek V3/V3.1/R1
+//!   call tokens and V3.2 DSML, Kimi-K2 sections, gpt-oss Harmony channels, Granite
+//!   `<|tool_call|>`, InternLM `<|action_start|><|plugin|>`, Jamba `<tool_calls>`, xLAM
+//!   JSON lists, Phi-4-mini `functools[...]` and the pythonic list `[f(a=1), g(b='x')]`;
 //! - JSON is read by value boundaries, never cut by a regex, so closing tags and braces
 //!   inside string arguments stay intact; single quotes, `True`/`False`/`None` and trailing
-//!   commas are tolerated; truncated JSON is refused, never repaired;
-//! - one bad block becomes one entry in `errors` and the good blocks still count;
-//! - reasoning (`<think>`) is set apart and nothing in it is a call; a tag mentioned in
-//!   prose (not followed by JSON) is left as text.
+//!   commas are tolerated; truncated JSON is refused, never repaired; a non-finite number
+//!   (`1e999`, `NaN`) in any argument refuses the call, since no JSON encoder accepts it;
+//! - one bad block becomes one entry in `errors` and the good blocks still count; a block
+//!   that opens like a known format but does not parse is an error, never silent prose;
+//! - reasoning (`<think>`, Harmony's analysis channel) is set apart and nothing in it is a
+//!   call; a tag mentioned in prose (not followed by a call) is left as text.
 //!
 //! Every marker is found with a forward search, and each block's JSON may not run past the
 //! next block start of the same format, so the whole parse is linear in the text length,
@@ -20,20 +26,25 @@
 //! marker of a new block of its own format followed by JSON (`<tool_call>{` inside a Hermes
 //! argument); such a block is reported as truncated rather than misread.
 
+mod bare;
 mod common;
 mod fenced;
+mod harmony;
 mod hermes;
 mod pythonic;
 mod reasoning;
 mod special;
+mod tagged;
+mod xml;
 
 use std::collections::HashSet;
 
 use crate::pychar::strip as py_strip;
-use crate::pyjson::Object;
+use crate::pyjson::{Object, Value};
 use crate::toolcall::first_chars;
 
 use common::{Found, Outcome};
+pub use xml::ParamTypes;
 
 /// The call formats this parser knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,24 +53,57 @@ pub enum Format {
     Hermes,
     /// A Markdown code fence holding a call to a declared tool.
     Json,
-    /// `<|python_tag|>{...}` or a message that is only `{"name": .., "parameters": ..}`.
+    /// `<|python_tag|>{...}` or call objects `{"name": .., "parameters": ..}` starting a line.
     Llama3,
-    /// `[TOOL_CALLS][...]` or `[TOOL_CALLS]name[ARGS]{...}`.
+    /// `<|python_start|>[f(a=1)]<|python_end|>` (Llama 4).
+    Llama4,
+    /// `[TOOL_CALLS][...]`, `[TOOL_CALLS]name[ARGS]{...}` or `[TOOL_CALLS]name{...}`.
     Mistral,
-    /// `<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>`.
+    /// `<｜tool▁call▁begin｜>...<｜tool▁call▁end｜>` (DeepSeek V3, V3.1, R1).
     DeepSeek,
+    /// `<｜DSML｜function_calls>` (DeepSeek V3.2).
+    DeepSeekV32,
     /// `[f(a=1), g(b='x')]`.
     Pythonic,
+    /// `<tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>`.
+    Qwen3Coder,
+    /// `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`.
+    Glm45,
+    /// `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0...`.
+    KimiK2,
+    /// gpt-oss: `<|channel|>commentary to=functions.NAME<|message|>{...}<|call|>`.
+    Harmony,
+    /// `<|tool_call|>[...]` (Granite 3).
+    Granite,
+    /// `<|action_start|><|plugin|>{...}<|action_end|>` (InternLM 2).
+    InternLm,
+    /// `<tool_calls>[...]</tool_calls>` (Jamba).
+    Jamba,
+    /// A JSON list of calls starting a line (xLAM).
+    Xlam,
+    /// `functools[...]` (Phi-4-mini).
+    Phi4Mini,
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 17] = [
         Format::Hermes,
         Format::Json,
         Format::Llama3,
+        Format::Llama4,
         Format::Mistral,
         Format::DeepSeek,
+        Format::DeepSeekV32,
         Format::Pythonic,
+        Format::Qwen3Coder,
+        Format::Glm45,
+        Format::KimiK2,
+        Format::Harmony,
+        Format::Granite,
+        Format::InternLm,
+        Format::Jamba,
+        Format::Xlam,
+        Format::Phi4Mini,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,9 +111,20 @@ impl Format {
             Format::Hermes => "hermes",
             Format::Json => "json",
             Format::Llama3 => "llama3",
+            Format::Llama4 => "llama4",
             Format::Mistral => "mistral",
             Format::DeepSeek => "deepseek",
+            Format::DeepSeekV32 => "deepseek_v32",
             Format::Pythonic => "pythonic",
+            Format::Qwen3Coder => "qwen3_coder",
+            Format::Glm45 => "glm45",
+            Format::KimiK2 => "kimi_k2",
+            Format::Harmony => "harmony",
+            Format::Granite => "granite",
+            Format::InternLm => "internlm",
+            Format::Jamba => "jamba",
+            Format::Xlam => "xlam",
+            Format::Phi4Mini => "phi4_mini",
         }
     }
 
@@ -77,15 +132,15 @@ impl Format {
         Format::ALL.into_iter().find(|f| f.name() == name)
     }
 
-    fn bit(self) -> u8 {
-        1 << (self as u8)
+    fn bit(self) -> u32 {
+        1 << (self as u32)
     }
 }
 
 /// A set of formats to look for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FormatSet {
-    bits: u8,
+    bits: u32,
 }
 
 impl FormatSet {
@@ -130,6 +185,8 @@ pub struct MessageOptions {
     /// only when its first call does.
     pub tools: Option<HashSet<String>>,
     pub formats: FormatSet,
+    /// Declared parameter types, for formats whose values are text (Qwen3-Coder, GLM).
+    pub param_types: ParamTypes,
 }
 
 /// One call to execute.
@@ -165,7 +222,7 @@ pub const MAX_LISTED_ERRORS: usize = 64;
 pub struct ParsedMessage {
     /// The text outside call blocks and reasoning, in order, with the ends trimmed.
     pub content: String,
-    /// The `<think>` text, `None` when the message has no think tags.
+    /// The reasoning text, `None` when the message has none (no think tags, no analysis).
     pub reasoning: Option<String>,
     pub calls: Vec<Call>,
     /// One entry per refused block (or refused call inside a block), in order; past
@@ -175,7 +232,6 @@ pub struct ParsedMessage {
 
 /// Splits a model message into content, reasoning, calls and refused blocks.
 pub fn parse_message(text: &str, opts: &MessageOptions) -> ParsedMessage {
-    let split = reasoning::split(text);
     let mut out = Collector {
         text,
         tools: opts.tools.as_ref(),
@@ -186,9 +242,15 @@ pub fn parse_message(text: &str, opts: &MessageOptions) -> ParsedMessage {
         counted_chars: 0,
         unlisted: None,
     };
-    for &(start, end) in &split.outside {
-        scan_segment(text, start, end, opts, &mut out);
-    }
+    let reasoning = if opts.formats.contains(Format::Harmony) && text.contains(harmony::CHANNEL) {
+        harmony_message(text, &mut out)
+    } else {
+        let split = reasoning::split(text);
+        for &(start, end) in &split.outside {
+            scan_segment(text, start, end, opts, &mut out);
+        }
+        split.reasoning
+    };
     if let Some((first, count)) = out.unlisted.take() {
         out.errors.push(BlockError {
             reason: format!("{count} more refused blocks are not listed"),
@@ -198,43 +260,137 @@ pub fn parse_message(text: &str, opts: &MessageOptions) -> ParsedMessage {
     }
     ParsedMessage {
         content: py_strip(&out.content).to_owned(),
-        reasoning: split.reasoning,
+        reasoning,
         calls: out.calls,
         errors: out.errors,
     }
 }
 
+/// A Harmony completion: its messages in order; returns the reasoning.
+fn harmony_message(text: &str, out: &mut Collector) -> Option<String> {
+    let mut reasoning: Vec<&str> = Vec::new();
+    for piece in harmony::parse(text) {
+        match piece {
+            harmony::Piece::Content(start, end) => {
+                let part = py_strip(&text[start..end]);
+                if !part.is_empty() {
+                    if !out.content.is_empty() {
+                        out.content.push('\n');
+                    }
+                    out.content.push_str(part);
+                }
+            }
+            harmony::Piece::Reasoning(start, end) => reasoning.push(py_strip(&text[start..end])),
+            harmony::Piece::Call(start, end, found) => {
+                out.block(Format::Harmony, start, end, vec![found]);
+            }
+        }
+    }
+    (!reasoning.is_empty()).then(|| {
+        let parts: Vec<&str> = reasoning.into_iter().filter(|p| !p.is_empty()).collect();
+        parts.join("\n\n")
+    })
+}
+
 /// Where a block may start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
-    Hermes,
+    /// `<tool_call>`: Hermes JSON, Qwen3-Coder XML or a GLM call, by what follows.
+    ToolCall,
+    /// A bare `<function=` (Qwen3-Coder without the wrapper).
+    Function,
     PythonTag,
+    PythonStart,
     Mistral,
     DeepSeekCall,
     DeepSeekEnvelope,
+    Dsml,
+    KimiCall,
+    KimiEnvelope,
+    Granite,
+    InternLm,
+    Jamba,
+    Phi4,
     Fence,
-    Pythonic,
+    /// A pythonic list; `true` when it starts its line.
+    Pythonic(bool),
+    /// `{` starting a line: Llama 3 call objects.
+    JsonObject,
+    /// `[{` starting a line: an xLAM list.
+    JsonList,
 }
 
 impl Marker {
+    /// The format of the blocks this marker starts (`<tool_call>` is decided by its body).
     fn format(self) -> Format {
         match self {
-            Marker::Hermes => Format::Hermes,
-            Marker::PythonTag => Format::Llama3,
+            Marker::ToolCall => Format::Hermes,
+            Marker::Function => Format::Qwen3Coder,
+            Marker::PythonTag | Marker::JsonObject => Format::Llama3,
+            Marker::PythonStart => Format::Llama4,
             Marker::Mistral => Format::Mistral,
             Marker::DeepSeekCall | Marker::DeepSeekEnvelope => Format::DeepSeek,
+            Marker::Dsml => Format::DeepSeekV32,
+            Marker::KimiCall | Marker::KimiEnvelope => Format::KimiK2,
+            Marker::Granite => Format::Granite,
+            Marker::InternLm => Format::InternLm,
+            Marker::Jamba => Format::Jamba,
+            Marker::Phi4 => Format::Phi4Mini,
             Marker::Fence => Format::Json,
-            Marker::Pythonic => Format::Pythonic,
+            Marker::Pythonic(_) => Format::Pythonic,
+            Marker::JsonList => Format::Xlam,
+        }
+    }
+
+    /// Which markers bound each other's blocks: a block cannot run past the next marker
+    /// of its group.
+    fn group(self) -> usize {
+        match self {
+            Marker::ToolCall => 0,
+            Marker::Function => 1,
+            Marker::PythonTag => 2,
+            Marker::PythonStart => 3,
+            Marker::Mistral => 4,
+            Marker::DeepSeekCall | Marker::DeepSeekEnvelope => 5,
+            Marker::Dsml => 6,
+            Marker::KimiCall | Marker::KimiEnvelope => 7,
+            Marker::Granite => 8,
+            Marker::InternLm => 9,
+            Marker::Jamba => 10,
+            Marker::Phi4 => 11,
+            Marker::Fence => 12,
+            Marker::Pythonic(_) => 13,
+            Marker::JsonObject => 14,
+            Marker::JsonList => 15,
         }
     }
 }
 
-/// The candidate block starts of one segment, in order, and per format family the sorted
-/// offsets that bound each block (the next start of the same family), with a cursor that
+const GROUPS: usize = 16;
+
+/// The fixed tokens that start a block, with their marker and format.
+const TOKENS: [(&str, Marker); 13] = [
+    (special::PYTHON_TAG, Marker::PythonTag),
+    (tagged::LLAMA4, Marker::PythonStart),
+    (tagged::KIMI_CALL, Marker::KimiCall),
+    (tagged::KIMI_ENVELOPE[0], Marker::KimiEnvelope),
+    (tagged::KIMI_ENVELOPE[1], Marker::KimiEnvelope),
+    (tagged::KIMI_ENVELOPE[2], Marker::KimiEnvelope),
+    (tagged::KIMI_ENVELOPE[3], Marker::KimiEnvelope),
+    (tagged::GRANITE, Marker::Granite),
+    (tagged::INTERNLM, Marker::InternLm),
+    (tagged::JAMBA, Marker::Jamba),
+    (xml::FUNCTION, Marker::Function),
+    (xml::DSML_CALLS[0], Marker::Dsml),
+    (xml::DSML_CALLS[1], Marker::Dsml),
+];
+
+/// The candidate block starts of one segment, in order, and per marker group the sorted
+/// offsets that bound each block (the next start of the same group), with a cursor that
 /// only moves forward as the scan does.
 struct Candidates {
     all: Vec<(usize, Marker)>,
-    by_format: Vec<(Format, Vec<usize>, usize)>,
+    by_group: Vec<(Vec<usize>, usize)>,
     /// Offsets of `</tool_call>`.
     hermes_closes: Vec<usize>,
 }
@@ -243,20 +399,32 @@ impl Candidates {
     /// One forward pass over the segment, looking at the bytes that can start a marker.
     fn collect(text: &str, start: usize, end: usize, opts: &MessageOptions) -> Self {
         let formats = opts.formats;
-        let hermes_on = formats.contains(Format::Hermes);
-        let llama_on = formats.contains(Format::Llama3);
-        let mistral_on = formats.contains(Format::Mistral);
-        let deepseek_on = formats.contains(Format::DeepSeek);
-        let fences_on = formats.contains(Format::Json) && opts.tools.is_some();
-        let pythonic_on = formats.contains(Format::Pythonic);
+        let on = |f: Format| formats.contains(f);
+        let tool_call_on = on(Format::Hermes) || on(Format::Qwen3Coder) || on(Format::Glm45);
+        let fences_on = on(Format::Json) && opts.tools.is_some();
         let tools = opts.tools.as_ref();
         let bytes = text.as_bytes();
         let mut all: Vec<(usize, Marker)> = Vec::new();
         let mut hermes_closes = Vec::new();
         let mut at = start;
         let mut line_start = true;
+        let mut in_fence = false;
+        let first_visible = common::skip_ws(text, start, end);
         while at < end {
-            if line_start && pythonic_on {
+            if line_start || at == first_visible {
+                // Bare JSON starts a line (or the message, after whitespace), outside fences.
+                let column0 = at == first_visible || line_start;
+                if column0 && !in_fence {
+                    match bytes[at] {
+                        b'{' if on(Format::Llama3) => all.push((at, Marker::JsonObject)),
+                        b'[' if on(Format::Xlam) && bare::list_start(text, at, end) => {
+                            all.push((at, Marker::JsonList))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if line_start && on(Format::Pythonic) {
                 // A pythonic list starts a line, after spaces or tabs.
                 let mut first = at;
                 while first < end && matches!(bytes[first], b' ' | b'\t') {
@@ -264,7 +432,7 @@ impl Candidates {
                 }
                 if let Some(name) = pythonic::first_name(text, first, end) {
                     if tools.is_none_or(|t| t.contains(name)) {
-                        all.push((first, Marker::Pythonic));
+                        all.push((first, Marker::Pythonic(true)));
                     }
                 }
             }
@@ -276,46 +444,66 @@ impl Candidates {
                     line_start = true;
                     None
                 }
-                b'<' if hermes_on && rest().starts_with(hermes::OPEN) => {
-                    if hermes::starts_block(text, at, end) {
-                        all.push((at, Marker::Hermes));
+                b' ' | b'\t' if on(Format::Pythonic) => {
+                    // A pythonic list after words on its line (`Let me check. [f(a=1)]`).
+                    let next = at + 1;
+                    if next < end && bytes[next] == b'[' {
+                        if let Some(name) = pythonic::first_name(text, next, end) {
+                            if tools.is_none_or(|t| t.contains(name)) {
+                                all.push((next, Marker::Pythonic(false)));
+                            }
+                        }
+                    }
+                    None
+                }
+                b'<' if tool_call_on && rest().starts_with(hermes::OPEN) => {
+                    if hermes::starts_block(text, at, end)
+                        || xml::body_kind(text, at, end) != xml::Body::Json
+                    {
+                        all.push((at, Marker::ToolCall));
                     }
                     Some(hermes::OPEN.len())
                 }
-                b'<' if hermes_on && rest().starts_with(hermes::CLOSE) => {
+                b'<' if tool_call_on && rest().starts_with(hermes::CLOSE) => {
                     hermes_closes.push(at);
                     Some(hermes::CLOSE.len())
                 }
-                b'<' if llama_on && rest().starts_with(special::PYTHON_TAG) => {
-                    all.push((at, Marker::PythonTag));
-                    Some(special::PYTHON_TAG.len())
+                b'<' if on(Format::DeepSeek)
+                    && starts_any(rest(), &special::DEEPSEEK_CALL_BEGIN) =>
+                {
+                    all.push((at, Marker::DeepSeekCall));
+                    Some(1)
                 }
-                b'<' if deepseek_on => {
+                b'<' if on(Format::DeepSeek) && starts_any(rest(), &special::DEEPSEEK_ENVELOPE) => {
+                    all.push((at, Marker::DeepSeekEnvelope));
+                    Some(1)
+                }
+                b'<' => {
                     let r = rest();
-                    let call = special::DEEPSEEK_CALL_BEGIN
+                    TOKENS
                         .iter()
-                        .find(|t| r.starts_with(*t));
-                    let envelope = special::DEEPSEEK_ENVELOPE
-                        .iter()
-                        .find(|t| r.starts_with(*t));
-                    match (call, envelope) {
-                        (Some(t), _) => {
-                            all.push((at, Marker::DeepSeekCall));
-                            Some(t.len())
-                        }
-                        (None, Some(t)) => {
-                            all.push((at, Marker::DeepSeekEnvelope));
-                            Some(t.len())
-                        }
-                        (None, None) => None,
-                    }
+                        .find(|(t, m)| on(m.format()) && r.starts_with(t))
+                        .map(|&(t, m)| {
+                            all.push((at, m));
+                            t.len()
+                        })
                 }
-                b'[' if mistral_on && rest().starts_with(special::TOOL_CALLS) => {
+                b'[' if on(Format::Mistral) && rest().starts_with(special::TOOL_CALLS) => {
                     all.push((at, Marker::Mistral));
                     Some(special::TOOL_CALLS.len())
                 }
-                b'`' if fences_on && rest().starts_with("```") => {
-                    all.push((at, Marker::Fence));
+                b'f' if on(Format::Phi4Mini) && rest().starts_with(tagged::PHI4) => {
+                    let word_start = at == start || !bytes[at - 1].is_ascii_alphanumeric();
+                    if word_start {
+                        all.push((at, Marker::Phi4));
+                    }
+                    Some(tagged::PHI4.len() - 1)
+                }
+                b'`' if rest().starts_with("```") => {
+                    in_fence = !in_fence;
+                    if fences_on {
+                        all.push((at, Marker::Fence));
+                    }
                     Some(3)
                 }
                 _ => None,
@@ -323,31 +511,21 @@ impl Candidates {
             at += found.unwrap_or(1);
         }
         all.sort_by_key(|&(at, _)| at);
-        let mut by_format: Vec<(Format, Vec<usize>, usize)> = Format::ALL
-            .into_iter()
-            .map(|f| (f, Vec::new(), 0))
-            .collect();
+        let mut by_group: Vec<(Vec<usize>, usize)> = (0..GROUPS).map(|_| (Vec::new(), 0)).collect();
         for &(at, marker) in &all {
-            if let Some((_, starts, _)) =
-                by_format.iter_mut().find(|(f, _, _)| *f == marker.format())
-            {
-                starts.push(at);
-            }
+            by_group[marker.group()].0.push(at);
         }
         Candidates {
             all,
-            by_format,
+            by_group,
             hermes_closes,
         }
     }
 
-    /// The next start of `format` after `at`, or `end`; `at` must not decrease between
-    /// calls for the same format.
-    fn next_of(&mut self, format: Format, at: usize, end: usize) -> usize {
-        let Some((_, starts, cursor)) = self.by_format.iter_mut().find(|(f, _, _)| *f == format)
-        else {
-            return end;
-        };
+    /// The next start of `marker`'s group after `at`, or `end`; `at` must not decrease
+    /// between calls for the same group.
+    fn next_of(&mut self, marker: Marker, at: usize, end: usize) -> usize {
+        let (starts, cursor) = &mut self.by_group[marker.group()];
         while starts.get(*cursor).is_some_and(|&s| s <= at) {
             *cursor += 1;
         }
@@ -355,31 +533,55 @@ impl Candidates {
     }
 }
 
+fn starts_any(text: &str, tokens: &[&str]) -> bool {
+    tokens.iter().any(|t| text.starts_with(t))
+}
+
 /// Finds the blocks of one stretch of text outside reasoning.
 fn scan_segment(text: &str, start: usize, end: usize, opts: &MessageOptions, out: &mut Collector) {
-    if opts.formats.contains(Format::Llama3) {
-        if let Some(items) = special::llama_plain_json(text, start, end) {
-            out.block(Format::Llama3, start, end, items);
-            return;
-        }
-    }
     let mut candidates = Candidates::collect(text, start, end, opts);
     let all = std::mem::take(&mut candidates.all);
     let mut content_from = start;
     let mut in_prose_fence = false;
+    let types = &opts.param_types;
     for &(at, marker) in &all {
         if at < content_from {
             continue;
         }
-        let format = marker.format();
-        let window = candidates.next_of(format, at, end);
+        let mut format = marker.format();
+        let window = candidates.next_of(marker, at, end);
         let outcome = match marker {
-            Marker::Hermes => hermes::parse(text, at, window, &candidates.hermes_closes),
+            Marker::ToolCall => {
+                format = match xml::body_kind(text, at, window) {
+                    xml::Body::Json => Format::Hermes,
+                    xml::Body::Coder => Format::Qwen3Coder,
+                    xml::Body::Glm => Format::Glm45,
+                };
+                if !opts.formats.contains(format) {
+                    continue;
+                }
+                match format {
+                    Format::Qwen3Coder => xml::coder(text, at, window, true, types),
+                    Format::Glm45 => xml::glm(text, at, window, types),
+                    _ => hermes::parse(text, at, window, &candidates.hermes_closes),
+                }
+            }
+            Marker::Function => xml::coder(text, at, window, false, types),
             Marker::PythonTag => special::llama_python_tag(text, at, window),
+            Marker::PythonStart => tagged::llama4(text, at, window),
             Marker::Mistral => special::mistral(text, at, window),
             Marker::DeepSeekCall => special::deepseek_call(text, at, window),
             Marker::DeepSeekEnvelope => special::deepseek_envelope(text, at, window),
-            Marker::Pythonic => pythonic::parse(text, at, window),
+            Marker::Dsml => xml::dsml(text, at, window),
+            Marker::KimiCall => tagged::kimi_call(text, at, window),
+            Marker::KimiEnvelope => tagged::kimi_envelope(text, at, window),
+            Marker::Granite => tagged::granite(text, at, window),
+            Marker::InternLm => tagged::internlm(text, at, window),
+            Marker::Jamba => tagged::jamba(text, at, window),
+            Marker::Phi4 => tagged::phi4(text, at, window),
+            Marker::Pythonic(line_start) => pythonic::parse(text, at, window, line_start),
+            Marker::JsonObject => bare::llama_objects(text, at, window),
+            Marker::JsonList => bare::xlam_list(text, at, window, opts.tools.as_ref()),
             Marker::Fence => {
                 // Fences alternate: an opening one that is not a call makes the next one
                 // its closing fence.
@@ -412,6 +614,43 @@ fn scan_segment(text: &str, start: usize, end: usize, opts: &MessageOptions, out
     out.content.push_str(&text[content_from..end]);
 }
 
+/// Where in `args` a non-finite float sits (`a.b[2]`), if anywhere.
+fn nonfinite_at(args: &Object) -> Option<String> {
+    fn walk(value: &Value, path: &mut String) -> bool {
+        match value {
+            Value::Float(f) => !f.is_finite(),
+            Value::Array(items) => items.iter().enumerate().any(|(i, v)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = walk(v, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            Value::Object(obj) => obj.iter().any(|(k, v)| {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                let found = walk(v, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            _ => false,
+        }
+    }
+    let mut path = String::new();
+    args.iter()
+        .any(|(k, v)| {
+            path.clear();
+            path.push_str(k);
+            walk(v, &mut path)
+        })
+        .then_some(path)
+}
+
 /// Accumulates the result while the segments are scanned in order.
 struct Collector<'a> {
     text: &'a str,
@@ -437,6 +676,13 @@ impl Collector<'_> {
 
     fn block(&mut self, format: Format, start: usize, end: usize, items: Vec<Found>) {
         for item in items {
+            let item = item.and_then(|(name, arguments)| match nonfinite_at(&arguments) {
+                Some(path) => Err(format!(
+                    "{name}: argument {path} is not a finite number (NaN and infinities are \
+                     not JSON)"
+                )),
+                None => Ok((name, arguments)),
+            });
             match item {
                 Ok((name, arguments)) => {
                     let unknown_tool = self.tools.is_some_and(|t| !t.contains(&name));

@@ -38,20 +38,24 @@ fn line_end(text: &str, at: usize, end: usize) -> usize {
         .map_or(end, |i| at + i)
 }
 
-/// Parses the list whose `[` is at `start`; `window` bounds it.
-pub(super) fn parse(text: &str, start: usize, window: usize) -> Outcome {
-    let reject = |reason: String| Outcome::rejected(line_end(text, start, window), reason);
+/// Reads the list whose `[` is at `start`, bounded by `window`: the calls and the offset
+/// just past the closing `]`, or why it is not a valid call list.
+pub(super) fn read_list(
+    text: &str,
+    start: usize,
+    window: usize,
+) -> Result<(usize, Vec<Found>), String> {
     let mut items: Vec<Found> = Vec::new();
     let mut at = start + 1;
     loop {
         at = skip_ws(text, at, window);
         let Some(name_end) = identifier_end(text, at, window) else {
-            return reject("expected a function call in the list".to_owned());
+            return Err("expected a function call in the list".to_owned());
         };
         let name = text[at..name_end].to_owned();
         at = skip_ws(text, name_end, window);
         if byte_at(text, at, window) != Some(b'(') {
-            return reject(format!("expected '(' after {name}"));
+            return Err(format!("expected '(' after {name}"));
         }
         let mut arguments: Vec<(String, Value)> = Vec::new();
         let mut keywords: HashSet<String> = HashSet::new();
@@ -64,7 +68,7 @@ pub(super) fn parse(text: &str, start: usize, window: usize) -> Outcome {
                     && byte_at(text, eq + 1, window) != Some(b'=')
             });
             let (Some(keyword_end), Some(eq), true) = (keyword_end, eq, is_keyword) else {
-                return reject(format!(
+                return Err(format!(
                     "{name}: positional arguments are not accepted, only keyword=literal"
                 ));
             };
@@ -75,36 +79,45 @@ pub(super) fn parse(text: &str, start: usize, window: usize) -> Outcome {
                     at = skip_ws(text, after, window);
                     value
                 }
-                Err(_) => return reject(format!("{name}: argument {keyword} is not a literal")),
+                Err(_) => return Err(format!("{name}: argument {keyword} is not a literal")),
             };
             match byte_at(text, at, window) {
                 Some(b',') => at = skip_ws(text, at + 1, window),
                 Some(b')') => {}
-                _ => return reject(format!("{name}: argument {keyword} is not a literal")),
+                _ => return Err(format!("{name}: argument {keyword} is not a literal")),
             }
             if !keywords.insert(keyword.clone()) {
-                return reject(format!("{name}: keyword argument {keyword} repeated"));
+                return Err(format!("{name}: keyword argument {keyword} repeated"));
             }
             arguments.push((keyword, value));
         }
         items.push(Ok((name, Object::from_pairs(arguments))));
         at = skip_ws(text, at + 1, window);
         match byte_at(text, at, window) {
-            Some(b']') => {
-                at += 1;
-                break;
-            }
+            Some(b']') => return Ok((at + 1, items)),
             Some(b',') => {
                 at = skip_ws(text, at + 1, window);
                 if byte_at(text, at, window) == Some(b']') {
-                    at += 1;
-                    break;
+                    return Ok((at + 1, items));
                 }
             }
-            _ => return reject("expected ',' or ']' after a call".to_owned()),
+            _ => return Err("expected ',' or ']' after a call".to_owned()),
         }
     }
-    // The list must end its line; a list followed by more words is prose.
+}
+
+/// Parses the list whose `[` is at `start`; `window` bounds it. `line_start`: the list
+/// starts its line, so a list that does not parse is a refused block; a list after other
+/// words on its line (`Let me check. [f(a=1)]`) counts only when it parses. Either way the
+/// list must end its line: a list followed by more words is prose.
+pub(super) fn parse(text: &str, start: usize, window: usize, line_start: bool) -> Outcome {
+    let (at, items) = match read_list(text, start, window) {
+        Ok(found) => found,
+        Err(reason) if line_start => {
+            return Outcome::rejected(line_end(text, start, window), reason)
+        }
+        Err(_) => return Outcome::NotABlock,
+    };
     let eol = line_end(text, at, window);
     if !text[at..eol].chars().all(is_space) {
         return Outcome::NotABlock;

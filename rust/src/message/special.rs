@@ -2,11 +2,10 @@
 //! DeepSeek-V3 tool-call tokens; and Llama 3's plain JSON message.
 
 use super::common::{
-    arguments_from, byte_at, call_from_object, calls_in, has_at, json_reason, json_value,
-    skip_fence_line, skip_ws, Found, Outcome, LENIENT,
+    arguments_from, byte_at, calls_in, has_at, json_reason, json_value, skip_fence_line, skip_ws,
+    Found, Outcome, LENIENT,
 };
 use crate::pychar::is_space;
-use crate::pyjson::Value;
 
 pub(super) const PYTHON_TAG: &str = "<|python_tag|>";
 const LLAMA_END_TOKENS: [&str; 2] = ["<|eom_id|>", "<|eot_id|>"];
@@ -79,41 +78,6 @@ fn end_token_or(text: &str, at: usize, window: usize) -> usize {
         .unwrap_or(window)
 }
 
-/// A whole message (outside reasoning) that is Llama 3's JSON call form: call objects with
-/// a string `name` and `parameters` or `arguments`, separated by `;`. `None` when the text
-/// is anything else, which then stays content.
-pub(super) fn llama_plain_json(text: &str, start: usize, end: usize) -> Option<Vec<Found>> {
-    let stop = start + text[start..end].trim_end_matches(is_space).len();
-    let mut at = skip_ws(text, start, stop);
-    if byte_at(text, at, stop) != Some(b'{') {
-        return None;
-    }
-    let mut items = Vec::new();
-    loop {
-        let (value, after) = json_value(text, at, stop, &LENIENT).ok()?;
-        let Value::Object(obj) = value else {
-            return None;
-        };
-        let looks_like_call = matches!(obj.get("name"), Some(Value::Str(_)))
-            && (obj.contains_key("parameters") || obj.contains_key("arguments"));
-        if !looks_like_call {
-            return None;
-        }
-        items.push(call_from_object(obj));
-        at = skip_ws(text, after, stop);
-        if at >= stop {
-            return Some(items);
-        }
-        if byte_at(text, at, stop) != Some(b';') {
-            return None;
-        }
-        at = skip_ws(text, at + 1, stop);
-        if at >= stop {
-            return Some(items);
-        }
-    }
-}
-
 /// `[TOOL_CALLS]` then a JSON list of calls (or one object), or the newer
 /// `[TOOL_CALLS]name[ARGS]{...}` (optionally with `[CALL_ID]id` before `[ARGS]`).
 pub(super) fn mistral(text: &str, start: usize, window: usize) -> Outcome {
@@ -143,7 +107,7 @@ pub(super) fn mistral(text: &str, start: usize, window: usize) -> Outcome {
     }
     if at == name_start {
         return Outcome::rejected(
-            at,
+            line_end(text, at, window),
             "[TOOL_CALLS] is not followed by a list of calls or name[ARGS]{...}",
         );
     }
@@ -154,10 +118,19 @@ pub(super) fn mistral(text: &str, start: usize, window: usize) -> Outcome {
             at += 1;
         }
     }
-    if !has_at(text, at, window, MISTRAL_ARGS) {
-        return Outcome::rejected(at, format!("[ARGS] missing after the tool name {name:?}"));
+    // `name[ARGS]{...}`, or `name{...}` as a server that drops the [ARGS] token shows it;
+    // anything else after the word (`[TOOL_CALLS] not json`) is no call at all.
+    let after_name = skip_ws(text, at, window);
+    if has_at(text, after_name, window, MISTRAL_ARGS) {
+        at = skip_ws(text, after_name + MISTRAL_ARGS.len(), window);
+    } else if byte_at(text, after_name, window) == Some(b'{') {
+        at = after_name;
+    } else {
+        return Outcome::rejected(
+            line_end(text, at, window),
+            "[TOOL_CALLS] is not followed by a list of calls, name[ARGS]{...} or name{...}",
+        );
     }
-    at = skip_ws(text, at + MISTRAL_ARGS.len(), window);
     match json_value(text, at, window, &LENIENT) {
         Ok((value, after)) => Outcome::Block {
             end: after,
@@ -165,6 +138,13 @@ pub(super) fn mistral(text: &str, start: usize, window: usize) -> Outcome {
         },
         Err(err) => Outcome::rejected(window, json_reason(&err)),
     }
+}
+
+/// The end of the line holding `at` (its `\n`), or `end`.
+fn line_end(text: &str, at: usize, end: usize) -> usize {
+    text.get(at..end)
+        .and_then(|s| s.find('\n'))
+        .map_or(end, |i| at + i)
 }
 
 /// The first of `tokens` found at `at`, with its length.
