@@ -225,9 +225,10 @@ class Trainer:
         self.optimization = place.optimization(self.models.policy, optim_config(cfg), updates)
         self.beta = place.beta_controller(beta_config(cfg))
         self.episode = episode_config(cfg)
-        self.source = place.rollout_source(RolloutSetup(cfg, self.models, self.train_pool,
-                                                        self.tools, self.episode, log,
-                                                        self.agent))  # fmt: skip
+        setup = RolloutSetup(
+            cfg, self.models, self.train_pool, self.tools, self.episode, log, self.agent
+        )
+        self.source = place.rollout_source(setup)
         self.evaluator = Evaluator(
             self.eval_pool,
             self.tools,
@@ -239,8 +240,9 @@ class Trainer:
             rewards=self.rewards,
         )
         if self.agent is not None:
-            self.evaluator = agent_evaluator(self.agent, self.eval_pool, self.evaluator,
-                                             self.source, cfg)  # fmt: skip
+            self.evaluator = agent_evaluator(
+                self.agent, self.eval_pool, self.evaluator, self.source, cfg
+            )
 
     def _prompt_config(self, log: Callable[[str], None]) -> TrainConfig:
         """The config the prompts load with: ``require_gt`` applies when a reward needs
@@ -256,8 +258,8 @@ class Trainer:
         """The run's weighted reward functions (None: the built-in tool-use reward alone)."""
         env_reward = isinstance(self.tools, EnvironmentTools) and self.tools.has_reward
         if self.agent is not None:
-            functions, weights, line = agent_reward_plan(self.parts.reward_funcs,
-                                                         self.parts.reward_weights)  # fmt: skip
+            parts = self.parts
+            functions, weights, line = agent_reward_plan(parts.reward_funcs, parts.reward_weights)
             log(line)
             return reward_set(functions, weights)
         if self.parts.empty:

@@ -53,6 +53,9 @@ class Trajectory:
     columns: dict[str, Any] = field(default_factory=dict)
     # The episode environment's own reward (None: no environment, or it gives none).
     env_reward: float | None = None
+    # An `--agent` episode's record: its reward and logged values, its calls with their
+    # token counts, its place among the episode's sequences (None: not an agent episode).
+    agent: dict[str, Any] | None = None
 
     def check_alignment(self) -> None:
         """Raise ValueError naming the first broken invariant."""
@@ -91,6 +94,9 @@ class RolloutGroup:
     policy_version: int
     trajectories: list[Trajectory]
     created_at: float
+    # Trajectories of the complete group (None: the run's G). An `--agent` group holds one
+    # per sequence of its episodes that finished, which can be more or fewer than G.
+    size: int | None = None
 
 
 class PolicyVersion:

@@ -16,6 +16,11 @@ writes the same record per sample. A record (schema version :data:`SCHEMA_VERSIO
   ``trainer_version`` and ``staleness`` (versions between the two), ``finish_reason``
   (``answered``, ``turn_limit`` or ``token_limit``), ``turns``, ``seconds``, ``gt``;
 - eval records also carry ``passed`` (exact match).
+- an ``--agent`` episode (`agentrl.agents`) carries ``agent``: its reward and returned
+  values, each chat completion call with its token counts (``prompt_tokens``,
+  ``added_tokens``, ``completion_tokens``) and which call it continues, and the place of
+  this sequence among the episode's; a dropped episode's record has ``reward`` null,
+  ``finish_reason`` ``dropped`` and its ``error``.
 
 Non-finite numbers are written as null so every line is valid JSON. Under data parallel
 training the reporting process dumps its own share of the batch.
@@ -151,6 +156,9 @@ def episode_record(
     }
     if kind == "eval":
         record["passed"] = float(terms.get("exact_match", 0.0) or 0.0) > 0.5
+    if traj.agent is not None:  # an --agent episode: the messages its calls sent and got
+        record["messages"] = [dict(m) for m in traj.conversation]
+        record["agent"] = dict(traj.agent)
     return clean_json(record)
 
 

@@ -59,10 +59,16 @@ class RolloutSetup:
     tools: ToolRegistry
     episode: EpisodeConfig
     log: Log
+    agent: Any = None  # the user's agent (`agentrl.agents`): it plays the episodes
 
     def local_source(self, *, seed: int) -> GroupSource:
         """Groups sampled in this process by the engine ``config.rollout_engine`` names."""
         engine = rollout_engine(self.config, self.models, seed=seed)
+        if self.agent is not None:
+            from agentrl.agents.source import agent_source
+
+            cfg = self.config
+            return agent_source(self.agent, engine, self.prompts, self.episode, cfg, seed=seed)
         return local_source(engine, self.prompts, self.tools, self.episode, self.config,
                             seed=seed)  # fmt: skip
 

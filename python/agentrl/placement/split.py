@@ -66,6 +66,9 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
             raise ValueError("fsdp=1 shards the data-parallel layout: use multi_gpu_mode ddp")
         if config.rollout_engine != "torch":
             raise UsageError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
+        if config.agent:
+            raise UsageError("--agent plays its episodes in the training process: use "
+                             "multi_gpu_mode ddp (or one process), not trainer_rollout")
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:

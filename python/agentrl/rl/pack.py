@@ -179,7 +179,8 @@ def pack_groups(
     dropped_groups = dropped_trajs = truncated_rows = 0
 
     for group in groups:
-        if strict_group_packing and len(group.trajectories) != num_generations:
+        expected = num_generations if group.size is None else group.size
+        if strict_group_packing and len(group.trajectories) != expected:
             reasons["group_size"] += 1
             dropped_groups += 1
             dropped_trajs += len(group.trajectories)
