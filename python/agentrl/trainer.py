@@ -128,6 +128,7 @@ class Trainer:
             reward_funcs=reward_funcs,
             reward_weights=reward_weights,
             environment=environment,
+            options=config,
         )
         self.agent = run_agent(config.agent, agent)
         self.placement: Placement = placement if placement is not None else SingleProcess()
@@ -211,7 +212,7 @@ class Trainer:
         cfg, log, place = self.config, self._early_log, self.placement
         with place.preparing():  # files shared by every process are made once, first
             models = load_models(cfg, log, lambda: self.stop.requested)
-            self.tools = build_tools(cfg, self.parts)
+            self.tools = build_tools(cfg, self.parts, log)
             self.train_pool, self.eval_pool = place.load_prompts(
                 self._prompt_config(log), self.tools, log
             )
@@ -465,7 +466,7 @@ class Trainer:
             rewards = outcome.scores.rewards.tolist()
             self.observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
         if self.observer.dump_due(step):
-            records = step_records(outcome, step, self.config.max_turns)
+            records = step_records(outcome, step, self.config.max_turns, self.models.tokenizer)
             dropped = getattr(self.source, "dropped_records", None)  # an agent's failures
             records += dropped(step, len(records)) if dropped is not None else []
             self.observer.dump("train", step, records)

@@ -8,13 +8,21 @@ registry episodes run with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.envs.environment import EnvironmentFactory, EnvironmentTools
+from agentrl.errors import UsageError
 from agentrl.rewards.functions import BUILTIN_REWARDS
+from agentrl.rewards.judge import JUDGE, JudgeReward, judge_settings
 from agentrl.tools import Tool, ToolRegistry
+from agentrl.tools.python_sandbox import (
+    PYTHON_TOOL,
+    checked_limits,
+    python_environment,
+    python_tool,
+)
 from agentrl.utils.imports import load_object, split_list
 
 
@@ -73,11 +81,13 @@ def task_parts(
     reward_funcs: Sequence[Any] | None = None,
     reward_weights: Sequence[float] | None = None,
     environment: EnvironmentFactory | None = None,
+    options: Any = None,
 ) -> TaskParts:
     """The run's parts from the configuration's import paths and the Python arguments.
 
     Tools from both are used together. Reward functions, their weights and the
-    environment come from one side only: both given is an error.
+    environment come from one side only: both given is an error. ``options`` (the run's
+    config) configures the built-in ``python`` tool and ``judge`` reward when named.
     """
     if reward_funcs and config_reward_funcs:
         raise ValueError("reward functions given both in the config and as arguments")
@@ -86,8 +96,15 @@ def task_parts(
     if environment is not None and config_environment:
         raise ValueError("an environment given both in the config and as an argument")
     parts = TaskParts()
-    parts.tools = load_tools(config_tools) + tool_items(list(tools) if tools else [])
+    paths = split_list(config_tools)
+    python = PYTHON_TOOL in paths
+    paths = [p for p in paths if p != PYTHON_TOOL]
+    parts.tools = load_tools(paths) + tool_items(list(tools) if tools else [])
     parts.reward_funcs = list(reward_funcs) if reward_funcs else split_list(config_reward_funcs)
+    if JUDGE in parts.reward_funcs:
+        parts.reward_funcs = [
+            JudgeReward(judge_settings(options)) if f == JUDGE else f for f in parts.reward_funcs
+        ]
     if reward_weights is not None:
         parts.reward_weights = [float(w) for w in reward_weights]
     elif config_reward_weights:
@@ -97,19 +114,52 @@ def task_parts(
     parts.environment = environment
     if config_environment:
         parts.environment = load_environment(config_environment)
+    if python:
+        limits = checked_limits(options)
+        if getattr(options, "python_keep_state", True):
+            parts.environment = python_environment(limits, parts.environment)
+        else:
+            parts.tools.append(python_tool(limits))
     return parts
 
 
-def task_tools(base: ToolRegistry, parts: TaskParts) -> ToolRegistry:
-    """``base`` (the built-in tools) with the user's tools and environment added."""
+def _origin(item: Any) -> str:
+    """Where a tool comes from, for messages: ``module.function`` (an MCP server's tools
+    say which server in their own name)."""
+    fn = item.fn if isinstance(item, Tool) else item
+    fn = getattr(fn, "__func__", fn)
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module else name
+
+
+def task_tools(
+    base: ToolRegistry, parts: TaskParts, log: Callable[[str], None] = print
+) -> ToolRegistry:
+    """``base`` (the built-in tools) with the user's tools and environment added.
+
+    A user (or MCP) tool named like a built-in replaces the built-in for this run, and
+    ``log`` says so; two of the user's tools with one name are a :class:`UsageError`
+    naming both.
+    """
     if not parts.tools and parts.environment is None:
         return base
     registry = base.copy()
+    given: dict[str, Any] = {}
     for item in parts.tools:
         try:
-            registry.register(item)
+            made = ToolRegistry().register(item)
         except TypeError as exc:  # a signature no JSON object of arguments can call
             raise ValueError(str(exc)) from None
+        if made.name in given:
+            raise UsageError(
+                f"two tools are named {made.name!r}: {_origin(given[made.name])} and "
+                f"{_origin(item)}; rename one (tool names must be unique)"
+            )
+        if made.name in registry:
+            log(f"tool {made.name!r}: {_origin(item)} replaces the built-in one for this run")
+        given[made.name] = item
+        registry.register(made, replace=True)
     if parts.environment is not None:
         return EnvironmentTools(registry, parts.environment)
     return registry

@@ -252,10 +252,13 @@ def config_parts(config: TrainConfig) -> TaskParts:
         config_reward_funcs=config.reward_funcs,
         config_reward_weights=config.reward_weights,
         config_environment=config.environment,
+        options=config,
     )
 
 
-def build_tools(config: TrainConfig, parts: TaskParts | None = None) -> ToolRegistry:
+def build_tools(
+    config: TrainConfig, parts: TaskParts | None = None, log: Log = print
+) -> ToolRegistry:
     """The built-in tools (active subset, time mode, alias switch), plus the user's.
 
     ``parts`` defaults to the ones the config names. With user tools or an environment,
@@ -275,7 +278,7 @@ def build_tools(config: TrainConfig, parts: TaskParts | None = None) -> ToolRegi
     if parts.tools or parts.environment is not None:
         for name in builtin.supported_names():
             builtin.set_visibility(name, "hidden")
-    return task_tools(builtin, parts)
+    return task_tools(builtin, parts, log)
 
 
 def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:

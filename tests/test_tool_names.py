@@ -1,0 +1,71 @@
+"""A user's tool named like a built-in replaces it for the run and says so; two of the
+user's tools with one name are refused in one line naming both; never an internal error."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+from agentrl.cli import main
+from agentrl.envs.parts import TaskParts, task_tools
+from agentrl.errors import UsageError
+from agentrl.tools import builtin_registry, tool
+
+
+def calculate_math(expression: str) -> str:
+    """My own calculator.
+
+    Args:
+        expression: what to compute
+    """
+    return "forty-two"
+
+
+def test_a_tool_named_like_a_built_in_replaces_it_and_says_so():
+    said: list[str] = []
+    registry = task_tools(builtin_registry(), TaskParts(tools=[calculate_math]), said.append)
+    assert registry.run("calculate_math", {"expression": "1+1"}) == "forty-two"
+    assert said == [
+        "tool 'calculate_math': test_tool_names.calculate_math replaces the built-in one "
+        "for this run"
+    ]
+    specs = {s["function"]["name"]: s["function"] for s in registry.specs()}
+    assert specs["calculate_math"]["description"] == "My own calculator."
+
+
+def test_two_user_tools_with_one_name_are_refused_naming_both():
+    other = tool(lambda expression: "x", name="calculate_math")
+    with pytest.raises(UsageError, match=r"two tools are named 'calculate_math': .*calculate_ma"):
+        task_tools(builtin_registry(), TaskParts(tools=[calculate_math, other]), print)
+
+
+@pytest.mark.slow
+def test_train_with_a_tool_named_like_a_built_in_runs_to_the_end(
+    run_files, tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "mytools.py").write_text(
+        textwrap.dedent('''
+        def calculate_math(expression: str) -> str:
+            """Mine.
+
+            Args:
+                expression: arithmetic
+            """
+            return "7"
+        ''')
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mytools", raising=False)
+    argv = (
+        f"train --model {run_files / 'model'} --data {run_files / 'prompts.jsonl'} "
+        f"--save_dir {tmp_path} --save_weight run --tools mytools:calculate_math "
+        "--total_steps 1 --batch_size 1 --num_generations 2 --max_turns 1 --max_gen_len 8 "
+        "--eval_before_train 0 --progress 0 --report 0 --async_workers 0 --filter_mode all"
+    ).split()
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "tool 'calculate_math': mytools.calculate_math replaces the built-in one" in (
+        captured.out + captured.err
+    )
