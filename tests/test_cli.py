@@ -11,6 +11,8 @@ from agentrl.cli import COMMANDS, command_parser, main, normalize_option_spellin
 
 # A training-only option that a command other than `train` must not offer.
 TRAINING_ONLY = ("--learning_rate", "--bc_coef", "--kl_target", "--lora_rank", "--beta_max")
+# What the warm start shares with RL (the same option, the same name).
+SHARED_WITH_SFT = ("--learning_rate",)
 
 
 def _long_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -74,7 +76,117 @@ def test_every_option_is_accepted_with_dashes_too(name: str) -> None:
 def test_commands_other_than_train_show_only_their_own_options(name: str) -> None:
     help_text = command_parser(name)[0].format_help()
     for flag in TRAINING_ONLY:
+        if name == "sft" and flag in SHARED_WITH_SFT:
+            continue
         assert flag not in help_text, f"agentrl {name} --help lists {flag}"
+
+
+# The same concept under the same name in `agentrl sft` and `agentrl train`.
+SHARED_CONCEPTS = (
+    "--learning_rate",
+    "--total_steps",
+    "--save_dir",
+    "--run_name",
+    "--max_gen_len",
+    "--model",
+    "--warmup_steps",
+    "--accumulation_steps",
+    "--grad_clip",
+    "--from_resume",
+    "--eval_samples",
+    "--eval_data_path",
+    "--max_total_len",
+    "--seed",
+    "--dtype",
+    "--device",
+)
+
+
+@pytest.mark.parametrize("name", ["sft", "train"])
+def test_sft_and_train_share_the_names_of_shared_concepts(name: str) -> None:
+    help_text = command_parser(name)[0].format_help()
+    for flag in SHARED_CONCEPTS:
+        assert f"{flag} " in help_text or f"{flag}," in help_text, f"agentrl {name}: {flag}"
+
+
+@pytest.mark.parametrize("name", ["sft", "train", "eval", "score", "gen-data", "view"])
+def test_no_reference_trainer_path_in_help(name: str) -> None:
+    help_text = command_parser(name)[0].format_help()
+    for fragment in ("/workspace", "agentic_async", "MiniMind-Agentic", "internlm2", "../out"):
+        assert fragment not in help_text, f"agentrl {name} --help shows {fragment}"
+
+
+def test_sft_earlier_spellings_still_parse() -> None:
+    from agentrl.commands.sft import options_from_args
+
+    parser = command_parser("sft")[0]
+    old = options_from_args(
+        parser.parse_args(
+            [
+                "--lr",
+                "1e-3",
+                "--steps",
+                "5",
+                "--output",
+                "out/x",
+                "--resume",
+                "--no_progress",
+                "--grad_accum",
+                "2",
+                "--clip",
+                "0.5",
+                "--max_new_tokens",
+                "20",
+                "--eval_tasks",
+                "7",
+            ]
+        )
+    )
+    new = options_from_args(
+        parser.parse_args(
+            [
+                "--learning_rate",
+                "1e-3",
+                "--total_steps",
+                "5",
+                "--save_dir",
+                "out",
+                "--run_name",
+                "x",
+                "--from_resume",
+                "true",
+                "--progress",
+                "0",
+                "--accumulation_steps",
+                "2",
+                "--grad_clip",
+                "0.5",
+                "--max_gen_len",
+                "20",
+                "--eval_samples",
+                "7",
+            ]
+        )
+    )
+    assert old == new
+    assert (new.train.lr, new.train.steps, new.train.output_dir) == (1e-3, 5, "out/x")
+    assert new.train.resume and not new.train.progress and new.eval_tasks == 7
+
+
+def test_sft_reads_the_shared_options_of_a_toml_file(tmp_path) -> None:
+    from agentrl.commands.sft import options_from_args
+
+    path = tmp_path / "run.toml"
+    path.write_text("[optim]\nlearning_rate = 0.002\n[bc]\nbc_coef = 0.0\n[run]\ntotal_steps = 9\n")
+    options = options_from_args(command_parser("sft")[0].parse_args(["--config", str(path)]))
+    assert (options.train.lr, options.train.steps) == (0.002, 9)
+
+
+def test_eval_takes_max_gen_len() -> None:
+    from agentrl.commands.eval import eval_config
+
+    args = command_parser("eval")[0].parse_args(["--max_gen_len", "17"])
+    assert eval_config(args).eval_max_gen_len == 17
 
 
 def test_eval_offers_the_options_an_evaluation_reads() -> None:

@@ -183,6 +183,14 @@ def test_an_option_subset_adds_only_those_flags():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, ["model", "eval_samples", "reward_base"])
     flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
-    assert flags == {"--help", "--config", "--preset", "--model", "--eval_samples", "--reward_base"}
+    assert flags == {
+        "--help",
+        "--config",
+        "--preset",
+        "--model",
+        "--eval_samples",
+        "--eval_tasks",
+        "--reward_base",
+    }
     with pytest.raises(ValueError, match="did you mean 'eval_samples'"):
         add_config_arguments(argparse.ArgumentParser(), ["eval_sample"])

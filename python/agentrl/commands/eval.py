@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from agentrl.config import add_config_arguments, config_from_args
 
@@ -25,9 +26,18 @@ EVAL_OPTIONS = (
     "data_path", "data_split", "prompt_column", "answer_column", "tools_column",
     "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
     "time_mode", "augment_calculator_alias",
-    "max_turns", "max_context_len", "top_p", "top_k", "repetition_penalty",
+    "max_turns", "max_context_len", "max_gen_len", "top_p", "top_k", "repetition_penalty",
     "eval_samples", "eval_seed", "eval_temperature", "eval_generations", "eval_max_gen_len",
 )  # fmt: skip
+
+
+def eval_config(args: argparse.Namespace) -> Any:
+    """The run config of an evaluation: ``--max_gen_len`` (the tokens of a turn, as in
+    `agentrl train` and `agentrl sft`) sets the eval turns' length unless
+    ``--eval_max_gen_len`` is given too."""
+    if "max_gen_len" in vars(args) and "eval_max_gen_len" not in vars(args):
+        args = argparse.Namespace(**{**vars(args), "eval_max_gen_len": args.max_gen_len})
+    return config_from_args(args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.training.policy_eval import evaluate_policy
     from agentrl.utils.paths import check_writable_file
 
-    config = config_from_args(args)
+    config = eval_config(args)
     for option, path in (("--output", args.output), ("--metrics_output", args.metrics_output)):
         if path:  # found now, not after the evaluation
             check_writable_file(path, option)

@@ -3,40 +3,83 @@
 With no arguments: build the tiny preset, generate demonstrations and held-out tasks,
 train, save to runs/tiny-sft/ (where `agentrl train` looks) and print held-out accuracy.
 The pipeline itself is :func:`agentrl.sft.pipeline.run_sft`.
+
+The options it shares with `agentrl train` (the policy, the schedule, the run directory,
+the episode limits of its evaluation) are the same declarations under the same names, with
+the warm start's own defaults; ``--config run.toml`` reads the same file format (options
+that only RL reads are left to RL). Earlier spellings (``--lr``, ``--steps``,
+``--output DIR``, ``--resume``, ``--compile``, ``--no_progress``) still work.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
+from agentrl.config import add_config_arguments, canonical_names, option_field, read_toml
 from agentrl.errors import UsageError
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
 from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
 from agentrl.sft.train import SFTConfig
+from agentrl.utils.options import check_value
+
+_D = SFTConfig()
+# The options `agentrl sft` shares with `agentrl train`, at the warm start's defaults.
+SFT_DEFAULTS: dict[str, Any] = {
+    "model": "tiny",
+    "tokenizer": "",
+    "chat_template": "",
+    "save_dir": str(Path(_D.output_dir).parent),
+    "save_weight": Path(_D.output_dir).name,
+    "total_steps": _D.steps,
+    "learning_rate": _D.lr,
+    "warmup_steps": _D.warmup_steps,
+    "weight_decay": _D.weight_decay,
+    "accumulation_steps": _D.grad_accum,
+    "grad_clip": _D.clip,
+    "max_total_len": DEFAULT_MAX_LEN,
+    "max_turns": _D.max_turns,
+    "max_gen_len": _D.max_new_tokens,
+    "eval_interval": _D.eval_interval,
+    "eval_samples": DEFAULT_EVAL_TASKS,
+    "eval_data_path": "",
+    "save_interval": _D.save_interval,
+    "keep_last": _D.keep_last,
+    "log_interval": _D.log_interval,
+    "max_time": _D.max_time,
+    "seed": _D.seed,
+    "device": "auto",
+    "num_threads": 0,
+    "dtype": "float32",
+    "from_resume": _D.resume,
+    "use_compile": _D.compile,
+    "progress": _D.progress,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = SFTConfig()
-    parser.add_argument("--model", default="tiny", help="tiny | HF model dir | MiniMind .pth")
-    parser.add_argument("--tokenizer", default=None, help="tokenizer dir for a .pth checkpoint")
-    parser.add_argument(
-        "--chat_template",
-        default="",
-        help="chat template: the tokenizer's own (default), builtin, or a Jinja file",
+    add_config_arguments(parser, tuple(SFT_DEFAULTS), presets={"tiny": {}}, defaults=SFT_DEFAULTS)
+    own = parser.add_argument_group("warm start options")
+    own.add_argument(
+        "--data_path",
+        "--data",
+        dest="data_path",
+        nargs="+",
+        default=argparse.SUPPRESS,
+        help="demonstration JSONL file(s) (default: generated demonstrations)",
     )
-    parser.add_argument(
+    own.add_argument(
         "--tiny", default="", help="tiny preset overrides, e.g. hidden_size=192,num_layers=6"
     )
-    parser.add_argument("--data", nargs="+", default=None, help="demonstration JSONL file(s)")
-    parser.add_argument(
+    own.add_argument(
         "--num_demos",
         type=int,
         default=DEFAULT_DEMOS,
         help="generated demonstrations when --data is not given",
     )
-    parser.add_argument(
+    own.add_argument(
         "--shortcut_rate",
         type=float,
         default=None,
@@ -44,66 +87,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"demonstrations answer without calling the tool (default {DEFAULT_SHORTCUT_RATE}; "
         "0: perfect demonstrations)",
     )
-    parser.add_argument("--eval_data", default=None, help="held-out prompt-pool JSONL")
-    parser.add_argument(
-        "--eval_tasks", type=int, default=DEFAULT_EVAL_TASKS, help="held-out tasks to score"
-    )
-    parser.add_argument("--output", default=d.output_dir, help="output directory")
-    parser.add_argument("--steps", type=int, default=d.steps, help="optimizer steps")
-    parser.add_argument("--lr", type=float, default=d.lr)
-    parser.add_argument("--min_lr_ratio", type=float, default=d.min_lr_ratio)
-    parser.add_argument("--warmup", type=int, default=d.warmup_steps, help="warm-up steps")
-    parser.add_argument(
+    own.add_argument("--min_lr_ratio", type=float, default=_D.min_lr_ratio)
+    own.add_argument(
         "--decay_fraction",
         type=float,
-        default=d.decay_fraction,
+        default=_D.decay_fraction,
         help="share of the steps (after warm-up) the cosine decay spans; before it the "
         "learning rate holds (1.0: cosine over the whole run)",
     )
-    parser.add_argument("--weight_decay", type=float, default=d.weight_decay)
-    parser.add_argument(
-        "--batch_tokens", type=int, default=d.batch_tokens, help="padded tokens per micro-batch"
+    own.add_argument(
+        "--batch_tokens", type=int, default=_D.batch_tokens, help="padded tokens per micro-batch"
     )
-    parser.add_argument("--max_batch", type=int, default=d.max_batch, help="sequences per batch")
-    parser.add_argument("--grad_accum", type=int, default=d.grad_accum)
-    parser.add_argument("--clip", type=float, default=d.clip, help="gradient-norm clip")
-    parser.add_argument(
-        "--max_len", type=int, default=DEFAULT_MAX_LEN, help="longest training sequence"
-    )
-    parser.add_argument(
-        "--eval_interval",
+    own.add_argument("--max_batch", type=int, default=_D.max_batch, help="sequences per batch")
+    own.add_argument(
+        "--eval_subset",
         type=int,
-        default=d.eval_interval,
-        help="steps between evaluations on --eval_subset tasks (0: end only)",
+        default=_D.eval_subset,
+        help="held-out tasks scored at each --eval_interval (all --eval_samples at the end)",
     )
-    parser.add_argument("--eval_subset", type=int, default=d.eval_subset)
-    parser.add_argument("--max_turns", type=int, default=d.max_turns)
-    parser.add_argument("--max_new_tokens", type=int, default=d.max_new_tokens)
-    parser.add_argument("--save_interval", type=int, default=d.save_interval)
-    parser.add_argument("--keep_last", type=int, default=d.keep_last)
-    parser.add_argument(
-        "--max_time",
-        type=float,
-        default=d.max_time,
-        help="training time budget in seconds; the schedule anneals within it (0: no limit)",
+    earlier = parser.add_argument_group("earlier spellings")
+    earlier.add_argument(
+        "--output", default=None, help="the run directory (= --save_dir DIR/.. --run_name NAME)"
     )
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
-    parser.add_argument(
-        "--num_threads",
-        type=int,
-        default=0,
-        help="torch CPU threads (0: torch's default; at most the usable cores)",
+    earlier.add_argument(
+        "--resume",
+        dest="from_resume",
+        action="store_const",
+        const=True,
+        default=argparse.SUPPRESS,
+        help="= --from_resume true",
     )
-    parser.add_argument("--dtype", default=None, help="weight dtype (default float32)")
-    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
-    parser.add_argument(
+    earlier.add_argument(
         "--compile",
-        action="store_true",
-        help="compile each decoder layer with torch.compile for the training steps (needs a "
-        "C++ compiler on the CPU; the first steps wait for compilation; evaluations run eagerly)",
+        dest="use_compile",
+        action="store_const",
+        const=True,
+        default=argparse.SUPPRESS,
+        help="= --use_compile true: compile each decoder layer with torch.compile for the "
+        "training steps (needs a C++ compiler on the CPU; evaluations run eagerly)",
     )
-    parser.add_argument("--no_progress", action="store_true", help="no progress bar")
+    earlier.add_argument(
+        "--no_progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        default=argparse.SUPPRESS,
+        help="= --progress false",
+    )
+
+
+def resolved_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The shared options' values: the warm start's defaults, then --config, then flags;
+    each checked by its declaration."""
+    from_file: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        try:
+            from_file = canonical_names(read_toml(args.config))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+    given = {k: v for k, v in vars(args).items() if k in SFT_DEFAULTS}
+    values = {**SFT_DEFAULTS, **{k: v for k, v in from_file.items() if k in SFT_DEFAULTS}}
+    values.update(given)
+    if args.output:
+        if "save_dir" in given or "save_weight" in given:
+            raise UsageError("--output names the run directory; give it or --save_dir/--run_name")
+        out = Path(args.output)
+        values["save_dir"], values["save_weight"] = str(out.parent), out.name
+    for name in SFT_DEFAULTS:
+        try:
+            values[name] = check_value(name, option_field(name), values[name])
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+    data = getattr(args, "data_path", None) or from_file.get("data_path") or ()
+    values["data_path"] = tuple([data] if isinstance(data, str) else data)
+    return values
 
 
 def tiny_spec(text: str) -> Any:
@@ -126,7 +183,8 @@ def tiny_spec(text: str) -> Any:
 
 def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     """The parsed command line as the pipeline's options."""
-    if args.shortcut_rate is not None and args.data:
+    v = resolved_values(args)
+    if args.shortcut_rate is not None and v["data_path"]:
         raise UsageError("--shortcut_rate shapes generated demonstrations; --data gives its own")
     shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
     if not 0.0 <= shortcut_rate <= 1.0:
@@ -134,42 +192,43 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     if not 0.0 < args.decay_fraction <= 1.0:
         raise UsageError(f"--decay_fraction {args.decay_fraction}: expected a share in (0, 1]")
     return SFTRunOptions(
-        model=args.model,
+        model=v["model"],
         tiny=tiny_spec(args.tiny),
-        tokenizer=args.tokenizer,
-        data=tuple(args.data or ()),
+        tokenizer=v["tokenizer"] or None,
+        data=v["data_path"],
         num_demos=args.num_demos,
         shortcut_rate=shortcut_rate,
-        eval_data=args.eval_data,
-        eval_tasks=args.eval_tasks,
-        max_len=args.max_len,
-        device=args.device,
-        dtype=args.dtype,
-        num_threads=args.num_threads,
-        chat_template=args.chat_template,
+        eval_data=v["eval_data_path"] or None,
+        eval_tasks=v["eval_samples"],
+        max_len=v["max_total_len"],
+        device=None if v["device"] == "auto" else v["device"],
+        dtype=None if v["dtype"] == "float32" else v["dtype"],
+        num_threads=v["num_threads"],
+        chat_template=v["chat_template"],
         train=SFTConfig(
-            output_dir=args.output,
-            steps=args.steps,
+            output_dir=str(Path(v["save_dir"]) / v["save_weight"]),
+            steps=v["total_steps"],
             batch_tokens=args.batch_tokens,
             max_batch=args.max_batch,
-            grad_accum=args.grad_accum,
-            lr=args.lr,
+            grad_accum=v["accumulation_steps"],
+            lr=v["learning_rate"],
             min_lr_ratio=args.min_lr_ratio,
-            warmup_steps=args.warmup,
+            warmup_steps=v["warmup_steps"],
             decay_fraction=args.decay_fraction,
-            weight_decay=args.weight_decay,
-            clip=args.clip,
-            eval_interval=args.eval_interval,
+            weight_decay=v["weight_decay"],
+            clip=v["grad_clip"],
+            eval_interval=v["eval_interval"],
             eval_subset=args.eval_subset,
-            max_turns=args.max_turns,
-            max_new_tokens=args.max_new_tokens,
-            save_interval=args.save_interval,
-            keep_last=args.keep_last,
-            max_time=args.max_time,
-            seed=args.seed,
-            progress=not args.no_progress,
-            resume=args.resume,
-            compile=args.compile,
+            max_turns=v["max_turns"],
+            max_new_tokens=v["max_gen_len"],
+            save_interval=v["save_interval"],
+            keep_last=v["keep_last"],
+            log_interval=v["log_interval"],
+            max_time=v["max_time"],
+            seed=v["seed"],
+            progress=v["progress"],
+            resume=v["from_resume"],
+            compile=v["use_compile"],
         ),
     )
 
@@ -186,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     training = result.training
     if training.stopped:
         print(
-            f"stopped ({stop.reason}) at step {training.steps}; `agentrl sft --resume` "
+            f"stopped ({stop.reason}) at step {training.steps}; `agentrl sft --from_resume true` "
             f"with the same options continues it from {result.output_dir}/checkpoints"
         )
         return signal_exit_code(stop.signum) if stop.signum is not None else 0

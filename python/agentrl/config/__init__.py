@@ -204,6 +204,11 @@ def canonical_names(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def option_field(name: str) -> Field[Any]:
+    """The declaration of option ``name`` (its default, help, choices and range)."""
+    return _OWN[ALIASES.get(name, name)]
+
+
 def check_names(values: Iterable[str]) -> None:
     """Raise ValueError for unknown option names, suggesting the closest known one."""
     for name in values:
@@ -355,7 +360,7 @@ def _help(name: str, doc: str, default: Any, presets: Mapping[str, Mapping[str, 
 def _flags(name: str, f: Field[Any] | None) -> list[str]:
     extra = list(f.metadata.get("flags", ())) if f is not None else []
     aliases = [f"--{alias}" for alias, own in ALIASES.items() if own == name]
-    return [f"--{name}", *extra, *aliases]
+    return [*extra, f"--{name}", *aliases]
 
 
 def add_config_arguments(
@@ -429,6 +434,7 @@ __all__ = [
     "canonical_names",
     "check_names",
     "config_from_args",
+    "option_field",
     "option_section",
     "read_toml",
     "resolve",

@@ -63,6 +63,7 @@ ALIASES: dict[str, str] = {
     "max_new_tokens": "max_gen_len",
     "max_len": "max_total_len",
     "eval_data": "eval_data_path",
+    "eval_tasks": "eval_samples",
 }
 
 
