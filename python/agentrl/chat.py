@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import UserError
+from agentrl.tool_formats import protocol_text, render_calls, render_results, tool_format_of
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +60,7 @@ TOOLS_INTRO = (
     "# Tools\n\nYou can call the functions below to help with the request. "
     "Their signatures are listed inside <tools></tools> XML tags:\n<tools>"
 )
-TOOLS_OUTRO = (
-    "\n</tools>\n\nTo call a function, write a JSON object with its name and arguments "
-    'inside <tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, '
-    '"arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
-)
+TOOLS_OUTRO = "\n</tools>\n\n" + protocol_text("hermes") + "<|im_end|>\n"
 
 
 def _jinja_literal(text: str) -> str:
@@ -312,15 +309,15 @@ PROBE_TOOL = "agentrl_probe_tool"
 _PROBE_SYSTEM = "agentrl-probe-system-text"
 
 
-def tools_block(tools: Sequence[Mapping[str, Any]]) -> str:
+def tools_block(tools: Sequence[Mapping[str, Any]], family: str = "hermes") -> str:
     """The tool list and call protocol as plain text, for a template that renders no tools.
 
     Same wording as the built-in layout's ``# Tools`` block, without its role markers: the
-    caller places it inside a turn of the model's own template.
+    caller places it inside a turn of the model's own template. The protocol shows calls in
+    ``family``'s own format (see `agentrl.tool_formats`).
     """
     specs = "".join("\n" + json.dumps(spec, ensure_ascii=False) for spec in tools)
-    outro = TOOLS_OUTRO.removesuffix("<|im_end|>\n")
-    return TOOLS_INTRO + specs + outro
+    return TOOLS_INTRO + specs + "\n</tools>\n\n" + protocol_text(family)
 
 
 def use_chat_template(tokenizer: Any, choice: str) -> None:
@@ -442,34 +439,55 @@ def template_traits(tokenizer: Any) -> TemplateTraits:
     return traits
 
 
-def _inline_tool_protocol(messages: list[Message]) -> list[Message]:
+def _inline_tool_protocol(messages: list[Message], family: str = "hermes") -> list[Message]:
     """Tool calls and results written as text, for a template that knows no tool role.
 
-    Assistant calls become ``<tool_call>`` blocks in the content; consecutive tool results
-    become one user turn of ``<tool_response>`` blocks (the protocol the tools block states).
+    Assistant calls are written after the content in ``family``'s own format; consecutive
+    tool results become one user turn in that family's result form (`<tool_response>`
+    blocks for most; see `agentrl.tool_formats.render_results`).
     """
     out: list[Message] = []
+    pending: list[tuple[str, str]] = []
+    last_calls: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": render_results(family, pending)})
+            pending.clear()
+
     for msg in messages:
+        if msg["role"] == "tool":
+            # The result names its tool, else the call it answers (in order).
+            answered = last_calls[len(pending)] if len(pending) < len(last_calls) else "tool"
+            pending.append((str(msg.get("name") or answered), msg["content"]))
+            continue
+        flush()
         if msg["role"] == "assistant" and msg.get("tool_calls"):
-            text = msg["content"]
+            calls = []
             for call in msg["tool_calls"]:
                 body = call["function"]
                 arguments = body["arguments"]
-                if not isinstance(arguments, str):
-                    arguments = json.dumps(arguments, ensure_ascii=False)
-                call_json = '{"name": "' + body["name"] + '", "arguments": ' + arguments + "}"
-                text += ("\n" if text else "") + "<tool_call>\n" + call_json + "\n</tool_call>"
+                if isinstance(arguments, str):
+                    try:
+                        arguments = json.loads(arguments)
+                    except ValueError:
+                        raise MessageError(
+                            "bad_tool_calls", f"{body['name']}: arguments are not JSON"
+                        ) from None
+                if not isinstance(arguments, Mapping):
+                    raise MessageError(
+                        "bad_tool_calls", f"{body['name']}: arguments are not an object"
+                    )
+                calls.append((body["name"], arguments))
+            last_calls = [name for name, _ in calls]
+            try:
+                text = render_calls(family, calls, msg["content"])
+            except ValueError as exc:
+                raise MessageError("bad_tool_calls", str(exc)) from None
             out.append({**{k: v for k, v in msg.items() if k != "tool_calls"}, "content": text})
-        elif msg["role"] == "tool":
-            block = "<tool_response>\n" + msg["content"] + "\n</tool_response>"
-            if out and out[-1].get("agentrl_tool_results"):
-                out[-1]["content"] += "\n" + block
-            else:
-                out.append({"role": "user", "content": block, "agentrl_tool_results": True})
         else:
             out.append(dict(msg))
-    for msg in out:
-        msg.pop("agentrl_tool_results", None)
+    flush()
     return out
 
 
@@ -533,8 +551,9 @@ def apply_chat_template(
             msgs = _fold_system(msgs, "")
         return _render(tokenizer, msgs, add_generation_prompt, tools=list(tools), **thinking)
     if tools:
-        msgs = _inline_tool_protocol(msgs)
-        block = tools_block(tools)
+        family = tool_format_of(tokenizer).family
+        msgs = _inline_tool_protocol(msgs, family)
+        block = tools_block(tools, family)
         msgs = _with_system_block(msgs, block) if traits.system_role else _fold_system(msgs, block)
     elif not traits.system_role:
         msgs = _fold_system(msgs, "")

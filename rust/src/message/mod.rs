@@ -579,7 +579,9 @@ fn scan_segment(text: &str, start: usize, end: usize, opts: &MessageOptions, out
             Marker::InternLm => tagged::internlm(text, at, window),
             Marker::Jamba => tagged::jamba(text, at, window),
             Marker::Phi4 => tagged::phi4(text, at, window),
-            Marker::Pythonic(line_start) => pythonic::parse(text, at, window, line_start),
+            Marker::Pythonic(line_start) => {
+                pythonic::parse(text, at, window, line_start, opts.tools.is_some())
+            }
             Marker::JsonObject => bare::llama_objects(text, at, window),
             Marker::JsonList => bare::xlam_list(text, at, window, opts.tools.as_ref()),
             Marker::Fence => {

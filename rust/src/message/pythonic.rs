@@ -108,9 +108,16 @@ pub(super) fn read_list(
 
 /// Parses the list whose `[` is at `start`; `window` bounds it. `line_start`: the list
 /// starts its line, so a list that does not parse is a refused block; a list after other
-/// words on its line (`Let me check. [f(a=1)]`) counts only when it parses. Either way the
-/// list must end its line: a list followed by more words is prose.
-pub(super) fn parse(text: &str, start: usize, window: usize, line_start: bool) -> Outcome {
+/// words on its line (`Let me check. [f(a=1)]`) counts only when it parses. Without
+/// declared tools the list must also end its line (a list followed by more words is prose);
+/// with them (`declared`: the first name is one of them) text may follow.
+pub(super) fn parse(
+    text: &str,
+    start: usize,
+    window: usize,
+    line_start: bool,
+    declared: bool,
+) -> Outcome {
     let (at, items) = match read_list(text, start, window) {
         Ok(found) => found,
         Err(reason) if line_start => {
@@ -119,7 +126,7 @@ pub(super) fn parse(text: &str, start: usize, window: usize, line_start: bool) -
         Err(_) => return Outcome::NotABlock,
     };
     let eol = line_end(text, at, window);
-    if !text[at..eol].chars().all(is_space) {
+    if !declared && !text[at..eol].chars().all(is_space) {
         return Outcome::NotABlock;
     }
     Outcome::Block { end: at, items }
