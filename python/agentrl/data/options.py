@@ -41,9 +41,18 @@ class DataConfig:
     force_all_tools: bool = option(False, "offer every active tool to every prompt")
     generated_tasks: int = option(4000, "generated prompts when data_path is ''", check=">=0")
     tools: str = option(
-        "", "your tools: comma-separated pkg.module:object (tool, function, registry)"
+        "",
+        "your tools: comma-separated pkg.module:object (tool, function, registry), or "
+        "python (code run in a sandbox)",
     )
     environment: str = option(
         "", "episode environment factory, pkg.module:Factory (one object per episode)"
     )
     mcp: str = option("", "stdio MCP server commands whose tools the policy gets ('; '-separated)")
+    # The sandboxed `python` tool (--tools python, agentrl.tools.python_sandbox).
+    python_timeout: float = option(10.0, "python tool: wall-clock seconds per call", check=">0")
+    python_memory_mb: int = option(512, "python tool: address space of each process (MB)")
+    python_keep_state: bool = option(True, "python tool: one interpreter per episode")
+    python_allow_network: bool = option(
+        False, "python tool: let the code reach the network (no network namespace)"
+    )

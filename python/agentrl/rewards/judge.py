@@ -103,6 +103,22 @@ class JudgeSettings:
             raise UsageError(f"judge_rubric {self.rubric!r}: {exc.strerror or exc}") from None
 
 
+def judge_settings(options: Any) -> JudgeSettings:
+    """The judge a run's config names (its ``judge_*`` options, its device and dtype)."""
+    dtype = str(getattr(options, "dtype", "float32"))
+    return JudgeSettings(
+        model=str(getattr(options, "judge_model", "")),
+        url=str(getattr(options, "judge_url", "")),
+        api_model=str(getattr(options, "judge_api_model", "")),
+        rubric=str(getattr(options, "judge_rubric", "")) or DEFAULT_RUBRIC,
+        mode=str(getattr(options, "judge_mode", "single")),
+        max_tokens=int(getattr(options, "judge_max_tokens", 256)),
+        batch_size=int(getattr(options, "judge_batch_size", 8)),
+        device=str(getattr(options, "device", "auto")),
+        dtype=dtype,
+    )
+
+
 # ---------------------------------------------------------------- prompts and parsing
 
 
@@ -501,6 +517,7 @@ __all__ = [
     "JudgeSettings",
     "LocalJudge",
     "RemoteJudge",
+    "judge_settings",
     "parse_scores",
     "rank_chat",
     "single_chat",

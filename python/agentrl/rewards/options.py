@@ -25,3 +25,13 @@ class RewardFunctionsConfig:
         "('': tool_use, or the environment's reward)",
     )
     reward_weights: str = option("", "weights of reward_funcs, e.g. 1.0,0.5 ('': 1 each)")
+    # The `judge` reward (agentrl.rewards.judge): who judges, by what rubric, how.
+    judge_model: str = option("", "judge run locally: a model spec as --model takes ('': none)")
+    judge_url: str = option("", "judge behind an OpenAI-compatible URL, e.g. http://host:8000/v1")
+    judge_api_model: str = option("", "model name sent to judge_url ('': the first it lists)")
+    judge_rubric: str = option("", "what the judge rewards: text, or @file ('': a default)")
+    judge_mode: str = option(
+        "single", "score each episode alone, or rank each group's together", ("single", "rank")
+    )
+    judge_max_tokens: int = option(256, "reasoning tokens of the judge's reply", check=">=0")
+    judge_batch_size: int = option(8, "judge prompts per batch or concurrent request", check=">=1")

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrl.errors import UsageError
 from agentrl.tools.registry import Tool
 
 PYTHON_TOOL = "python"
@@ -333,6 +334,27 @@ def _tool(fn: Callable[[dict[str, Any]], Any], limits: SandboxLimits) -> Tool:
     )
 
 
+def limits_from_options(options: Any) -> SandboxLimits:
+    """The sandbox limits a run's config asks for (its ``python_*`` options)."""
+    defaults = SandboxLimits()
+    return SandboxLimits(
+        timeout=float(getattr(options, "python_timeout", defaults.timeout)),
+        memory_mb=int(getattr(options, "python_memory_mb", defaults.memory_mb)),
+        allow_network=bool(getattr(options, "python_allow_network", defaults.allow_network)),
+    )
+
+
+def checked_limits(options: Any) -> SandboxLimits:
+    """:func:`limits_from_options`, after a sandbox has started with them: a system that
+    cannot isolate the code is a :class:`UsageError` before the run starts."""
+    try:
+        limits = limits_from_options(options)
+        check_sandbox(limits)
+    except (ValueError, SandboxUnavailable) as exc:
+        raise UsageError(f"--tools python: {exc}") from None
+    return limits
+
+
 class PythonEnvironment:
     """An episode environment with its own ``python`` interpreter, closed with the episode.
 
@@ -390,6 +412,8 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailable",
     "check_sandbox",
+    "checked_limits",
+    "limits_from_options",
     "python_environment",
     "python_tool",
 ]
