@@ -56,6 +56,9 @@ class Trajectory:
     # An `--agent` episode's record: its reward and logged values, its calls with their
     # token counts, its place among the episode's sequences (None: not an agent episode).
     agent: dict[str, Any] | None = None
+    # What reward functions say about the episode, by function name (the judge's score and
+    # reasoning, ``notes["judge"]``), kept in rollout dumps and shown by ``agentrl view``.
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def check_alignment(self) -> None:
         """Raise ValueError naming the first broken invariant."""
