@@ -56,9 +56,15 @@ class Trajectory:
     # An `--agent` episode's record: its reward and logged values, its calls with their
     # token counts, its place among the episode's sequences (None: not an agent episode).
     agent: dict[str, Any] | None = None
-    # What reward functions say about the episode, by function name (the judge's score and
-    # reasoning, ``notes["judge"]``), kept in rollout dumps and shown by ``agentrl view``.
-    notes: dict[str, Any] = field(default_factory=dict)
+    # Where each assistant turn starts in ``response_ids`` (empty: not recorded, see
+    # :func:`response_turns`), and the environment's reward of each turn (None: none).
+    turn_starts: list[int] = field(default_factory=list)
+    turn_rewards: list[float | None] | None = None
+
+    @property
+    def num_turns(self) -> int:
+        """Assistant turns of the episode (at least 1 for any trajectory)."""
+        return max(len(self.turn_outputs), len(self.turn_starts), 1)
 
     def check_alignment(self) -> None:
         """Raise ValueError naming the first broken invariant."""
@@ -88,6 +94,22 @@ class Trajectory:
                     )
             else:
                 raise ValueError(f"token {i}: mask {mask} is neither 0 nor 1")
+
+
+def response_turns(traj: Trajectory) -> list[int]:
+    """The assistant turn of every response token (observation tokens count with the turn
+    they follow). Without ``turn_starts``, each run of generated tokens is one turn."""
+    n = len(traj.response_ids)
+    starts = list(traj.turn_starts)
+    if not starts:
+        mask = traj.response_mask
+        starts = [i for i, m in enumerate(mask) if m == 1 and (i == 0 or mask[i - 1] != 1)]
+    out = [0] * n
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else n
+        for i in range(max(start, 0), min(end, n)):
+            out[i] = k
+    return out
 
 
 @dataclass

@@ -10,7 +10,13 @@ object may have:
 * ``tools``: a list of callables (usually bound methods, so they act on this episode's
   state), or a method returning one; they join the run's other tools for this episode;
 * ``reward(trajectory)``: the episode's own reward, a float or None, called after the
-  episode ends and before ``close``;
+  episode ends and before ``close``; or a list with one float (or None) per assistant
+  turn, which makes it a per-turn reward;
+* ``turn_reward(turn, text, tool_events)``: the reward of one assistant turn (a float or
+  None), called after each turn once its tool calls ran, with the turn's index (from 0),
+  its text and the events of its calls (``name``, ``args``, ``ok``, ``result``), so a turn
+  can be scored by its tools' results; with ``reward`` too, the episode's scalar reward
+  counts at its last turn;
 * ``close()``: called exactly once per object, also when the episode fails.
 
 The tools' schemas are read once, from a probe object made (and closed) when the run is
@@ -25,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.errors import is_user_code, user_code_error
+from agentrl.errors import UserCodeError, code_location, is_user_code, user_code_error
 from agentrl.tools import Tool, ToolRegistry
 
 EnvironmentFactory = Callable[[], Any]
@@ -85,12 +91,27 @@ class OpenEpisode:
     tools: ToolRegistry
     observation: str | None
 
-    def reward(self, trajectory: Any) -> float | None:
+    def reward(self, trajectory: Any) -> float | list[float | None] | None:
+        """The episode reward: a float, one value per turn (a list), or None."""
         function = getattr(self.env, "reward", None)
         if not callable(function):
             return None
         value = call_environment(self.env, "reward", function, trajectory)
-        return None if value is None else float(value)
+        if isinstance(value, list | tuple):
+            return [_reward_value(v, function) for v in value]
+        return _reward_value(value, function)
+
+    @property
+    def scores_turns(self) -> bool:
+        return callable(getattr(self.env, "turn_reward", None))
+
+    def turn_reward(self, turn: int, text: str, events: list[dict[str, Any]]) -> float | None:
+        """The environment's reward of assistant turn ``turn`` (None: no reward method)."""
+        function = getattr(self.env, "turn_reward", None)
+        if not callable(function):
+            return None
+        value = call_environment(self.env, "turn_reward", function, turn, text, events)
+        return _reward_value(value, function)
 
     def close(self) -> None:
         close_environment(self.env)
@@ -114,7 +135,9 @@ class EnvironmentTools(ToolRegistry):
         probe = call_environment(factory, "__init__", factory)
         try:
             tools = environment_tools(probe)
-            self.has_reward = callable(getattr(probe, "reward", None))
+            self.has_reward = callable(getattr(probe, "reward", None)) or callable(
+                getattr(probe, "turn_reward", None)
+            )
         finally:
             close_environment(probe)
         self.environment_tool_names: list[str] = []
@@ -145,6 +168,20 @@ class EnvironmentTools(ToolRegistry):
             close_environment(env)
             raise
         return OpenEpisode(env, registry, observation)
+
+
+def _reward_value(value: Any, method: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        where = code_location(method)
+        at = f" at {where}" if where else ""
+        raise UserCodeError(
+            f"environment {getattr(method, '__qualname__', method)}(){at} returned "
+            f"{value!r}: expected a number or None"
+        ) from None
 
 
 def _reset(env: Any, sample: Any) -> Any:

@@ -3,7 +3,9 @@
 A reward function is called with keyword arguments only, ``fn(prompts=..., completions=...,
 answers=..., **extra)``, with one entry per completion in each list, and returns one float
 per completion, ``None`` for a completion it does not apply to (or ``None`` for the whole
-batch). Two conventions are served at once:
+batch); or, for a multi-turn episode, a list with one value (or ``None``) per assistant
+turn: a per-turn reward, whose sum is the episode's (see :meth:`CombinedRewards.turn_totals`).
+Two conventions are served at once:
 
 * the TRL one: ``answers`` (the ground truth, a list of expected answers per completion) and
   every data column by its name (``def f(completions, secret, **kwargs)``);
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,7 @@ import numpy as np
 from agentrl.errors import UserCodeError, code_location, is_user_code, user_code_error
 from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.scoring import score_batch
+from agentrl.rewards.values import reward_values
 from agentrl.utils.imports import load_object, split_list
 
 RewardValues = Sequence[float | None] | None
@@ -58,6 +61,34 @@ class CombinedRewards:
     columns: dict[str, np.ndarray]
     # ``<name>_mean``, ``<name>_std`` (over the values it gave) and ``<name>_coverage``.
     metrics: dict[str, float]
+    # The functions that returned per-turn lists: per completion its list (None where that
+    # completion got one value), by name; and every function's weight, by name.
+    turns: dict[str, list[list[float | None] | None]] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def turn_totals(self, turn_counts: Sequence[int]) -> list[list[float]]:
+        """The weighted reward of every turn of every completion: a per-turn function's
+        values at their turns, a single value at the completion's last turn, so each list
+        sums to ``totals``. ``turn_counts``: the completions' numbers of turns."""
+        if len(turn_counts) != len(self.totals):
+            raise ValueError(f"{len(turn_counts)} turn counts for {len(self.totals)} rewards")
+        out = [[0.0] * max(int(k), 1) for k in turn_counts]
+        for name, column in self.columns.items():
+            weight, lists = self.weights.get(name, 1.0), self.turns.get(name)
+            for i, row in enumerate(out):
+                values = lists[i] if lists is not None else None
+                if values is None:
+                    if not np.isnan(column[i]):
+                        row[-1] += weight * float(column[i])
+                    continue
+                if len(values) != len(row):
+                    raise UserCodeError(
+                        f"reward function {name!r} returned {len(values)} per-turn rewards "
+                        f"for completion {i}, an episode of {len(row)} turn(s)"
+                    )
+                for k, value in enumerate(values):
+                    row[k] += 0.0 if value is None else weight * value
+        return out
 
 
 class CombinedReward:
@@ -96,12 +127,16 @@ class CombinedReward:
             )
         columns: dict[str, np.ndarray] = {}
         metrics: dict[str, float] = {}
+        turns: dict[str, list[list[float | None] | None]] = {}
         arguments = {"prompts": prompts, "completions": completions, "answers": answers}
         arguments.update(extra)
         arguments.setdefault("answer", [_first_answer(a) for a in answers])
         arguments.setdefault("types", [None] * n)
         for name, function, accepts in zip(self.names, self.functions, self._accepts, strict=True):
             raw = _call(name, function, accepts, arguments)
+            raw, per_turn = _split_turns(name, raw, n)
+            if per_turn is not None:
+                turns[name] = per_turn
             values = _as_column(name, raw, n)
             metrics.update(_column_summary(name, values))
             columns[name] = values
@@ -117,7 +152,8 @@ class CombinedReward:
         if not np.isfinite(totals).all():
             row = int(np.flatnonzero(~np.isfinite(totals))[0])
             raise ValueError(f"the weighted reward of completion {row} is not finite")
-        return CombinedRewards(totals=totals, columns=columns, metrics=metrics)
+        weights = dict(zip(self.names, self.weights.tolist(), strict=True))
+        return CombinedRewards(totals, columns, metrics, turns, weights)
 
 
 def combine(
@@ -126,9 +162,9 @@ def combine(
     """Weights and sums reward functions; call the result like a reward function.
 
     ``weights`` defaults to 1.0 each and must have one entry per function. When called, a
-    ``None`` (or NaN) value counts as missing (0 in the total, left out of that function's
-    mean, std and coverage); a row where every function is missing, or any infinite
-    value, raises ``ValueError``.
+    ``None`` value counts as missing (0 in the total, left out of that function's mean,
+    std and coverage); a row where every function is missing raises ``ValueError``, a
+    value that is not a finite number or None a ``RewardValueError`` naming the function.
     """
     return CombinedReward(functions, weights)
 
@@ -175,6 +211,39 @@ def _call(
         raise user_code_error(exc, f"reward function {name!r}", function) from exc
 
 
+def _split_turns(
+    name: str, raw: RewardValues, n: int
+) -> tuple[RewardValues, list[list[float | None] | None] | None]:
+    """(one value per completion, the per-turn lists or None): a completion given a list
+    counts as its sum (None when every turn is None)."""
+    if raw is None or not any(isinstance(r, list | tuple) for r in raw):
+        return raw, None
+    if len(raw) != n:
+        raise ValueError(f"{name} returned {len(raw)} rewards for {n} completions")
+    scalars: list[float | None] = []
+    lists: list[list[float | None] | None] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, list | tuple):
+            scalars.append(item)
+            lists.append(None)
+            continue
+        try:
+            values = [None if v is None else float(v) for v in item]
+        except (TypeError, ValueError):
+            raise UserCodeError(
+                f"reward function {name!r} returned {item!r} for completion {i}: per-turn "
+                "rewards must be numbers or None"
+            ) from None
+        if not all(v is None or np.isfinite(v) for v in values):
+            raise UserCodeError(
+                f"reward function {name!r}: a non-finite per-turn reward for completion {i}"
+            )
+        given = [v for v in values if v is not None]
+        scalars.append(float(sum(given)) if given else None)
+        lists.append(values)
+    return scalars, lists
+
+
 def _unique_names(names: list[str]) -> list[str]:
     seen: dict[str, int] = {}
     out = []
@@ -200,18 +269,8 @@ def _column_summary(name: str, values: np.ndarray) -> dict[str, float]:
 
 
 def _as_column(name: str, raw: RewardValues, n: int) -> np.ndarray:
-    if raw is None:
-        return np.full(n, np.nan)
-    if len(raw) != n:
-        raise ValueError(f"{name} returned {len(raw)} rewards for {n} completions")
-    try:
-        values = np.asarray([np.nan if r is None else float(r) for r in raw], dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} returned a value that is not a number: {exc}") from None
-    if np.isinf(values).any():
-        row = int(np.flatnonzero(np.isinf(values))[0])
-        raise ValueError(f"{name} returned an infinite reward for completion {row}")
-    return values
+    """One function's rewards, checked (`agentrl.rewards.values`: a bad value names it)."""
+    return reward_values(name, raw, n)
 
 
 # ---------------------------------------------------------------- the tool-use reward
@@ -409,10 +468,15 @@ class ToolUseReward:
 
 
 def environment_reward(*, trajectories: Sequence[Any], **extra: Any) -> list[float | None]:
-    """``environment``: what each episode's environment returned from ``reward(trajectory)``;
-    ``None`` for an episode without one."""
+    """``environment``: what each episode's environment returned from ``reward(trajectory)``
+    (per turn when it scores turns: ``turn_reward``, or a list from ``reward``); ``None``
+    for an episode without one."""
     del extra
-    return [getattr(t, "env_reward", None) for t in trajectories]
+    out: list[Any] = []
+    for t in trajectories:
+        turns = getattr(t, "turn_rewards", None)
+        out.append(list(turns) if turns is not None else getattr(t, "env_reward", None))
+    return out
 
 
 TOOL_USE = "tool_use"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agentrl.trajectory import RolloutGroup, Trajectory
+from agentrl.trajectory import RolloutGroup, Trajectory, response_turns
 
 __all__ = ["EmptyBatchError", "PackedBatch", "cut_after_first_eos", "pack_groups"]
 
@@ -51,6 +51,7 @@ class PackedBatch:
     loss_mask: torch.Tensor  # [B, T-1] float, shifted response mask cut after EOS
     behavior_logps: torch.Tensor  # [B, T-1] float, 0 off the response
     token_versions: torch.Tensor  # [B, T-1] long, -1 off the response
+    token_turns: torch.Tensor  # [B, T-1] long, the assistant turn of each target, -1 off it
     seq_lens: torch.Tensor  # [B] long
     group_ids: torch.Tensor  # [B] long, index into `groups`
     row_versions: torch.Tensor  # [B] long, policy version of each row's group
@@ -135,10 +136,11 @@ def _row_problem(traj: Trajectory) -> str | None:
     return None
 
 
-def _pack_row(
-    traj: Trajectory, max_total_len: int
-) -> tuple[list[int], list[int], list[float], list[int], bool] | str:
-    """One trajectory as (ids, mask, shifted logps, shifted versions, truncated) or a reason."""
+Row = tuple[list[int], list[int], list[float], list[int], list[int]]
+
+
+def _pack_row(traj: Trajectory, max_total_len: int) -> tuple[Row, bool] | str:
+    """One trajectory as ((ids, mask, shifted logps, versions, turns), truncated) or a reason."""
     problem = _row_problem(traj)
     if problem is not None:
         return problem
@@ -147,14 +149,16 @@ def _pack_row(
     mask = [0] * n_prompt + list(traj.response_mask)
     logps = [0.0] * (n_prompt - 1) + [float(x) for x in traj.response_logps]
     versions = [-1] * (n_prompt - 1) + [int(v) for v in traj.response_versions]
+    turns = [-1] * (n_prompt - 1) + response_turns(traj)
     truncated = len(ids) > max_total_len
     if truncated:
+        keep = max_total_len - 1
         ids, mask = ids[-max_total_len:], mask[-max_total_len:]
-        logps, versions = logps[-(max_total_len - 1) :], versions[-(max_total_len - 1) :]
+        logps, versions, turns = logps[-keep:], versions[-keep:], turns[-keep:]
     # Position 0 is never a prediction target, so only mask[1:] can carry loss.
     if sum(mask[1:]) <= 0:
         return "no_response_tokens"
-    return ids, mask, logps, versions, truncated
+    return (ids, mask, logps, versions, turns), truncated
 
 
 def pack_groups(
@@ -171,7 +175,7 @@ def pack_groups(
     if max_total_len < 2:
         raise ValueError(f"max_total_len must be at least 2, got {max_total_len}")
     reasons: Counter[str] = Counter()
-    rows: list[tuple[list[int], list[int], list[float], list[int]]] = []
+    rows: list[Row] = []
     kept_groups: list[RolloutGroup] = []
     kept_trajs: list[Trajectory] = []
     group_ids: list[int] = []
@@ -185,7 +189,7 @@ def pack_groups(
             dropped_groups += 1
             dropped_trajs += len(group.trajectories)
             continue
-        packed: list[tuple[Trajectory, tuple[list[int], list[int], list[float], list[int]]]] = []
+        packed: list[tuple[Trajectory, Row]] = []
         n_truncated = 0
         failure = None
         for traj in group.trajectories:
@@ -196,9 +200,9 @@ def pack_groups(
                     break
                 dropped_trajs += 1
                 continue
-            ids, mask, logps, versions, truncated = result
+            row, truncated = result
             n_truncated += int(truncated)
-            packed.append((traj, (ids, mask, logps, versions)))
+            packed.append((traj, row))
         if (strict_group_packing and failure is not None) or not packed:
             reasons[failure or "empty_group"] += 1
             dropped_groups += 1
@@ -225,13 +229,15 @@ def pack_groups(
     response_mask = torch.zeros((len(rows), width), dtype=torch.float32)
     logps = torch.zeros((len(rows), width - 1), dtype=torch.float32)
     versions = torch.full((len(rows), width - 1), -1, dtype=torch.long)
-    for i, (ids, mask, row_logps, row_versions_) in enumerate(rows):
+    turns = torch.full((len(rows), width - 1), -1, dtype=torch.long)
+    for i, (ids, mask, row_logps, row_versions_, row_turns) in enumerate(rows):
         n = len(ids)
         input_ids[i, :n] = torch.tensor(ids, dtype=torch.long)
         attention[i, :n] = 1
         response_mask[i, :n] = torch.tensor(mask, dtype=torch.float32)
         logps[i, : n - 1] = torch.tensor(row_logps, dtype=torch.float32)
         versions[i, : n - 1] = torch.tensor(row_versions_, dtype=torch.long)
+        turns[i, : n - 1] = torch.tensor(row_turns, dtype=torch.long)
     loss_mask = cut_after_first_eos(response_mask[:, 1:], input_ids[:, 1:], eos_id)
     batch = PackedBatch(
         input_ids=input_ids,
@@ -240,6 +246,7 @@ def pack_groups(
         loss_mask=loss_mask,
         behavior_logps=logps,
         token_versions=versions,
+        token_turns=torch.where(loss_mask > 0, turns, torch.full_like(turns, -1)),
         seq_lens=torch.tensor([len(r[0]) for r in rows], dtype=torch.long),
         group_ids=torch.tensor(group_ids, dtype=torch.long),
         row_versions=torch.tensor(row_versions, dtype=torch.long),

@@ -1,20 +1,28 @@
 """The dump records of a training step and of an evaluation (`agentrl.observability.rollout_dump`
-writes them): the step's episodes with the rewards, reward terms and advantages it trained on."""
+writes them): the step's episodes with the rewards, reward terms and advantages it trained on,
+and what the trainer saw of each token (`agentrl.observability.token_view`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agentrl.observability.rollout_dump import episode_records
+from agentrl.observability.token_view import share_prompts, token_view, vocab_table
 from agentrl.training.step import StepOutcome
 
 
-def step_records(outcome: StepOutcome, step: int, max_turns: int) -> list[dict[str, Any]]:
-    """One record per trained episode of ``outcome`` ([] when the step trained on nothing)."""
+def step_records(
+    outcome: StepOutcome, step: int, max_turns: int, tokenizer: Any = None
+) -> list[dict[str, Any]]:
+    """One record per trained episode of ``outcome`` ([] when the step trained on nothing).
+
+    With a ``tokenizer``, each record has its ``token_view`` and the first one the dump's
+    decoded vocabulary table.
+    """
     if outcome.scores is None or outcome.batch is None:
         return []
     advantages = outcome.advantages.tolist() if outcome.advantages is not None else None
-    return episode_records(
+    records = episode_records(
         outcome.batch.trajectories,
         kind="train",
         step=step,
@@ -25,6 +33,45 @@ def step_records(outcome: StepOutcome, step: int, max_turns: int) -> list[dict[s
         advantages=advantages,
         trainer_version=outcome.current_version,
     )
+    _add_turns(records, outcome)
+    if tokenizer is not None and outcome.tokens is not None:
+        _add_token_views(records, outcome)
+        if records:
+            records[0]["vocab"] = vocab_table(tokenizer, records)
+    return records
+
+
+def _add_turns(records: list[dict[str, Any]], outcome: StepOutcome) -> None:
+    """Each episode's reward and advantage per turn, when the step had them."""
+    assert outcome.scores is not None
+    turn_rewards = outcome.scores.turn_rewards
+    turn_adv = outcome.turn_advantages.tolist() if outcome.turn_advantages is not None else None
+    for i, record in enumerate(records):
+        k = max(int(record.get("turns") or 1), 1)
+        if turn_rewards is not None:
+            record["turn_rewards"] = [float(v) for v in turn_rewards[i]]
+        if turn_adv is not None:
+            record["turn_advantages"] = [float(v) for v in turn_adv[i][:k]]
+
+
+def _add_token_views(records: list[dict[str, Any]], outcome: StepOutcome) -> None:
+    batch, tokens = outcome.batch, outcome.tokens
+    assert batch is not None and tokens is not None
+    ids = batch.input_ids.cpu().tolist()
+    lens = batch.seq_lens.cpu().tolist()
+    loss = batch.loss_mask.cpu().tolist()
+    behaviour = batch.behavior_logps.cpu().tolist()
+    trained = tokens.logps.cpu().tolist()
+    entropy = tokens.entropy.cpu().tolist()
+    adv = tokens.advantages.cpu().tolist()
+    for i, (record, traj) in enumerate(zip(records, batch.trajectories, strict=True)):
+        n = int(lens[i])
+        prompt = max(n - len(traj.response_ids), 0)
+        row = (loss[i], behaviour[i], trained[i], entropy[i], adv[i])
+        view, gaps = token_view(ids[i][:n], prompt, *row)
+        record["token_view"] = view
+        record.update(gaps)
+    share_prompts(records)
 
 
 __all__ = ["step_records"]

@@ -50,6 +50,9 @@ class Scores:
     # Per reward function (when others than the default are configured): mean, std and
     # the fraction of episodes it returned None for.
     functions: dict[str, float] = field(default_factory=dict)
+    # Per trajectory, the weighted reward of each assistant turn (summing to ``rewards``),
+    # when a reward function or the environment scored turns; None when none did.
+    turn_rewards: list[list[float]] | None = None
 
 
 def trajectory_record(traj: Trajectory) -> dict[str, Any]:
@@ -128,13 +131,16 @@ def score_trajectories(
         prompts, completions, answers, extra = reward_arguments(trajectories, at_step)
         totals = combined(prompts, completions, answers, **extra)
     values = torch.tensor(totals.totals, dtype=torch.float32)
+    turns = None
+    if totals.turns:
+        turns = totals.turn_totals([t.num_turns for t in trajectories])
     per_function: dict[str, float] = {}
     if not is_default(rewards):
         for name in combined.names:
             per_function[f"{name}/mean"] = totals.metrics[f"{name}_mean"]
             per_function[f"{name}/std"] = totals.metrics[f"{name}_std"]
             per_function[f"{name}/none_frac"] = 1.0 - totals.metrics[f"{name}_coverage"]
-    return Scores(values, details, mean_details(details), per_function)
+    return Scores(values, details, mean_details(details), per_function, turns)
 
 
 __all__ = [
