@@ -60,6 +60,9 @@ class Trajectory:
     # :func:`response_turns`), and the environment's reward of each turn (None: none).
     turn_starts: list[int] = field(default_factory=list)
     turn_rewards: list[float | None] | None = None
+    # What reward functions say about the episode, by function name (the judge's score and
+    # reasoning, ``notes["judge"]``), kept in rollout dumps and shown by ``agentrl view``.
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_turns(self) -> int:

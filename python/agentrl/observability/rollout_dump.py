@@ -16,6 +16,8 @@ writes the same record per sample. A record (schema version :data:`SCHEMA_VERSIO
   ``trainer_version`` and ``staleness`` (versions between the two), ``finish_reason``
   (``answered``, ``turn_limit`` or ``token_limit``), ``turns``, ``seconds``, ``gt``;
 - eval records also carry ``passed`` (exact match).
+- ``notes`` (when any): what reward functions said about the episode, by name (the
+  ``judge`` reward's score and reasoning).
 - an ``--agent`` episode (`agentrl.agents`) carries ``agent``: its reward and returned
   values, each chat completion call with its token counts (``prompt_tokens``,
   ``added_tokens``, ``completion_tokens``) and which call it continues, and the place of
@@ -156,6 +158,8 @@ def episode_record(
     }
     if kind == "eval":
         record["passed"] = float(terms.get("exact_match", 0.0) or 0.0) > 0.5
+    if traj.notes:  # what reward functions said about it (the judge's reasoning)
+        record["notes"] = dict(traj.notes)
     if traj.agent is not None:  # an --agent episode: the messages its calls sent and got
         record["messages"] = [dict(m) for m in traj.conversation]
         record["agent"] = dict(traj.agent)

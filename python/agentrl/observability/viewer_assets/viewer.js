@@ -458,6 +458,19 @@ function termsTable(record) {
   return box;
 }
 
+// What reward functions wrote about the episode (the judge's score and reasoning).
+function notesBlock(record) {
+  const box = el("div", { class: "notes" });
+  for (const [name, note] of Object.entries(record.notes || {})) {
+    const score = note && typeof note === "object" ? note.score : undefined;
+    box.append(el("h4", { text: name + (score === undefined ? "" : " · score " + fmt(score, 3)) }));
+    const text = note && typeof note === "object" && typeof note.reasoning === "string"
+      ? note.reasoning : JSON.stringify(note, null, 1);
+    box.append(el("pre", { text: text || "(no reasoning)" }));
+  }
+  return box;
+}
+
 function metaLine(record) {
   const t = record.tokens || {};
   const items = [
@@ -491,8 +504,11 @@ function renderEpisode() {
     metaLine(record),
     el("button", { text: "show its group side by side", onclick: () =>
       setState({ tab: "group", group: groupKey }, true) }),
-    el("h3", { text: "Reward, term by term" }), termsTable(record),
-    el("h3", { text: "Conversation" }), messages(record, false));
+    el("h3", { text: "Reward, term by term" }), termsTable(record));
+  if (record.notes && Object.keys(record.notes).length) {
+    root.append(el("h3", { text: "Notes of the reward functions" }), notesBlock(record));
+  }
+  root.append(el("h3", { text: "Conversation" }), messages(record, false));
 }
 
 // ------------------------------------------------------------------ group
