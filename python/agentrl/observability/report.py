@@ -2,9 +2,11 @@
 
 Panels: reward, accuracy (exact match, answer coverage), tool use (success, right tool,
 values in order), KL (to the reference, and the policy's drift from its rollouts), entropy,
-and the clip fraction. Training curves are drawn as thin lines with a moving average;
-evaluations as markers, so the held-out numbers stand out. matplotlib renders off-screen
-(Agg); a run without matplotlib skips the report and says so.
+the clip fraction, generated tokens per episode (mean, min, max), the share of episodes
+cut at the token limit, and staleness (policy versions behind, per token and group).
+Training curves are drawn as thin lines with a moving average; evaluations as markers,
+so the held-out numbers stand out. matplotlib renders off-screen (Agg); a run without
+matplotlib skips the report and says so.
 """
 
 from __future__ import annotations
@@ -46,6 +48,23 @@ PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ),
     ("Entropy", (("policy", "train", "policy/entropy"),)),
     ("Clip fraction", (("ratio clipped", "train", "policy/ratio_clip_frac"),)),
+    (
+        "Generated tokens per episode",
+        (
+            ("mean", "train", "gen/tokens_mean"),
+            ("min", "train", "gen/tokens_min"),
+            ("max", "train", "gen/tokens_max"),
+        ),
+    ),
+    ("Hit the token limit", (("episodes cut", "train", "gen/hit_limit_frac"),)),
+    (
+        "Staleness (policy versions behind)",
+        (
+            ("tokens, mean", "train", "async/token_staleness_mean"),
+            ("tokens, p95", "train", "async/token_staleness_p95"),
+            ("groups, max", "train", "async/staleness_group_max"),
+        ),
+    ),
 )
 
 
@@ -120,7 +139,7 @@ def write_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     n_train = sum(1 for r in records if r.get("kind") == "train")
     window = max(1, n_train // 20)
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8), constrained_layout=True)
+    fig, axes = plt.subplots(3, 3, figsize=(15, 12), constrained_layout=True)
     for ax, (panel_title, lines) in zip(axes.flat, PANELS, strict=True):
         if panel_title == "Reward":
             lines = lines + reward_function_lines(records)

@@ -250,6 +250,21 @@ def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
     return out
 
 
+def generation_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
+    """Generated tokens per episode (mean, min, max) and the share of episodes with a turn
+    that ran to its new-token budget (``gen/hit_limit_frac``)."""
+    if not trajectories:
+        return {}
+    tokens = [float(sum(t.response_mask)) for t in trajectories]
+    hit = [float(t.stats.get("length_stops", 0.0) > 0) for t in trajectories]
+    return {
+        "gen/tokens_mean": sum(tokens) / len(tokens),
+        "gen/tokens_min": min(tokens),
+        "gen/tokens_max": max(tokens),
+        "gen/hit_limit_frac": sum(hit) / len(hit),
+    }
+
+
 def _policy_pass(
     batch: PackedBatch,
     advantages: torch.Tensor,
@@ -433,7 +448,8 @@ def train_on_groups(
     metrics.update(_reward_metrics(scores, reward_baseline))
     if settings.rewards is not None:  # a user task: how its tools are used
         metrics.update(tool_metrics(batch.trajectories))
-    metrics.update(_step_metrics(batch, report, beta))
+    metrics.update(generation_metrics(batch.trajectories))
+    metrics.update(_step_metrics(batch, report, beta, current_version))
     episode_advantages = advantages.detach()
     if turn_advantages is not None:  # an episode's mean over its turns, for the dumps
         counts = turns.mask.sum(1).clamp(min=1)
@@ -454,8 +470,13 @@ def turn_rewards(scores: Scores, batch: PackedBatch, device: torch.device) -> Tu
 _TRAINED_REWARD_MEAN = "_trained_reward_mean"
 
 
-def _step_metrics(batch: PackedBatch, report: StepReport, beta: BetaController) -> dict[str, float]:
+def _step_metrics(
+    batch: PackedBatch, report: StepReport, beta: BetaController, current_version: int
+) -> dict[str, float]:
+    """The update's figures, and the batch's drops and staleness (``async/...``: versions
+    behind ``current_version``, per group and per trained token)."""
     return {
+        **batch.metrics(current_version),
         "loss/total": report.loss,
         "train/grad_norm": report.grad_norm,
         "train/lr": report.lr,
@@ -464,9 +485,6 @@ def _step_metrics(batch: PackedBatch, report: StepReport, beta: BetaController) 
         "train/opt_step": float(report.opt_step),
         "train/optimizer_stepped": float(report.stepped),
         "train/skipped": float(report.skipped is not None),
-        "pack/dropped_groups": float(batch.dropped_groups),
-        "pack/dropped_trajectories": float(batch.dropped_trajectories),
-        "pack/truncated_rows": float(batch.truncated_rows),
         "pack/rows": float(batch.num_rows),
     }
 
@@ -484,6 +502,7 @@ __all__ = [
     "StepOutcome",
     "StepSettings",
     "config_sections",
+    "generation_metrics",
     "host_floats",
     "pack_batch",
     "prefix_plan",
