@@ -194,3 +194,62 @@ def test_an_option_subset_adds_only_those_flags():
     }
     with pytest.raises(ValueError, match="did you mean 'eval_samples'"):
         add_config_arguments(argparse.ArgumentParser(), ["eval_sample"])
+
+
+def test_the_advantage_stage_reads_the_reward_baseline_settings():
+    """reward_scale / reward_ema_decay are reward settings (the scorer's list); the
+    advantage stage's own defaults, for library calls, equal them."""
+    from agentrl.rewards.config import RewardConfig
+    from agentrl.rl.advantages import AdvantageConfig
+
+    for name in ("reward_scale", "reward_ema_decay"):
+        assert getattr(AdvantageConfig(), name) == getattr(RewardConfig(), name)
+    config = resolve(overrides={"reward_scale": 2.5})
+    assert config.part(AdvantageConfig).reward_scale == 2.5
+
+
+def test_each_option_is_declared_once_by_one_component():
+    from agentrl.config import COMPONENTS
+    from agentrl.utils.options import option_fields
+
+    seen: dict[str, str] = {}
+    for component in COMPONENTS:
+        for f in option_fields(component):
+            assert f.name not in seen, f"{f.name}: {seen.get(f.name)} and {component.__name__}"
+            seen[f.name] = component.__name__
+    own = {f.name for f in fields(TrainConfig) if f.metadata.get("option")}
+    assert own == set(seen)
+
+
+def test_episode_and_sampling_defaults_are_the_rollout_options():
+    from agentrl.rollout.episodes import EpisodeConfig
+    from agentrl.rollout.options import RolloutConfig
+
+    episode, rollout = EpisodeConfig(), RolloutConfig()
+    assert (episode.max_turns, episode.max_new_tokens, episode.max_context_len) == (
+        rollout.max_turns,
+        rollout.max_gen_len,
+        rollout.max_context_len,
+    )
+    assert (episode.sampling.temperature, episode.sampling.top_p) == (
+        rollout.temperature,
+        rollout.top_p,
+    )
+
+
+def test_booleans_are_booleans_and_take_0_or_1():
+    config = resolve(overrides={"fsdp": 0, "progress": 1, "require_gt": False})
+    assert config.fsdp is False and config.progress is True and config.require_gt is False
+    flags = [f.name for f in fields(TrainConfig) if isinstance(f.default, int)]
+    ints_that_are_flags = [n for n in flags if not isinstance(getattr(config, n), bool)]
+    assert "fsdp" not in ints_that_are_flags
+
+
+def test_product_defaults_hold_no_reference_paths_and_compat_restores_them():
+    from agentrl.config import COMPAT_DEFAULTS
+
+    plain = TrainConfig()
+    assert plain.save_dir == "runs" and plain.data_path == "" and not plain.use_wandb
+    compat = resolve(preset="compat")
+    for name, value in COMPAT_DEFAULTS.items():
+        assert getattr(compat, name) == value

@@ -86,8 +86,15 @@ class SamplingParams:
 
     @classmethod
     def compat_defaults(cls) -> SamplingParams:
-        """The compatible rollout defaults (temperature 0.7, top-p 0.88, top-k 40, 1.03)."""
-        return cls(temperature=0.7, top_p=0.88, top_k=40, repetition_penalty=1.03)
+        """The rollout options' defaults (temperature 0.7, top-p 0.88, top-k 40, 1.03)."""
+        from agentrl.rollout.options import RolloutConfig as R
+
+        return cls(
+            temperature=R.temperature,
+            top_p=R.top_p,
+            top_k=R.top_k,
+            repetition_penalty=R.repetition_penalty,
+        )
 
 
 @dataclass
