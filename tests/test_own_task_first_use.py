@@ -126,3 +126,24 @@ def test_an_error_in_the_environment_names_its_line_and_exits_1(tmp_path) -> Non
     assert message.startswith("environment GuessingGame.reset() raised KeyError at ")
     assert f"test_own_task_first_use.py:{line}:" in message and "'secrett'" in message
     assert "\n" not in message and user_failure(caught.value) == (EXIT_DATA, message)
+
+
+def test_dumps_show_the_tasks_own_reward_terms() -> None:
+    from agentrl.rewards import RewardConfig
+    from agentrl.training.scoring import reward_set, score_trajectories
+    from test_task_parts import TRAJECTORIES
+
+    def found(completions, **kwargs):
+        return [1.0 if "answer" in c else None for c in completions]
+
+    def short(completions, **kwargs):
+        return [0.5] * len(completions)
+
+    own = score_trajectories(TRAJECTORIES, RewardConfig(), 1, reward_set([found, short]))
+    assert [t["found"] for t in own.dump_terms()] == [1.0, None, 1.0]
+    assert all(set(t) == {"found", "short"} for t in own.dump_terms())
+    both = score_trajectories(TRAJECTORIES, RewardConfig(), 1, reward_set([found, "tool_use"]))
+    terms = both.dump_terms()[0]
+    assert terms["found"] == 1.0 and "exact_match" in terms and "tool_use" in terms
+    builtin = score_trajectories(TRAJECTORIES, RewardConfig(), 1)
+    assert builtin.dump_terms() == builtin.details and "exact_match" in builtin.details[0]

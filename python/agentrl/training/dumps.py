@@ -28,7 +28,7 @@ def step_records(
         step=step,
         groups=outcome.batch.group_ids.tolist(),
         rewards=outcome.scores.rewards.tolist(),
-        details=outcome.scores.details,
+        details=outcome.scores.dump_terms(),
         max_turns=max_turns,
         advantages=advantages,
         trainer_version=outcome.current_version,

@@ -91,7 +91,7 @@ class Evaluator:
             step=step,
             groups=[i // k for i in range(len(trajectories))],
             rewards=scores.rewards.tolist(),
-            details=scores.details,
+            details=scores.dump_terms(),
             max_turns=self.episode.max_turns,
             trainer_version=version,
         )

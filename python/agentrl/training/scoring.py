@@ -53,6 +53,14 @@ class Scores:
     # Per trajectory, the weighted reward of each assistant turn (summing to ``rewards``),
     # when a reward function or the environment scored turns; None when none did.
     turn_rewards: list[list[float]] | None = None
+    # Per trajectory, the reward terms its dump record shows: each reward function's value
+    # (None where it did not apply), with the tool-use reward's details only when that
+    # reward is one of them; None for the built-in reward alone (``details`` then).
+    terms: list[dict[str, float | None]] | None = None
+
+    def dump_terms(self) -> list[dict[str, Any]]:
+        """The reward terms of every trajectory, for rollout dumps and the viewer."""
+        return list(self.terms) if self.terms is not None else list(self.details)
 
 
 def trajectory_record(traj: Trajectory) -> dict[str, Any]:
@@ -140,7 +148,23 @@ def score_trajectories(
             per_function[f"{name}/mean"] = totals.metrics[f"{name}_mean"]
             per_function[f"{name}/std"] = totals.metrics[f"{name}_std"]
             per_function[f"{name}/none_frac"] = 1.0 - totals.metrics[f"{name}_coverage"]
-    return Scores(values, details, mean_details(details), per_function, turns)
+    scores = Scores(values, details, mean_details(details), per_function, turns)
+    if not is_default(rewards):
+        scores.terms = _function_terms(totals.columns, details, "tool_use" in combined.names)
+    return scores
+
+
+def _function_terms(
+    columns: dict[str, Any], details: list[dict[str, float]], builtin: bool
+) -> list[dict[str, float | None]]:
+    out: list[dict[str, float | None]] = []
+    for i, detail in enumerate(details):
+        row: dict[str, float | None] = dict(detail) if builtin else {}
+        for name, values in columns.items():
+            value = float(values[i])
+            row[name] = None if value != value else value  # NaN: did not apply
+        out.append(row)
+    return out
 
 
 __all__ = [
