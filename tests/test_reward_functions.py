@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from agentrl.errors import UserCodeError
+from agentrl.errors import EXIT_DATA, UserCodeError, UserError
 from agentrl.rewards import (
     combine,
     math_tool_reward,
@@ -17,6 +17,7 @@ from agentrl.rewards import (
     r1_xml_count_reward,
     score_batch,
 )
+from agentrl.rewards.values import RewardValueError
 
 PROMPTS = ["q1", "q2", "q3"]
 COMPLETIONS = ["a", "b", "c"]
@@ -54,7 +55,7 @@ def test_default_weights_are_one() -> None:
 
 
 def test_none_counts_as_missing() -> None:
-    result = combine([by_row([1.0, None, 3.0]), by_row([None, 4.0, float("nan")])])(
+    result = combine([by_row([1.0, None, 3.0]), by_row([None, 4.0, None])])(
         PROMPTS, COMPLETIONS, ANSWERS
     )
     np.testing.assert_array_equal(result.totals, [1.0, 4.0, 3.0])
@@ -79,10 +80,38 @@ def test_a_row_where_every_function_is_none_raises() -> None:
         combined(PROMPTS, COMPLETIONS, ANSWERS)
 
 
-@pytest.mark.parametrize("bad", [math.inf, -math.inf])
-def test_infinite_values_raise(bad: float) -> None:
-    with pytest.raises(ValueError, match="rows returned an infinite reward for completion 2"):
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_non_finite_values_are_the_function_s_error(bad: float) -> None:
+    with pytest.raises(RewardValueError, match=r"'rows' returned .* for completion 2: a reward"):
         combine([by_row([1.0, 2.0, bad])])(PROMPTS, COMPLETIONS, ANSWERS)
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (["1.5", 1.0, 1.0], r"returned '1.5' \(str\) for completion 0"),
+        ([1.0, {"r": 1}, 1.0], r"returned \{'r': 1\} \(dict\) for completion 1"),
+        ([1.0, object(), 1.0], r"returned <object .*> \(object\) for completion 1"),
+        ([1.0], r"returned 1 rewards for 3 completions"),
+        (0.5, r"returned float, not a list"),
+        ("1.0", r"returned str, not a list"),
+    ],
+)
+def test_values_that_are_not_rewards_are_the_function_s_error(bad, said) -> None:
+    def my_reward(prompts, completions, answers, **extra):
+        return bad
+
+    with pytest.raises(RewardValueError, match=rf"reward function 'my_reward' {said}") as caught:
+        combine([my_reward])(PROMPTS, COMPLETIONS, ANSWERS)
+    assert isinstance(caught.value, UserError) and caught.value.exit_code == EXIT_DATA
+
+
+def test_numpy_and_tensor_scalars_and_bools_are_numbers() -> None:
+    import torch
+
+    values = [np.float32(0.5), torch.tensor(2.0), True]
+    result = combine([by_row(values)])(PROMPTS, COMPLETIONS, ANSWERS)
+    np.testing.assert_array_equal(result.totals, [0.5, 2.0, 1.0])
 
 
 def test_overflowing_weighted_total_raises() -> None:
