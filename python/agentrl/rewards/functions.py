@@ -3,7 +3,9 @@
 A reward function is called with keyword arguments only, ``fn(prompts=..., completions=...,
 answers=..., **extra)``, with one entry per completion in each list, and returns one float
 per completion, ``None`` for a completion it does not apply to (or ``None`` for the whole
-batch). Two conventions are served at once:
+batch); or, for a multi-turn episode, a list with one value (or ``None``) per assistant
+turn: a per-turn reward, whose sum is the episode's (see :meth:`CombinedRewards.turn_totals`).
+Two conventions are served at once:
 
 * the TRL one: ``answers`` (the ground truth, a list of expected answers per completion) and
   every data column by its name (``def f(completions, secret, **kwargs)``);
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +61,34 @@ class CombinedRewards:
     columns: dict[str, np.ndarray]
     # ``<name>_mean``, ``<name>_std`` (over the values it gave) and ``<name>_coverage``.
     metrics: dict[str, float]
+    # The functions that returned per-turn lists: per completion its list (None where that
+    # completion got one value), by name; and every function's weight, by name.
+    turns: dict[str, list[list[float | None] | None]] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def turn_totals(self, turn_counts: Sequence[int]) -> list[list[float]]:
+        """The weighted reward of every turn of every completion: a per-turn function's
+        values at their turns, a single value at the completion's last turn, so each list
+        sums to ``totals``. ``turn_counts``: the completions' numbers of turns."""
+        if len(turn_counts) != len(self.totals):
+            raise ValueError(f"{len(turn_counts)} turn counts for {len(self.totals)} rewards")
+        out = [[0.0] * max(int(k), 1) for k in turn_counts]
+        for name, column in self.columns.items():
+            weight, lists = self.weights.get(name, 1.0), self.turns.get(name)
+            for i, row in enumerate(out):
+                values = lists[i] if lists is not None else None
+                if values is None:
+                    if not np.isnan(column[i]):
+                        row[-1] += weight * float(column[i])
+                    continue
+                if len(values) != len(row):
+                    raise UserCodeError(
+                        f"reward function {name!r} returned {len(values)} per-turn rewards "
+                        f"for completion {i}, an episode of {len(row)} turn(s)"
+                    )
+                for k, value in enumerate(values):
+                    row[k] += 0.0 if value is None else weight * value
+        return out
 
 
 class CombinedReward:
@@ -97,12 +127,16 @@ class CombinedReward:
             )
         columns: dict[str, np.ndarray] = {}
         metrics: dict[str, float] = {}
+        turns: dict[str, list[list[float | None] | None]] = {}
         arguments = {"prompts": prompts, "completions": completions, "answers": answers}
         arguments.update(extra)
         arguments.setdefault("answer", [_first_answer(a) for a in answers])
         arguments.setdefault("types", [None] * n)
         for name, function, accepts in zip(self.names, self.functions, self._accepts, strict=True):
             raw = _call(name, function, accepts, arguments)
+            raw, per_turn = _split_turns(name, raw, n)
+            if per_turn is not None:
+                turns[name] = per_turn
             values = _as_column(name, raw, n)
             metrics.update(_column_summary(name, values))
             columns[name] = values
@@ -118,7 +152,8 @@ class CombinedReward:
         if not np.isfinite(totals).all():
             row = int(np.flatnonzero(~np.isfinite(totals))[0])
             raise ValueError(f"the weighted reward of completion {row} is not finite")
-        return CombinedRewards(totals=totals, columns=columns, metrics=metrics)
+        weights = dict(zip(self.names, self.weights.tolist(), strict=True))
+        return CombinedRewards(totals, columns, metrics, turns, weights)
 
 
 def combine(
@@ -176,6 +211,39 @@ def _call(
     except Exception as exc:
         raise user_code_error(exc, f"reward function {name!r}", function) from exc
     return reward_list(name, raw, n)
+
+
+def _split_turns(
+    name: str, raw: RewardValues, n: int
+) -> tuple[RewardValues, list[list[float | None] | None] | None]:
+    """(one value per completion, the per-turn lists or None): a completion given a list
+    counts as its sum (None when every turn is None)."""
+    if raw is None or not any(isinstance(r, list | tuple) for r in raw):
+        return raw, None
+    if len(raw) != n:
+        raise ValueError(f"{name} returned {len(raw)} rewards for {n} completions")
+    scalars: list[float | None] = []
+    lists: list[list[float | None] | None] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, list | tuple):
+            scalars.append(item)
+            lists.append(None)
+            continue
+        try:
+            values = [None if v is None else float(v) for v in item]
+        except (TypeError, ValueError):
+            raise UserCodeError(
+                f"reward function {name!r} returned {item!r} for completion {i}: per-turn "
+                "rewards must be numbers or None"
+            ) from None
+        if not all(v is None or np.isfinite(v) for v in values):
+            raise UserCodeError(
+                f"reward function {name!r}: a non-finite per-turn reward for completion {i}"
+            )
+        given = [v for v in values if v is not None]
+        scalars.append(float(sum(given)) if given else None)
+        lists.append(values)
+    return scalars, lists
 
 
 def _unique_names(names: list[str]) -> list[str]:
@@ -402,10 +470,15 @@ class ToolUseReward:
 
 
 def environment_reward(*, trajectories: Sequence[Any], **extra: Any) -> list[float | None]:
-    """``environment``: what each episode's environment returned from ``reward(trajectory)``;
-    ``None`` for an episode without one."""
+    """``environment``: what each episode's environment returned from ``reward(trajectory)``
+    (per turn when it scores turns: ``turn_reward``, or a list from ``reward``); ``None``
+    for an episode without one."""
     del extra
-    return [getattr(t, "env_reward", None) for t in trajectories]
+    out: list[Any] = []
+    for t in trajectories:
+        turns = getattr(t, "turn_rewards", None)
+        out.append(list(turns) if turns is not None else getattr(t, "env_reward", None))
+    return out
 
 
 TOOL_USE = "tool_use"
