@@ -157,6 +157,56 @@ function readHash() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ""));
   for (const k of Object.keys(DEFAULTS)) state[k] = params.has(k) ? params.get(k) : DEFAULTS[k];
   if (!state.tab) state.tab = state.episode ? "episodes" : (state.group ? "group" : "summary");
+  normaliseLink();
+}
+
+// A link may name what these dumps do not have: a step that was never dumped, a run, term
+// or choice that does not exist, a number that is not one. A bare step number becomes the
+// dump of that step; anything else unknown is dropped, and the page says what it dropped
+// (instead of an empty list under a picker that reads "all steps").
+let linkNotes = [];
+
+const LINK_CHOICES = {
+  errors: ["any", "with", "without", "calls", "nocalls"],
+  result: ["any", "pass", "fail"],
+  sort: ["default", "reward_desc", "reward_asc", "adv_desc", "adv_asc", "errors_desc",
+    "calls_desc", "term_desc", "term_asc"],
+};
+
+function normaliseLink() {
+  linkNotes = [];
+  const drop = (key, what) => {
+    linkNotes.push(`the link's ${what} matches nothing here, ignored`);
+    state[key] = DEFAULTS[key];
+  };
+  if (!/^\d+$/.test(state.run) || !runs[Number(state.run)]) {
+    drop("run", `run "${state.run}" (${runs.length} input(s))`);
+  }
+  const run = runs[Number(state.run)] || runs[0];
+  if (state.step !== "all" && !run.keys.includes(state.step)) {
+    const bare = ["train:" + state.step, "eval:" + state.step].find((k) => run.keys.includes(k));
+    if (bare) state.step = bare;
+    else {
+      const dumped = run.keys.map(stepLabel).join(", ") || "none";
+      drop("step", `step "${state.step}" (steps dumped: ${dumped})`);
+    }
+  }
+  if (state.term && !run.terms.includes(state.term)) drop("term", `reward term "${state.term}"`);
+  if (state.finish !== "any" && !run.finishes.includes(state.finish)) {
+    drop("finish", `finish "${state.finish}"`);
+  }
+  for (const [key, values] of Object.entries(LINK_CHOICES)) {
+    if (!values.includes(state[key])) drop(key, `${key} "${state[key]}"`);
+  }
+  const tabs = ["summary", "episodes", "group", ...(runs.length > 1 ? ["compare"] : [])];
+  if (!tabs.includes(state.tab)) {
+    drop("tab", `tab "${state.tab}"`);
+    state.tab = "summary";
+  }
+  for (const key of ["min_reward", "max_reward", "term_min", "gap_min"]) {
+    if (state[key] && num(state[key]) === null) drop(key, `${key} "${state[key]}"`);
+  }
+  if (linkNotes.length) writeHash();
 }
 
 function writeHash() {
@@ -619,7 +669,8 @@ function render() {
   if (state.tab === "compare") renderCompare();
   const total = runs.reduce((n, run) => n + run.rows.length, 0);
   document.getElementById("status").textContent =
-    `${runs.length} input(s), ${total} episodes · generated ${DATA.generated}`;
+    `${runs.length} input(s), ${total} episodes · generated ${DATA.generated}` +
+    linkNotes.map((note) => " · " + note).join("");
   // Timings for whoever measures the page: since navigation, and of this render alone.
   document.body.setAttribute("data-ready", "1");
   document.body.setAttribute("data-loaded-ms", performance.now().toFixed(0));
