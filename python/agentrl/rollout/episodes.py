@@ -43,9 +43,11 @@ from typing import Any, Literal, Protocol
 
 from agentrl.chat import apply_chat_template, observation_text
 from agentrl.envs import EnvironmentTools, OpenEpisode
+from agentrl.errors import UserCodeError
 from agentrl.parsing import parse_message, parse_tool_calls
 from agentrl.rollout.batch_engine import FINISH_LENGTH
 from agentrl.rollout.engine import Generation
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import ToolRegistry, supported_tool_names, tool_message
 from agentrl.trajectory import RolloutGroup, Trajectory
@@ -87,11 +89,11 @@ class EpisodeConfig:
     ``sampling=SamplingParams(greedy=True)``.
     """
 
-    max_turns: int = 3
-    max_new_tokens: int = 192
-    max_context_len: int = 1024
+    max_turns: int = RolloutConfig.max_turns
+    max_new_tokens: int = RolloutConfig.max_gen_len
+    max_context_len: int = RolloutConfig.max_context_len
     max_response_tokens: int = 0
-    thinking_ratio: float = 0.0
+    thinking_ratio: float = RolloutConfig.thinking_ratio
     tool_result_chars: int = 1024
     keep_eos: bool = False
     tool_workers: int = 8
@@ -178,6 +180,8 @@ class _Episode:
         self.tool_events: list[dict[str, Any]] = []
         self.tool_turns: list[int] = []
         self.tool_seconds: list[float] = []
+        self.turn_starts: list[int] = []
+        self.turn_rewards: list[float | None] = []
         self.unfinished = False
         self.done = False
         self.first_version: int | None = None
@@ -422,12 +426,14 @@ def _play_turn(
         if ep.kept_end_token:
             generated.append(int(out.end_token_id))  # type: ignore[arg-type]
             logps.append(out.end_logp if out.end_logp is not None else 0.0)
+        ep.turn_starts.append(len(ep.ids))
         ep.add(generated, logps, out.version)
         ep.full_ids.extend(generated)
         ep.turn_outputs.append(out.text)
         ep.messages.append({"role": "assistant", "content": out.text})
         ep.pending_calls = parse(out.text, ep.tools)
         if not ep.pending_calls:
+            _score_turn(ep, turn, [])
             ep.finish()
             continue
         ep.unfinished = turn == config.max_turns - 1
@@ -455,6 +461,7 @@ def _observe(tokenizer: Any, episodes: list[_Episode], turn: int, config: Episod
     rerendered: list[str] = []
     for ep, evs in zip(episodes, events, strict=True):
         ep.stats["tool_s"] += tool_s
+        _score_turn(ep, turn, evs)
         ep.tool_events.extend(evs)
         ep.tool_turns.extend([turn] * len(evs))
         results = [
@@ -485,6 +492,14 @@ def _observe(tokenizer: Any, episodes: list[_Episode], turn: int, config: Episod
     render_s = time.perf_counter() - t0
     for ep in episodes:
         ep.stats["render_s"] += render_s / len(episodes)
+
+
+def _score_turn(ep: _Episode, turn: int, events: list[dict[str, Any]]) -> None:
+    """The environment's reward of the turn just played, once its calls ran (if it scores
+    turns)."""
+    if ep.environment is not None and ep.environment.scores_turns:
+        text = ep.turn_outputs[turn] if turn < len(ep.turn_outputs) else ""
+        ep.turn_rewards.append(ep.environment.turn_reward(turn, text, list(events)))
 
 
 def _columns(sample: Any) -> dict[str, Any]:
@@ -532,14 +547,49 @@ def _groups(
                 stats=ep.stats,
                 conversation=ep.messages,
                 columns=columns,
+                turn_starts=ep.turn_starts,
             )
             traj.check_alignment()
             if ep.environment is not None:
-                traj.env_reward = ep.environment.reward(traj)
+                _environment_rewards(traj, ep)
             trajs.append(traj)
         version = min(t.policy_version for t in trajs)
         groups.append(RolloutGroup(prompts[s], indices[s], version, trajs, time.time()))
     return groups
+
+
+def _environment_rewards(traj: Trajectory, ep: _Episode) -> None:
+    """The environment's rewards: the episode's (a scalar or one per turn) and each turn's.
+
+    Per-turn values (from ``turn_reward`` or a list from ``reward``) go to
+    ``traj.turn_rewards``; with both, the lists add up turn by turn and a scalar episode
+    reward joins the last turn. ``env_reward`` is the episode's total.
+    """
+    assert ep.environment is not None
+    value = ep.environment.reward(traj)
+    turns: list[float | None] | None = (
+        list(ep.turn_rewards) if ep.environment.scores_turns else None
+    )
+    if isinstance(value, list):
+        if len(value) != traj.num_turns:
+            raise UserCodeError(
+                f"environment {type(ep.environment.env).__name__}.reward() returned "
+                f"{len(value)} per-turn rewards for an episode of {traj.num_turns} turn(s)"
+            )
+        turns = value if turns is None else [_add(a, b) for a, b in zip(turns, value, strict=True)]
+        value = None
+    if turns is not None and value is not None:
+        turns = [*turns[:-1], _add(turns[-1] if turns else None, value)]
+    traj.turn_rewards = turns
+    if turns is not None:
+        given = [v for v in turns if v is not None]
+        traj.env_reward = float(sum(given)) if given else None
+    else:
+        traj.env_reward = value
+
+
+def _add(a: float | None, b: float | None) -> float | None:
+    return b if a is None else (a if b is None else a + b)
 
 
 __all__ = ["CallParser", "EpisodeConfig", "RolloutEngine", "parse_calls", "run_episodes"]
