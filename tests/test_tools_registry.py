@@ -288,7 +288,7 @@ def test_non_json_results_are_made_plain_json() -> None:
     registry.max_result_chars = 10_000
     event = registry.execute({"name": "odd_result", "arguments": {}})
     assert event["ok"]
-    assert isinstance(event["result"]["when"], list) and event["result"]["set"] == "{1}"
+    assert isinstance(event["result"]["when"], list) and event["result"]["set"] == [1]
 
 
 def test_execute_many_runs_slow_tools_concurrently_and_keeps_order() -> None:

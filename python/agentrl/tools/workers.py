@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
 import importlib
 import json
 import os
+import pathlib
 import pickle
 import select
 import struct
@@ -29,15 +35,69 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+
+def tool_json_default(value: Any) -> Any:
+    """The JSON form of a tool result's values that JSON has no type for, or TypeError.
+
+    Kept conversions: ``datetime``/``date``/``time`` -> ISO 8601 text (``isoformat()``);
+    ``set``/``frozenset`` -> a list (sorted when its items sort); ``bytes`` -> its UTF-8
+    text; ``Decimal``/``Fraction`` -> a number; ``Path``, ``UUID`` -> text; an ``Enum`` ->
+    its value; numpy and torch arrays and scalars -> lists and numbers; a dataclass -> an
+    object of its fields. Anything else is an error observation for the model (never its
+    ``str()`` passed off as a result).
+    """
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, set | frozenset):
+        try:
+            return sorted(value)
+        except TypeError:
+            return list(value)
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise TypeError("bytes that are not UTF-8 text") from None
+    if isinstance(value, decimal.Decimal | fractions.Fraction):
+        return float(value)
+    if isinstance(value, pathlib.PurePath | uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if type(value).__module__.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"a value of type {type(value).__name__}")
+
+
 # Chunks of JSON text the capped encoder joins; a text longer than the cap stops encoding.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+# No NaN or Infinity: they are not JSON, and the model is shown JSON.
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=tool_json_default, allow_nan=False
+)
 
 
 class ResultTooLarge(ValueError):
     """Raised by :func:`capped_json` when the encoded result passes its cap."""
+
+
+class ResultNotJSON(ValueError):
+    """Raised by :func:`capped_json` for a result JSON cannot carry (see
+    :func:`tool_json_default`): the call fails with this message as its observation."""
+
+
+def _encode_failure(exc: Exception) -> ResultNotJSON:
+    if isinstance(exc, ValueError) and "Out of range float" in str(exc):
+        return ResultNotJSON("result is not JSON: it holds NaN or an infinity")
+    if isinstance(exc, ValueError) and "Circular reference" in str(exc):
+        return ResultNotJSON("result is not JSON: it refers to itself")
+    what = str(exc) if isinstance(exc, TypeError) and str(exc).startswith("a value") else exc
+    return ResultNotJSON(f"result is not JSON: {what} (return dict, list, str, number, bool)")
 
 
 def capped_json(value: Any, cap: int) -> str:
@@ -48,14 +108,19 @@ def capped_json(value: Any, cap: int) -> str:
     """
     if cap > 0 and isinstance(value, str | bytes | bytearray) and len(value) + 2 > cap:
         raise ResultTooLarge(f"result too large: more than {cap} characters")
-    if cap <= 0:
-        return _ENCODER.encode(value)
-    parts, size = [], 0
-    for chunk in _ENCODER.iterencode(value):
-        size += len(chunk)
-        if size > cap:
-            raise ResultTooLarge(f"result too large: more than {cap} characters")
-        parts.append(chunk)
+    try:
+        if cap <= 0:
+            return _ENCODER.encode(value)
+        parts, size = [], 0
+        for chunk in _ENCODER.iterencode(value):
+            size += len(chunk)
+            if size > cap:
+                raise ResultTooLarge(f"result too large: more than {cap} characters")
+            parts.append(chunk)
+    except ResultTooLarge:
+        raise
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _encode_failure(exc) from None
     return "".join(parts)
 
 
@@ -287,6 +352,7 @@ def shared_workers() -> ToolWorkers:
 
 
 __all__ = [
+    "ResultNotJSON",
     "ResultTooLarge",
     "ToolCallTimeout",
     "ToolWorkers",
@@ -295,4 +361,5 @@ __all__ = [
     "resolve_reference",
     "serve_stdio",
     "shared_workers",
+    "tool_json_default",
 ]
