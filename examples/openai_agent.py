@@ -74,11 +74,18 @@ def run_tool(name: str, arguments: str) -> str:
 
 
 def score(answer: str, expected: list[str]) -> float:
-    """The share of the expected numbers that appear in the answer."""
+    """The share of the expected numbers that the answer states (as whole numbers)."""
     if not expected:
         return 0.0
-    found = set(re.findall(r"-?\d+(?:\.\d+)?", answer))
-    hits = sum(1 for gt in expected if str(gt) in found or str(gt) in answer)
+    stated = set()
+    for text in re.findall(r"-?\d+(?:\.\d+)?", answer):
+        stated.add(round(float(text), 6))
+    hits = 0
+    for gt in expected:
+        try:
+            hits += round(float(gt), 6) in stated
+        except ValueError:
+            hits += str(gt) in answer
     return hits / len(expected)
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from agentrl.agents.recorder import Limits
@@ -25,6 +26,8 @@ from agentrl.rollout.engine import Generation
 from agentrl.rollout.sampling import SamplingParams
 
 from tests.helpers import tiny_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
 
 openai = pytest.importorskip("openai")
 
@@ -329,3 +332,107 @@ class _Direct:
 
     def submit(self, prompt, params, budget, n, key):
         return self.engine.generate([prompt] * n, params, max_new_tokens=budget)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["openai_agent", "langgraph_agent"])
+def test_the_examples_multi_turn_calls_join_into_one_sequence(name, monkeypatch) -> None:
+    if name == "langgraph_agent":
+        pytest.importorskip("langgraph")
+        pytest.importorskip("langchain_openai")
+    monkeypatch.chdir(REPO)
+    from agentrl.utils.imports import load_object
+
+    sample = dict(SAMPLE, gt=["5"])
+    batch, _ = run(load_object(f"examples.{name}:agent"), samples=[sample], g=2)
+    assert batch.metrics["agent/dropped"] == 0.0, [ep.error for ep in batch.episodes]
+    assert batch.metrics["agent/history_rewrites"] == 0.0
+    for traj in batch.groups[0].trajectories:
+        assert [c["continues"] for c in traj.agent["calls"]] == [None, [0, 0]]
+        assert traj.agent["reward"] == 1.0
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    import torch
+    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+
+    spec = TinySpec(
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+        corpus_tasks=150,
+    )
+    torch.set_num_threads(1)
+    model, tokenizer = build_tiny_preset(spec)
+    root = tmp_path_factory.mktemp("agents")
+    save_preset(model, tokenizer, root / "model")
+    return root / "model"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["openai_agent", "langgraph_agent"])
+def test_the_example_agents_train_from_the_command_line(
+    name, model_dir, tmp_path, monkeypatch, capsys
+) -> None:
+    import gzip
+
+    from agentrl.cli import main as cli_main
+    from agentrl.observability import read_metrics
+
+    if name == "langgraph_agent":
+        pytest.importorskip("langgraph")
+    monkeypatch.chdir(REPO)  # `examples.<name>` imports from the working directory
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(REPO))])
+    code = cli_main(
+        [
+            "train",
+            "--agent",
+            f"examples.{name}:agent",
+            "--model",
+            str(model_dir),
+            "--total_steps",
+            "2",
+            "--save_dir",
+            str(tmp_path),
+            "--save_weight",
+            "run",
+            "--batch_size",
+            "1",
+            "--num_generations",
+            "2",
+            "--max_gen_len",
+            "8",
+            "--generated_tasks",
+            "20",
+            "--eval_samples",
+            "1",
+            "--eval_max_gen_len",
+            "8",
+            "--eval_interval",
+            "0",
+            "--progress",
+            "0",
+            "--report",
+            "0",
+            "--save_interval",
+            "0",
+            "--dump_rollouts",
+            "1",
+        ]
+    )
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err
+    assert "finished: 2/2 steps" in out and "reward: agent x 1" in out
+    train = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
+    assert len(train) == 2 and train[0]["agent/episodes"] == 2.0
+    assert "agent/history_rewrites" in train[0] and "reward_fn/agent/mean" in train[0]
+    with gzip.open(tmp_path / "run" / "rollouts" / "step-000001.jsonl.gz", "rt") as handle:
+        records = [json.loads(line) for line in handle]
+    calls = records[0]["agent"]["calls"]
+    assert calls and calls[0]["prompt_tokens"] > 0 and calls[0]["completion_tokens"] > 0
+    assert records[0]["tokens"]["prompt"] == calls[0]["prompt_tokens"]

@@ -13,7 +13,7 @@ the run with the agent's first error. :class:`AgentEvaluator` plays the held-out
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -301,10 +301,17 @@ def agent_source(
     config: Any,
     *,
     seed: int,
+    log: Callable[[str], None] = print,
 ) -> AgentSource:
     """The rollout source of an agent run (its episodes run in the trainer's loop)."""
     from agentrl.training.setup import model_spec
 
+    if config.async_workers > 0:
+        log(
+            f"--agent: the agent's episodes run in the trainer loop, all of a step at once; "
+            f"async_workers={config.async_workers} starts no rollout threads"
+        )
+    log(describe(agent, config.agent_timeout))
     return AgentSource(
         agent,
         engine,
@@ -339,8 +346,33 @@ def agent_evaluator(
     )
 
 
+def evaluate_agent(
+    config: Any, spec: str, pool: Any, evaluator: Any, engine: Any
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """`agentrl eval --agent`: the held-out prompts played by the agent; (metrics, dump
+    records), with the built-in evaluator's prompts and decoding."""
+    agent = run_agent(config.agent, None)
+    assert agent is not None
+    with EndpointServer(model_name(spec)) as server:
+        agents = AgentEvaluator(
+            agent,
+            pool,
+            evaluator.episode,
+            samples=len(evaluator.indices),
+            seed=config.eval_seed,
+            generations=config.eval_generations,
+            timeout=config.agent_timeout,
+            server=server,
+        )
+        agents.indices = list(evaluator.indices)
+        return agents.run(engine), agents.records(step=0)
+
+
 def describe(agent: AgentFn, timeout: float) -> str:
-    return f"agent {agent_name(agent)} (episodes time out after {timeout:g}s)"
+    return (
+        f"agent {agent_name(agent)}: each episode calls the endpoint on 127.0.0.1 "
+        f"(dropped after --agent_timeout {timeout:g}s)"
+    )
 
 
 __all__ = [
@@ -351,6 +383,7 @@ __all__ = [
     "agent_reward_plan",
     "agent_source",
     "describe",
+    "evaluate_agent",
     "limits_of",
     "model_name",
     "run_agent",

@@ -28,6 +28,7 @@ EVAL_OPTIONS = (
     "time_mode", "augment_calculator_alias",
     "max_turns", "max_context_len", "max_gen_len", "top_p", "top_k", "repetition_penalty",
     "eval_samples", "eval_seed", "eval_temperature", "eval_generations", "eval_max_gen_len",
+    "agent", "agent_timeout",
 )  # fmt: skip
 
 
@@ -69,12 +70,20 @@ def run(args: argparse.Namespace) -> int:
     metrics = result.metrics
     for key in sorted(k for k in metrics if k.startswith("eval/")):
         print(f"{key:32s} {metrics[key]:.4f}")
-    k = int(metrics.get("eval/generations", 1))
-    sampled = f" x {k} episodes, pass@{k} {100 * metrics['eval/pass_at_k']:.1f}%" if k > 1 else ""
-    print(
-        f"model {result.spec}: exact match {100 * metrics.get('eval/exact_match', 0):.1f}%"
-        f" on {int(metrics.get('eval/tasks', 0))} prompts{sampled}"
-    )
+    if config.agent:  # the agent's own reward, not the built-in task's exact match
+        print(
+            f"model {result.spec} with agent {config.agent}: reward "
+            f"{metrics.get('eval/reward', float('nan')):.4f} on {int(metrics['eval/tasks'])} "
+            f"prompts ({int(metrics['eval/dropped'])} episodes dropped)"
+        )
+    else:
+        k = int(metrics.get("eval/generations", 1))
+        pass_at_k = 100 * metrics.get("eval/pass_at_k", 0.0)
+        sampled = f" x {k} episodes, pass@{k} {pass_at_k:.1f}%" if k > 1 else ""
+        print(
+            f"model {result.spec}: exact match {100 * metrics.get('eval/exact_match', 0):.1f}%"
+            f" on {int(metrics.get('eval/tasks', 0))} prompts{sampled}"
+        )
     if args.metrics_output:
         Path(args.metrics_output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.metrics_output).write_text(json.dumps(metrics, indent=1, sort_keys=True))

@@ -68,7 +68,8 @@ class RolloutSetup:
             from agentrl.agents.source import agent_source
 
             cfg = self.config
-            return agent_source(self.agent, engine, self.prompts, self.episode, cfg, seed=seed)
+            return agent_source(self.agent, engine, self.prompts, self.episode, cfg, seed=seed,
+                                log=self.log)
         return local_source(engine, self.prompts, self.tools, self.episode, self.config,
                             seed=seed)  # fmt: skip
 

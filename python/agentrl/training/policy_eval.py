@@ -97,6 +97,11 @@ def evaluate_policy(
         log("---- end of prompt ----")
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
     engine = TorchEngine(model, tokenizer, autocast=autocast, seed=config.seed)
+    if config.agent:  # the user's agent plays the prompts (`agentrl.agents`)
+        from agentrl.agents.source import evaluate_agent
+
+        metrics, records = evaluate_agent(config, spec, pool, evaluator, engine)
+        return PolicyEvaluation(spec, metrics, records)
     metrics = evaluator.run(engine)
     return PolicyEvaluation(spec, metrics, evaluator.records(step=0))
 
