@@ -31,6 +31,7 @@ from agentrl.data.instructions import ANSWER_INSTRUCTION
 from agentrl.parsing import canonicalize_expression, extract_expressions
 from agentrl.tools.builtin import FIXED_TIMES, builtin_registry
 from agentrl.tools.registry import tool_message
+from agentrl.utils.atomic import atomic_file
 
 KINDS = ("math", "unit", "time", "none")
 
@@ -368,22 +369,16 @@ def write_tasks(
     counts: dict[str, int] = {}
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            for task in tasks:
-                record = (
-                    task.demo_record(tools, shortcut_rate=shortcut_rate)
-                    if sft
-                    else task.prompt_record(tools)
-                )
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                counts[task.kind] = counts.get(task.kind, 0) + 1
-                counts[f"lang_{task.lang}"] = counts.get(f"lang_{task.lang}", 0) + 1
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for task in tasks:
+            record = (
+                task.demo_record(tools, shortcut_rate=shortcut_rate)
+                if sft
+                else task.prompt_record(tools)
+            )
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            counts[task.kind] = counts.get(task.kind, 0) + 1
+            counts[f"lang_{task.lang}"] = counts.get(f"lang_{task.lang}", 0) + 1
     return counts
 
 

@@ -23,6 +23,7 @@ from agentrl.models.errors import (
     ShapeMismatchError,
     UnsupportedArchitectureError,
 )
+from agentrl.utils.atomic import atomic_file
 
 # MiniMind's token layout: <|endoftext|> pads, <|im_start|> begins, <|im_end|> ends a turn.
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -263,7 +264,6 @@ def export_pth(
     if "lm_head.weight" not in sd and "model.embed_tokens.weight" in sd:
         sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
     sd = split_experts(sd)
-    tmp = out.with_name(out.name + ".tmp")
-    torch.save(sd, tmp)
-    os.replace(tmp, out)
+    with atomic_file(out) as tmp:
+        torch.save(sd, tmp)
     return out

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import SaveError
-from agentrl.utils.atomic import saving
+from agentrl.utils.atomic import saving, write_text_atomic
 
 
 def _json_value(value: Any) -> Any:
@@ -61,11 +61,8 @@ class MetricsLog:
             self.path.write_text("", encoding="utf-8")
         else:
             kept = [r for r in read_metrics(self.path) if r["step"] <= resume_step]
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as handle:
-                for record in kept:
-                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            os.replace(tmp, self.path)
+            text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept)
+            write_text_atomic(self.path, text)
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - long-lived
 
     def write(self, step: int, kind: str, metrics: Mapping[str, Any], **extra: Any) -> None:

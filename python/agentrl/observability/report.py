@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.utils.atomic import atomic_file
+
 # (title, [(label, record kind, metric key), ...]) per panel.
 PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Reward", (("train", "train", "reward/mean"), ("eval", "eval", "eval/reward"))),
@@ -169,10 +171,11 @@ def write_report(
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle(title)
-    tmp = out.with_name(f".tmp-{out.name}")
-    fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
-    os.replace(tmp, out)
+    try:
+        with atomic_file(out) as tmp:
+            fig.savefig(tmp, dpi=90, format="png")
+    finally:
+        plt.close(fig)
     return out
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from agentrl.errors import UserError
 from agentrl.trajectory import Trajectory
+from agentrl.utils.atomic import atomic_file
 
 SCHEMA_VERSION = 1
 DUMP_DIR = "rollouts"
@@ -207,12 +208,10 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Mapping[str, A
     into place, so a reader never sees half a file."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".tmp-{out.name}")
     opener = gzip.open if out.name.endswith(".gz") else open
-    with opener(tmp, "wt", encoding="utf-8") as handle:
+    with atomic_file(out) as tmp, opener(tmp, "wt", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(clean_json(record), ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
     return out
 
 

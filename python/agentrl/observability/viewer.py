@@ -20,6 +20,7 @@ from typing import Any
 from agentrl.errors import UsageError
 from agentrl.observability.metrics_log import read_metrics
 from agentrl.observability.rollout_dump import clean_json, dump_files, read_records
+from agentrl.utils.atomic import write_text_atomic
 
 _ASSETS = Path(__file__).with_name("viewer_assets")
 VIEW_FILE = "view.html"
@@ -93,7 +94,9 @@ def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
     page = (_ASSETS / "page.html").read_text(encoding="utf-8")
     parts = {
         "/*STYLE*/": (_ASSETS / "viewer.css").read_text(encoding="utf-8"),
-        "/*SCRIPT*/": (_ASSETS / "viewer.js").read_text(encoding="utf-8"),
+        "/*SCRIPT*/": "\n".join(
+            (_ASSETS / name).read_text(encoding="utf-8") for name in ("tokens.js", "viewer.js")
+        ),
         "__TITLE__": _html_text(data["title"]),
         "__DATA__": _embedded_json(data),
     }
@@ -117,9 +120,7 @@ def write_view(
     sources = [load_source(p) for p in paths]
     out = Path(output) if output else default_output(paths)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".tmp-{out.name}")
-    tmp.write_text(render_page(sources), encoding="utf-8")
-    os.replace(tmp, out)
+    write_text_atomic(out, render_page(sources))
     return out, sources
 
 

@@ -157,6 +157,39 @@ def atomic_dir(final: Path, *, sync: bool = False) -> Iterator[Path]:
         raise
 
 
+@contextmanager
+def atomic_file(final: str | os.PathLike[str], *, sync: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``final``; on success it replaces ``final``.
+
+    Every file agentrl writes that a reader may open at any moment (metrics, reports,
+    dumps, viewer pages, exported weights, generated data) goes through here: a reader
+    sees the old file or the new one, never half of one. A failure on the way removes the
+    temporary file, leaves ``final`` as it was and is a :class:`SaveError` naming it.
+    """
+    out = Path(final)
+    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
+    try:
+        with saving(out):
+            yield tmp
+            if sync:
+                with open(tmp, "rb") as handle:
+                    os.fsync(handle.fileno())
+            os.replace(tmp, out)
+            if sync:
+                fsync_dir(out.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """``path`` holds ``text`` (UTF-8), written through :func:`atomic_file`."""
+    out = Path(path)
+    with atomic_file(out) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return out
+
+
 def complete_numbered_dirs(
     root: str | os.PathLike[str], pattern: re.Pattern[str], required: Iterable[str]
 ) -> list[tuple[int, Path]]:
@@ -179,6 +212,7 @@ def complete_numbered_dirs(
 
 __all__ = [
     "atomic_dir",
+    "atomic_file",
     "complete_numbered_dirs",
     "fsync_dir",
     "fsync_tree",
@@ -186,4 +220,5 @@ __all__ = [
     "replace_dir",
     "save_failure",
     "saving",
+    "write_text_atomic",
 ]
