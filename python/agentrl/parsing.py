@@ -91,6 +91,8 @@ TOOL_FORMATS: dict[str, tuple[str, ...]] = {
     "llama4": ("llama4", "pythonic"),
     # xLAM's list of calls also comes in a ```json fence.
     "xlam": ("xlam", "json"),
+    # Granite 3.1 writes <tool_call>[...] where 3.0 writes <|tool_call|>[...].
+    "granite": ("granite", "hermes"),
 }
 """``--tool_format`` names: ``auto`` looks for every format, a family name for its own
 forms only (see docs/tool-formats.md)."""

@@ -8,7 +8,9 @@
 
 use std::collections::HashSet;
 
-use super::common::{calls_in, json_value, skip_ws, Outcome, LENIENT};
+use super::common::{
+    byte_at, calls_in, has_at, json_reason, json_value, skip_ws, Outcome, LENIENT,
+};
 use crate::pychar::is_space;
 use crate::pyjson::Value;
 
@@ -22,8 +24,14 @@ pub(super) fn parse(text: &str, open: usize, close: usize, tools: &HashSet<Strin
         return Outcome::NotABlock;
     }
     let body = skip_ws(text, open + 3 + newline + 1, close);
-    let Ok((value, after)) = json_value(text, body, close, &LENIENT) else {
-        return Outcome::NotABlock;
+    let (value, after) = match json_value(text, body, close, &LENIENT) {
+        Ok(found) => found,
+        // JSON that opens like a call (`{"name"` or `[{"name"`) but does not parse is a
+        // refused call; other broken JSON in a fence is just text.
+        Err(err) if opens_like_call(text, body, close) => {
+            return Outcome::rejected(close + 3, json_reason(&err))
+        }
+        Err(_) => return Outcome::NotABlock,
     };
     if skip_ws(text, after, close) != close {
         return Outcome::NotABlock;
@@ -51,4 +59,17 @@ pub(super) fn parse(text: &str, open: usize, close: usize, tools: &HashSet<Strin
         end: close + 3,
         items: calls_in(value),
     }
+}
+
+/// Whether the fence body at `at` opens with `{"name"` or `[{"name"`.
+fn opens_like_call(text: &str, at: usize, end: usize) -> bool {
+    let mut at = at;
+    if byte_at(text, at, end) == Some(b'[') {
+        at = skip_ws(text, at + 1, end);
+    }
+    if byte_at(text, at, end) != Some(b'{') {
+        return false;
+    }
+    let key = skip_ws(text, at + 1, end);
+    has_at(text, key, end, "\"name\"") || has_at(text, key, end, "'name'")
 }

@@ -156,10 +156,13 @@ pub(super) fn parse(text: &str) -> Vec<Piece> {
 
 /// The call a message to `to` makes with the JSON body in `[start, end)`.
 fn call(text: &str, to: &str, start: usize, end: usize) -> Found {
-    let name = to.strip_prefix("functions.").unwrap_or(to);
-    if name.is_empty() {
-        return Err("the recipient names no function".to_owned());
-    }
+    // Other recipients (`browser.search`, `python`) are gpt-oss's built-in tools, which
+    // are not function calls.
+    let Some(name) = to.strip_prefix("functions.").filter(|n| !n.is_empty()) else {
+        return Err(format!(
+            "the recipient {to:?} is not a function: write to=functions.NAME"
+        ));
+    };
     let at = skip_ws(text, start, end);
     if at >= end {
         return Ok((name.to_owned(), Default::default()));

@@ -64,12 +64,13 @@ pub(super) fn body_kind(text: &str, at: usize, end: usize) -> Body {
     if has_at(text, first, end, FUNCTION) {
         return Body::Coder;
     }
+    // GLM writes the name right after the tag; `<tool_call> and </tool_call>` is prose.
     let bytes = text.as_bytes();
-    let mut stop = first;
+    let mut stop = body;
     while stop < end && is_name_byte(bytes[stop]) {
         stop += 1;
     }
-    if stop > first {
+    if stop > body {
         let after = skip_ws(text, stop, end);
         if has_at(text, after, end, ARG_KEY) || has_at(text, after, end, hermes::CLOSE) {
             return Body::Glm;
@@ -181,6 +182,15 @@ pub(super) fn coder(
     let mut at = if wrapped {
         skip_ws(text, start + hermes::OPEN.len(), window)
     } else {
+        // A bare `<function=NAME>` counts only when parameters or `</function>` follow;
+        // `call <function=...> blocks` in prose is text.
+        let opens_call = tag_name(text, start + FUNCTION.len(), window).is_some_and(|(_, at)| {
+            let next = skip_ws(text, at, window);
+            has_at(text, next, window, PARAMETER) || has_at(text, next, window, FUNCTION_END)
+        });
+        if !opens_call {
+            return Outcome::NotABlock;
+        }
         start
     };
     let refused = |at: usize, reason: String| {
