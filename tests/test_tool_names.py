@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from agentrl.cli import main
 from agentrl.envs.parts import TaskParts, task_tools
-from agentrl.errors import UsageError
+from agentrl.errors import EXIT_DATA, UsageError
 from agentrl.tools import builtin_registry, tool
 
 
@@ -69,3 +69,25 @@ def test_train_with_a_tool_named_like_a_built_in_runs_to_the_end(
     assert "tool 'calculate_math': mytools.calculate_math replaces the built-in one" in (
         captured.out + captured.err
     )
+
+
+@pytest.mark.slow
+def test_train_with_a_reward_returning_nan_exits_1_naming_it(
+    run_files, tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "myrewards.py").write_text(
+        "def broken(completions, **kwargs):\n    return [float('nan')] * len(completions)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "myrewards", raising=False)
+    argv = (
+        f"train --model {run_files / 'model'} --data {run_files / 'prompts.jsonl'} "
+        f"--save_dir {tmp_path} --save_weight run --reward_funcs myrewards:broken "
+        "--total_steps 1 --batch_size 1 --num_generations 2 --max_turns 1 --max_gen_len 8 "
+        "--eval_before_train 0 --progress 0 --report 0 --async_workers 0 --filter_mode all"
+    ).split()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == EXIT_DATA, err
+    assert "Traceback" not in err
+    assert "error: reward function 'broken' returned nan for completion 0" in err
