@@ -177,3 +177,29 @@ def test_a_tiny_local_judge_always_gives_a_score(tmp_path):
         values = judge(prompts=[TASK] * 3, completions=["2", "3", "x"], trajectories=episodes)
         assert all(v is not None and 0.0 <= v <= 1.0 for v in values), values
         assert episodes[0].notes["judge"]["mode"] == mode
+
+
+def test_reward_funcs_judge_is_configured_from_the_run_options():
+    from agentrl.config import TrainConfig
+    from agentrl.envs import task_parts
+
+    config = TrainConfig.from_mapping(
+        {"reward_funcs": "judge", "judge_url": "http://judge:8000/v1", "judge_mode": "rank"}
+    )
+    parts = task_parts(config_reward_funcs=config.reward_funcs, options=config)
+    (judge,) = parts.reward_funcs
+    assert isinstance(judge, JudgeReward) and judge.__name__ == "judge"
+    assert judge.settings.url == "http://judge:8000/v1" and judge.settings.mode == "rank"
+    with pytest.raises(ValueError, match="judge_mode"):
+        TrainConfig.from_mapping({"judge_mode": "pairs"})
+
+
+def test_the_dump_keeps_the_judges_note():
+    from agentrl.observability.rollout_dump import episode_record
+    from agentrl.trajectory import Trajectory
+
+    traj = Trajectory("p", [{"role": "user", "content": "q"}], None, [], "a", "", [1])
+    traj.notes["judge"] = {"mode": "single", "score": 0.5, "reasoning": "fine"}
+    record = episode_record(traj, kind="train", step=1, episode=0, group=0, reward=0.5,
+                            terms={}, max_turns=1)  # fmt: skip
+    assert record["notes"]["judge"]["reasoning"] == "fine"

@@ -209,3 +209,62 @@ def test_bad_limits_are_refused():
 def test_the_code_runs_as_an_unprivileged_uid(sandbox):
     assert sandbox.run("import os\nos.getuid()")["value"] == str(sandbox.uid)
     assert sandbox.guarantees()["namespaces"] == ["mount", "pid", "network"]
+
+
+def _sandbox_processes() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"sandbox_boot.py" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_tools_python_gives_each_episode_its_own_interpreter_closed_with_it():
+    import json
+    from types import SimpleNamespace
+
+    from agentrl.envs import EnvironmentTools, task_parts, task_tools
+    from agentrl.rollout.episodes import run_episodes
+    from agentrl.tools import builtin_registry
+    from test_rollout_episodes import ScriptedEngine
+
+    def call(code: str) -> str:
+        args = json.dumps({"name": "python", "arguments": {"code": code}})
+        return f"<tool_call>{args}</tool_call>"
+
+    def script(turn: int, context: str) -> str:
+        codes = ["n = globals().get('n', 0) + 1", "print(n * 42)"]
+        return call(codes[turn]) if turn < 2 else "<answer>42</answer>"
+
+    options = SimpleNamespace(python_timeout=5.0, python_keep_state=True)
+    tools = task_tools(builtin_registry(), task_parts(config_tools="python", options=options))
+    assert isinstance(tools, EnvironmentTools)
+    assert "python" in [s["function"]["name"] for s in tools.specs()]
+    sample = {"messages": [{"role": "user", "content": "compute"}], "gt": ["42"]}
+    groups = run_episodes(ScriptedEngine(script), [sample], tools, num_generations=2)
+    for traj in groups[0].trajectories:
+        events = traj.tool_events
+        assert [e["ok"] for e in events] == [True, True], events
+        assert events[1]["result"]["stdout"] == "42\n"  # n is 1: nothing shared between episodes
+    assert _gone_sandboxes()
+
+
+def _gone_sandboxes(seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while _sandbox_processes():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_tools_python_without_state_is_a_plain_tool():
+    from types import SimpleNamespace
+
+    from agentrl.envs import task_parts
+
+    parts = task_parts(config_tools="python", options=SimpleNamespace(python_keep_state=False))
+    assert parts.environment is None and [t.name for t in parts.tools] == ["python"]
