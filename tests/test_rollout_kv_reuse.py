@@ -110,7 +110,7 @@ def test_kept_caches_are_dropped_when_they_cannot_be_used() -> None:
     engine.drop_cache(["x"])
     assert engine.kept_caches == 1
     # A kept cache computed by other weights is not used even if still there.
-    engine._kept["y"].version = -7
+    engine.kv_store.get("y").version = -7
     before = engine.stats["prefill_tokens_reused"]
     engine.generate([grown[1] + [7, 8]], GREEDY, max_new_tokens=1, cache_keys=["y"])
     assert engine.stats["prefill_tokens_reused"] == before

@@ -24,8 +24,9 @@ from typing import Any
 
 import torch
 
-from agentrl.rollout.state_dicts import has_nonfinite, strip_wrapper_prefixes
+from agentrl.models.weights import strip_wrapper_prefixes
 from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs, remove_stale_temps
+from agentrl.utils.tensors import has_nonfinite
 
 LATEST_FILE = "LATEST"
 WEIGHTS_FILE = "model.safetensors"
