@@ -23,9 +23,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentrl", "agentrl.cli", "agentrl.commands"),
     ("agentrl.trainer",),
     ("agentrl.placement",),
-    ("agentrl.training", "agentrl.sft"),
+    # An --agent run's rollout source reads the training's prompt order and weight sync.
+    ("agentrl.training", "agentrl.sft", "agentrl.agents.source"),
     ("agentrl.config",),
-    ("agentrl.rl", "agentrl.rollout"),
+    # The endpoint, recorder and episode assembly of --agent sit on the rollout engine.
+    ("agentrl.rl", "agentrl.rollout", "agentrl.agents"),
     (
         "agentrl.tools",
         "agentrl.rewards",
@@ -42,6 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentrl._core",
         "agentrl.utils",
         "agentrl.trajectory",
+        "agentrl.agents.options",  # declarations only, read by the config
     ),
 )
 
