@@ -160,25 +160,6 @@ def test_compat_only_options_accept_their_default_and_reject_the_rest(name):
     assert "compatibility only" in action.help and COMPAT_ONLY[name] in action.help
 
 
-def test_every_option_has_a_reader_or_is_compat_only():
-    """An option nothing reads would be accepted and silently do nothing.
-
-    (Reward options are read by the Rust scorer through RewardConfig.)
-    """
-    sources = [
-        p.read_text(encoding="utf-8")
-        for p in (Path(__file__).parents[1] / "python" / "agentrl").rglob("*.py")
-        if p.parent.name != "config"
-    ]
-    text = "\n".join(sources)
-    unread = [
-        name
-        for name in (f.name for f in fields(TrainConfig) if f.name != "reward")
-        if name not in COMPAT_ONLY and not re.search(rf"(\.{name}\b|[\"']{name}[\"'])", text)
-    ]
-    assert unread == []
-
-
 def test_an_option_subset_adds_only_those_flags():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, ["model", "eval_samples", "reward_base"])

@@ -117,9 +117,17 @@ def batch(seed: int) -> tuple[torch.Tensor, ...]:
 def reference_loss(logps, ref, mask, advantages, level, mode, beta):
     leaf = logps.clone().requires_grad_()
     loss, total, _ = REFERENCE["_grpo_objective"](  # type: ignore[index,operator]
-        leaf.as_subclass(MxArray), ref.as_subclass(MxArray), mask, advantages.as_subclass(MxArray),
-        beta, 0.2, 0.28, MAX_TOKENS, level, mode,
-    )  # fmt: skip
+        leaf.as_subclass(MxArray),
+        ref.as_subclass(MxArray),
+        mask,
+        advantages.as_subclass(MxArray),
+        beta,
+        0.2,
+        0.28,
+        MAX_TOKENS,
+        level,
+        mode,
+    )
     loss.backward()
     return loss.detach(), total, leaf.grad
 
@@ -127,13 +135,23 @@ def reference_loss(logps, ref, mask, advantages, level, mode, beta):
 def agentrl_loss(logps, ref, mask, advantages, level, mode, beta):
     leaf = logps.clone().requires_grad_()
     config = LossConfig(
-        epsilon=0.2, epsilon_high=0.28, use_decoupled_ppo=False, loss_reduction=mode,
-        importance_sampling_level=level, kl_estimator="k3", max_completion_length=MAX_TOKENS,
-    )  # fmt: skip
+        epsilon=0.2,
+        epsilon_high=0.28,
+        use_decoupled_ppo=False,
+        loss_reduction=mode,
+        importance_sampling_level=level,
+        kl_estimator="k3",
+        max_completion_length=MAX_TOKENS,
+    )
     out = policy_loss(
-        leaf, leaf.detach(), advantages, mask.to(leaf.dtype), config, beta=beta,
+        leaf,
+        leaf.detach(),
+        advantages,
+        mask.to(leaf.dtype),
+        config,
+        beta=beta,
         ref_logps=ref if beta else None,
-    )  # fmt: skip
+    )
     out.loss.backward()
     return out.loss.detach(), out.denominator, leaf.grad
 
@@ -161,5 +179,15 @@ def test_the_stand_in_runs_the_reference_code_not_a_copy() -> None:
     assert Path(objective.__code__.co_filename).name.startswith("003_")  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="Unknown loss type"):
         logps, ref, mask, advantages = batch(0)
-        objective(logps.as_subclass(MxArray), ref.as_subclass(MxArray), mask,  # type: ignore[operator]
-                  advantages.as_subclass(MxArray), 0.0, 0.2, 0.2, 7, "token", "dapo")  # fmt: skip
+        objective(
+            logps.as_subclass(MxArray),
+            ref.as_subclass(MxArray),
+            mask,  # type: ignore[operator]
+            advantages.as_subclass(MxArray),
+            0.0,
+            0.2,
+            0.2,
+            7,
+            "token",
+            "dapo",
+        )

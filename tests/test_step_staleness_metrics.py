@@ -28,24 +28,56 @@ def test_staleness_and_generated_tokens_are_step_metrics(small_tokenizer) -> Non
     sampling = SamplingParams(temperature=1.0, max_new_tokens=6)
     episode = EpisodeConfig(max_turns=1, max_new_tokens=6, sampling=sampling)
     engine = TorchEngine(copy.deepcopy(model), small_tokenizer, seed=0)
-    source = InlineSource(engine, generated_heldout_samples(4), builtin_registry(), episode,
-                          num_generations=2, batch_size=2, seed=0,
-                          version=PolicyVersion())  # fmt: skip
+    source = InlineSource(
+        engine,
+        generated_heldout_samples(4),
+        builtin_registry(),
+        episode,
+        num_generations=2,
+        batch_size=2,
+        seed=0,
+        version=PolicyVersion(),
+    )
     groups = source.next_batch(1)
     config = resolve(preset="compat", overrides={"bc_coef": 0.0})
     loss, advantage, bc = config_sections(config)
-    settings = StepSettings(loss, advantage, bc, config.reward, num_generations=2,
-                            max_total_len=512, strict_group_packing=True, stale_discount=1.0,
-                            micro_batch_size=0, ppo_epochs=1, num_mini_batches=1)  # fmt: skip
+    settings = StepSettings(
+        loss,
+        advantage,
+        bc,
+        config.reward,
+        num_generations=2,
+        max_total_len=512,
+        strict_group_packing=True,
+        stale_discount=1.0,
+        micro_batch_size=0,
+        ppo_epochs=1,
+        num_mini_batches=1,
+    )
     policy = copy.deepcopy(model).train()
     reference = copy.deepcopy(model).eval().requires_grad_(False)
-    models = Models(policy, policy, reference, reference, small_tokenizer, torch.device("cpu"),
-                    autocast_factory(torch.device("cpu"), "float32"), "test")  # fmt: skip
+    models = Models(
+        policy,
+        policy,
+        reference,
+        reference,
+        small_tokenizer,
+        torch.device("cpu"),
+        autocast_factory(torch.device("cpu"), "float32"),
+        "test",
+    )
     opt = Optimization(policy, OptimConfig(accumulation_steps=1, learning_rate=1e-3), 1)
     # Sampled at version 0, trained at version 2: every token and group is 2 behind.
-    out = train_on_groups(groups, step=1, current_version=2, reward_baseline=0.0,
-                          settings=settings, models=models, optimization=opt,
-                          beta=BetaController(BetaConfig()))  # fmt: skip
+    out = train_on_groups(
+        groups,
+        step=1,
+        current_version=2,
+        reward_baseline=0.0,
+        settings=settings,
+        models=models,
+        optimization=opt,
+        beta=BetaController(BetaConfig()),
+    )
     m = out.metrics
     assert m["async/token_staleness_mean"] == 2.0 and m["async/token_staleness_p95"] == 2.0
     assert m["async/staleness_group_mean"] == 2.0 and m["async/staleness_group_max"] == 2.0
