@@ -3,6 +3,7 @@ and leaves no process running and no file written outside it."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import socket
@@ -121,6 +122,26 @@ def test_a_fork_bomb_is_contained_and_killed(sandbox):
     with pytest.raises(PythonToolError, match="time limit"):
         sandbox.run(bomb)
     assert _gone(sandbox.uid)
+
+
+def test_processes_stop_at_the_cap_and_die_with_the_sandbox(sandbox):
+    code = (
+        "import os, time\nkids = 0\nfor _ in range(64):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(60)\n"
+        "        os._exit(0)\n    kids += 1\nkids"
+    )
+    kids = int(sandbox.run(code)["value"])
+    assert 1 <= kids < LIMITS.max_processes
+    assert sandbox.run("1")["value"] == "1"  # the sleeping children do not block the next call
+
+
+def test_the_sandbox_sees_only_its_own_root(sandbox):
+    listing = ast.literal_eval(sandbox.run("import os\nsorted(os.listdir('/'))")["value"])
+    system = {"bin", "dev", "etc", "lib", "lib32", "lib64", "proc", "sbin", "tmp", "usr"}
+    interpreter = {p.split("/")[1] for p in (sys.prefix, sys.base_prefix) if p.count("/") >= 1}
+    assert set(listing) <= system | interpreter, listing
+    with pytest.raises(PythonToolError, match="PermissionError"):
+        sandbox.run("import os\nos.chroot('/tmp')")
 
 
 def test_a_huge_allocation_is_a_memory_error(sandbox):

@@ -14,11 +14,11 @@ refuses to start rather than run with less, except where an option says otherwis
   closing the sandbox (or its time limit) kills every process it started;
 * **network**: a fresh network namespace with no interfaces up (``allow_network=True``
   opts out; without the namespace the sandbox refuses to start);
-* **files**: the working directory is ``/tmp/work`` on a private, size-capped tmpfs that
-  vanishes with the sandbox; ``/var/tmp`` and ``/dev/shm`` are private too; with Landlock
-  (Linux 5.13+) nothing outside ``/tmp``, the interpreter's and the system's directories
-  can be read, and nothing outside ``/tmp`` written; without it, the unprivileged uid's
-  permissions are what keep the user's files out of reach (see :meth:`guarantees`);
+* **files**: the code sees a root of its own (``pivot_root``, the host's root detached):
+  read-only binds of the system's directories and the interpreter's (its venv and base;
+  not the user's project or home), and a private, size-capped tmpfs ``/tmp`` holding the
+  working directory ``/tmp/work``, gone with the sandbox; with Landlock (Linux 5.13+)
+  writes outside ``/tmp`` are refused by the kernel too (see :meth:`guarantees`);
 * **output**: stdout and stderr (of child processes too) are captured up to a cap.
 
 :func:`python_tool` makes the stateless tool (a fresh interpreter per call);

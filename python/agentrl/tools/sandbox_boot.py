@@ -4,22 +4,22 @@ Run as a script (``python -I sandbox_boot.py SETTINGS_JSON``) by
 :mod:`agentrl.tools.python_sandbox`, never imported by agentrl itself: it uses the standard
 library only, because after set-up it can read nothing but the interpreter's own files.
 
-Set-up, in order (each step that fails stops the sandbox with a ``setup_error`` frame,
-except those marked optional):
+Set-up, in order (a step that fails stops the sandbox with a ``setup_error`` frame):
 
 1. ``unshare`` new mount, PID and (unless network is allowed) network namespaces; as a
    user other than root, in a new user namespace first;
 2. ``fork``: the child is PID 1 of the new PID namespace, so when it dies the kernel kills
    every process the code started; the parent only waits for it;
-3. private mounts: a size-capped ``tmpfs`` on ``/tmp`` (the working directory is
-   ``/tmp/work``), on ``/var/tmp`` and ``/dev/shm`` (optional), a fresh ``/proc``
-   (optional);
+3. a root of its own: a tmpfs holding read-only binds of the system's directories
+   (``/usr``, ``/lib``, ``/etc``, ...) and the interpreter's (its venv and base), four
+   devices, a size-capped tmpfs ``/tmp`` (the working directory is ``/tmp/work``) and a
+   fresh ``/proc``; ``pivot_root`` into it and the old root detached, so nothing else of
+   the host's file system is reachable;
 4. resource limits: address space, CPU time, processes, file size, open files, no core;
 5. as root: a fresh unprivileged uid/gid, no supplementary groups;
 6. ``no_new_privs`` and, where the kernel has Landlock, a ruleset: read and execute in
-   the interpreter's directories and the system's (``/usr``, ``/lib``, ``/etc``, ...),
-   read-write in ``/tmp`` and a few devices, nothing elsewhere; TCP connect/bind refused
-   and signals and abstract sockets scoped to the sandbox where the ABI has them.
+   the new root, write only in ``/tmp`` and two devices; TCP connect/bind refused and
+   signals and abstract sockets scoped to the sandbox where the ABI has them.
 
 Then frames (a 4-byte little-endian length and UTF-8 JSON) go both ways on two private
 file descriptors: ``{"code": ..., "cpu": seconds}`` in, ``{"status", "stdout", "stderr",
@@ -44,7 +44,8 @@ import traceback
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 0x40000
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, MNT_DETACH = 1, 38, 2
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 SYS_LANDLOCK_CREATE, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT = 444, 445, 446
 WORKDIR = "/tmp/work"
 _HEADER = struct.Struct("<I")
@@ -227,10 +228,26 @@ def _new_root(settings: dict, guarantees: dict) -> None:
         os.chown(root + WORKDIR, settings["uid"], settings["uid"])
     os.mkdir(root + "/proc")
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "")
-    os.chdir(root)
-    os.chroot(".")
-    os.chdir("/")
+    _enter(root, guarantees)
     guarantees["root"] = "private: " + ", ".join(p for p, _ in sources)
+
+
+def _enter(root: str, guarantees: dict) -> None:
+    """Make ``root`` the root: pivot_root, then detach the old root, so not even a chroot
+    escape reaches the host's files (chroot only where pivot_root has no known number)."""
+    os.chdir(root)
+    number = _PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        os.chroot(".")
+        os.chdir("/")
+        guarantees["root_switch"] = "chroot"
+        return
+    os.mkdir(".old")
+    _check(_libc.syscall(number, b".", b".old"), "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(b"/.old", MNT_DETACH), "umount the old root")
+    os.rmdir("/.old")
+    guarantees["root_switch"] = "pivot_root"
 
 
 def _limits(settings: dict) -> None:
