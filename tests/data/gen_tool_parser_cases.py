@@ -22,13 +22,13 @@ from typing import Any
 OUT = Path(__file__).with_name("tool_parser_cases.jsonl")
 
 
-def tool(name: str, **props: str) -> dict[str, Any]:
+def tool(tool_name: str, **props: str) -> dict[str, Any]:
     properties = {k: {"type": v} for k, v in props.items()}
     return {
         "type": "function",
         "function": {
-            "name": name,
-            "description": name.replace("_", " "),
+            "name": tool_name,
+            "description": tool_name.replace("_", " "),
             "parameters": {"type": "object", "properties": properties},
         },
     }
@@ -42,6 +42,8 @@ TOOLS = [
     tool("create_event", title="string", attendees="array", details="object", private="boolean"),
     tool("run_code", code="string", language="string"),
     tool("empty_func"),
+    tool("register_user", name="string", age="integer", address="object", role="string"),
+    tool("do_something_cool", steps="array", additional_data="object"),
 ]
 
 CASES: list[dict[str, Any]] = []
@@ -553,6 +555,54 @@ case(
 )
 
 
+# vLLM's Llama 3 JSON parser reads calls after text on the same line and before more text.
+case(
+    "llama3",
+    "vllm",
+    "text_around_inline",
+    'Here is the result: {"name": "empty_func", "parameters": {}} Would you like to know more?',
+    [EMPTY],
+)
+case(
+    "llama3",
+    "vllm",
+    "inline_semicolons_and_text",
+    "Here are the results: "
+    + llama3([S, EMPTY, ("search", {"query": "test2"})])
+    + " Would you like to know more?",
+    [S, EMPTY, ("search", {"query": "test2"})],
+)
+case(
+    "llama3",
+    "vllm",
+    "deep_nesting",
+    j({"name": "create_event", "parameters": {"details": {"a": {"b": {"c": {"d": "deep"}}}}}}),
+    [("create_event", {"details": {"a": {"b": {"c": {"d": "deep"}}}}})],
+)
+case(
+    "llama3",
+    "vllm",
+    "brackets_in_strings",
+    j({"name": "search", "parameters": {"query": "test {value} [complex]"}}),
+    [("search", {"query": "test {value} [complex]"})],
+)
+case(
+    "llama3",
+    "vllm",
+    "invalid_json",
+    '{"name": "search", "parameters": {invalid json}',
+    [],
+    error=True,
+)
+case(
+    "llama3",
+    "vllm",
+    "spaced_semicolons",
+    llama3([S, T], sep=" ; "),
+    [S, T],
+)
+
+
 def pythonic(calls: list) -> str:
     def lit(v: Any) -> str:
         if v is None or isinstance(v, bool | int | float):
@@ -605,6 +655,53 @@ case(
     [("get_weather", {"location": "Mars"})],
 )
 case("llama4", "vllm", "bare_list", pythonic([S, T]), [S, T])
+
+
+USER = (
+    "register_user",
+    {
+        "name": "Doe",
+        "age": 9,
+        "address": {"city": "LA", "state": "CA"},
+        "role": None,
+        "passed_test": True,
+        "aliases": ["John", "Johnny"],
+    },
+)
+for family, wrap in (("llama4", "<|python_start|>{}<|python_end|>"), ("pythonic", "{}")):
+    case(family, "vllm", "more_types", wrap.format(pythonic([USER])), [USER])
+    case(family, "vllm", "parameterless", wrap.format("[get_weather()]"), [("get_weather", {})])
+    case(
+        family,
+        "vllm",
+        "empty_dict_and_list",
+        wrap.format("[do_something_cool(additional_data={}, steps=[])]"),
+        [("do_something_cool", {"additional_data": {}, "steps": []})],
+    )
+    case(
+        family,
+        "vllm",
+        "escaped_strings",
+        wrap.format(r"[get_weather(location='Martha\'s Vineyard', unit='\"cool units\"')]"),
+        [("get_weather", {"location": "Martha's Vineyard", "unit": '"cool units"'})],
+    )
+    case(
+        family,
+        "vllm",
+        "parallel_no_spaces",
+        wrap.format("[get_weather(location='LA',unit='C'),register_user(name='Doe',age=9)]"),
+        [
+            ("get_weather", {"location": "LA", "unit": "C"}),
+            ("register_user", {"name": "Doe", "age": 9}),
+        ],
+    )
+case(
+    "llama4",
+    "vllm",
+    "no_end_token",
+    "<|python_start|>[get_weather(location='LA'), register_user(name='Doe', age=9)]",
+    [("get_weather", {"location": "LA"}), ("register_user", {"name": "Doe", "age": 9})],
+)
 
 
 def fenced(calls: list) -> str:

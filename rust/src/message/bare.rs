@@ -17,7 +17,7 @@ use crate::pyjson::Value;
 const LLAMA_END_TOKENS: [&str; 2] = ["<|eom_id|>", "<|eot_id|>"];
 
 /// Whether the text at `at` opens an object whose first key is `name`.
-fn opens_with_name(text: &str, at: usize, end: usize) -> bool {
+pub(super) fn opens_with_name(text: &str, at: usize, end: usize) -> bool {
     if byte_at(text, at, end) != Some(b'{') {
         return false;
     }
@@ -120,5 +120,38 @@ pub(super) fn xlam_list(
                 Outcome::NotABlock
             }
         }
+    }
+}
+
+/// Llama 3 call objects after other text on their line (`Here is the result: {"name": ..,
+/// "parameters": ..} Would you like more?`), read as vLLM reads them. The JSON may run to
+/// the end of the segment; what does not parse or is not a call (a name that is not a
+/// declared tool, when tools are declared) is prose. Returns the outcome and the offset
+/// up to which no other inline candidate needs trying (the end of what the JSON reader
+/// looked at), which keeps the scan linear.
+pub(super) fn llama_inline(
+    text: &str,
+    start: usize,
+    end: usize,
+    tools: Option<&HashSet<String>>,
+) -> (Outcome, usize) {
+    match json_value(text, start, end, &LENIENT) {
+        Ok((value, after)) => {
+            let declared = |v: &Value| {
+                let name = v
+                    .as_object()
+                    .and_then(|o| o.get("name"))
+                    .and_then(Value::as_str);
+                tools.is_none_or(|t| name.is_some_and(|n| t.contains(n)))
+            };
+            if !call_shaped(&value, None) || !declared(&value) {
+                return (Outcome::NotABlock, after);
+            }
+            match llama_objects(text, start, end) {
+                Outcome::Block { end: stop, items } => (Outcome::Block { end: stop, items }, stop),
+                Outcome::NotABlock => (Outcome::NotABlock, after),
+            }
+        }
+        Err(err) => (Outcome::NotABlock, start + err.byte_offset.max(1)),
     }
 }

@@ -316,6 +316,8 @@ enum Marker {
     Pythonic(bool),
     /// `{` starting a line: Llama 3 call objects.
     JsonObject,
+    /// `{"name"` after other text on its line: Llama 3 call objects, read without a window.
+    JsonInline,
     /// `[{` starting a line: an xLAM list.
     JsonList,
 }
@@ -326,7 +328,7 @@ impl Marker {
         match self {
             Marker::ToolCall => Format::Hermes,
             Marker::Function => Format::Qwen3Coder,
-            Marker::PythonTag | Marker::JsonObject => Format::Llama3,
+            Marker::PythonTag | Marker::JsonObject | Marker::JsonInline => Format::Llama3,
             Marker::PythonStart => Format::Llama4,
             Marker::Mistral => Format::Mistral,
             Marker::DeepSeekCall | Marker::DeepSeekEnvelope => Format::DeepSeek,
@@ -362,11 +364,12 @@ impl Marker {
             Marker::Pythonic(_) => 13,
             Marker::JsonObject => 14,
             Marker::JsonList => 15,
+            Marker::JsonInline => 16,
         }
     }
 }
 
-const GROUPS: usize = 16;
+const GROUPS: usize = 17;
 
 /// The fixed tokens that start a block, with their marker and format.
 const TOKENS: [(&str, Marker); 13] = [
@@ -411,7 +414,8 @@ impl Candidates {
         let mut in_fence = false;
         let first_visible = common::skip_ws(text, start, end);
         while at < end {
-            if line_start || at == first_visible {
+            let line_start_here = line_start || at == first_visible;
+            if line_start_here {
                 // Bare JSON starts a line (or the message, after whitespace), outside fences.
                 let column0 = at == first_visible || line_start;
                 if column0 && !in_fence {
@@ -488,6 +492,14 @@ impl Candidates {
                             t.len()
                         })
                 }
+                b'{' if on(Format::Llama3)
+                    && !line_start_here
+                    && !in_fence
+                    && bare::opens_with_name(text, at, end) =>
+                {
+                    all.push((at, Marker::JsonInline));
+                    None
+                }
                 b'[' if on(Format::Mistral) && rest().starts_with(special::TOOL_CALLS) => {
                     all.push((at, Marker::Mistral));
                     Some(special::TOOL_CALLS.len())
@@ -544,8 +556,11 @@ fn scan_segment(text: &str, start: usize, end: usize, opts: &MessageOptions, out
     let mut content_from = start;
     let mut in_prose_fence = false;
     let types = &opts.param_types;
+    // Inline JSON is read without a window; past a failed try, the JSON reader has
+    // already looked at the text up to here.
+    let mut inline_tried_to = start;
     for &(at, marker) in &all {
-        if at < content_from {
+        if at < content_from || (marker == Marker::JsonInline && at < inline_tried_to) {
             continue;
         }
         let mut format = marker.format();
@@ -584,6 +599,11 @@ fn scan_segment(text: &str, start: usize, end: usize, opts: &MessageOptions, out
             }
             Marker::JsonObject => bare::llama_objects(text, at, window),
             Marker::JsonList => bare::xlam_list(text, at, window, opts.tools.as_ref()),
+            Marker::JsonInline => {
+                let (outcome, tried_to) = bare::llama_inline(text, at, end, opts.tools.as_ref());
+                inline_tried_to = tried_to;
+                outcome
+            }
             Marker::Fence => {
                 // Fences alternate: an opening one that is not a call makes the next one
                 // its closing fence.
