@@ -28,7 +28,7 @@ from agentrl.placement import (
     placement_for,
 )
 from agentrl.trainer import Trainer
-from agentrl.training.settings import planned_total_steps
+from agentrl.training.settings import planned_total_steps, steps_text
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome
 
@@ -128,9 +128,18 @@ def test_a_single_process_answers_every_question_locally():
 def test_total_steps_are_divided_among_data_parallel_ranks_only_when_asked():
     config = resolve(preset="tiny", overrides={"total_steps": 10, "batch_size": 4})
     assert planned_total_steps(config, 100) == 10
-    assert planned_total_steps(config, 100, data_shards=3) == 4  # ceil(10 / 3)
-    kept = dataclasses.replace(config, scale_total_steps_by_world_size=0)
-    assert planned_total_steps(kept, 100, data_shards=3) == 10
+    assert planned_total_steps(config, 100, data_shards=3) == 10  # the run's steps
+    assert steps_text(config, 10, 3) == (
+        "10 steps per rank x 3 data-parallel ranks (--total_steps 10, the run's steps)"
+    )
+    compat = resolve(preset="compat", overrides={"total_steps": 10, "batch_size": 4})
+    assert compat.scale_total_steps_by_world_size  # the reference's scaling
+    assert planned_total_steps(compat, 100, data_shards=3) == 4  # ceil(10 / 3)
+    assert steps_text(compat, 4, 3) == (
+        "4 steps per rank x 3 data-parallel ranks (--total_steps 10 divided among the "
+        "ranks (scale_total_steps_by_world_size))"
+    )
+    assert steps_text(config, 10, 1) == "10 steps"
     by_epochs = dataclasses.replace(config, total_steps=0, epochs=2)
     assert planned_total_steps(by_epochs, 10) == 6  # 2 x ceil(10 / 4)
     assert planned_total_steps(by_epochs, 5, data_shards=2) == 4  # this rank's shard of 5

@@ -49,7 +49,13 @@ from agentrl.training.dynamic_sampling import fill_batch, informative_groups
 from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.memory import peak_memory_mb
 from agentrl.training.scoring import reward_set
-from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
+from agentrl.training.settings import (
+    beta_config,
+    optim_config,
+    planned_total_steps,
+    step_settings,
+    steps_text,
+)
 from agentrl.training.setup import (
     Models,
     WarmStartStopped,
@@ -327,7 +333,8 @@ class Trainer:
         return (
             f"{start}model {m.spec} ({params:.2f}M params) on {m.device}; "
             f"{len(self.train_pool)} train / {len(self.evaluator.indices)} eval prompts; "
-            f"{self.total_steps} steps x {cfg.batch_size} prompts x G={cfg.num_generations}; "
+            f"{steps_text(cfg, self.total_steps, self.placement.data_shards)} x "
+            f"{cfg.batch_size} prompts x G={cfg.num_generations}; "
             f"rollout {'inline' if cfg.async_workers == 0 else f'{cfg.async_workers} worker(s)'}"
             f", max_version_gap {cfg.effective_max_version_gap}{dynamic}"
             f"; advantage {cfg.advantage_mode}, "

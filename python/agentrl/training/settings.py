@@ -27,6 +27,23 @@ def planned_total_steps(config: TrainConfig, train_prompts: int, data_shards: in
     return math.ceil(train_prompts / config.batch_size) * config.epochs
 
 
+def steps_text(config: TrainConfig, total: int, data_shards: int = 1) -> str:
+    """The banner's words for the run's length: ``total`` steps, and under data parallel
+    that this is the count each rank steps (all ranks step together) and why."""
+    if data_shards <= 1:
+        return f"{total} steps"
+    if config.total_steps > 0 and config.scale_total_steps_by_world_size:
+        why = (
+            f"--total_steps {config.total_steps} divided among the ranks "
+            "(scale_total_steps_by_world_size)"
+        )
+    elif config.total_steps > 0:
+        why = f"--total_steps {config.total_steps}, the run's steps"
+    else:
+        why = f"{config.epochs} epoch(s) of this rank's prompts"
+    return f"{total} steps per rank x {data_shards} data-parallel ranks ({why})"
+
+
 def step_settings(config: TrainConfig, tools: ToolRegistry) -> StepSettings:
     """What shapes every training step of the run."""
     loss, advantage, bc = config_sections(config)
