@@ -829,6 +829,134 @@ mod tests {
     }
 
     #[test]
+    fn each_new_family_is_recognised() {
+        for (text, format) in [
+            (
+                "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+                Format::Qwen3Coder,
+            ),
+            (
+                "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
+                Format::Glm45,
+            ),
+            (
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|><|tool_calls_section_end|>",
+                Format::KimiK2,
+            ),
+            (
+                "<｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\" string=\"false\">1</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+                Format::DeepSeekV32,
+            ),
+            (
+                "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>",
+                Format::Harmony,
+            ),
+            ("<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", Format::Granite),
+            (
+                "<|action_start|><|plugin|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}<|action_end|>",
+                Format::InternLm,
+            ),
+            ("<tool_calls>[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]</tool_calls>", Format::Jamba),
+            ("[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", Format::Xlam),
+            ("functools[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", Format::Phi4Mini),
+            ("<|python_start|>[f(a=1)]<|python_end|>", Format::Llama4),
+        ] {
+            let msg = parse(text);
+            assert_eq!(names(&msg), vec!["f"], "{text}: {:?}", msg.errors);
+            assert_eq!(msg.calls[0].arguments.get("a"), Some(&Value::Int(1)), "{text}");
+            assert!(msg.errors.is_empty() && msg.content.is_empty(), "{text}");
+            let only = MessageOptions {
+                formats: [format].into_iter().collect(),
+                ..MessageOptions::default()
+            };
+            assert_eq!(parse_message(text, &only).calls.len(), 1, "{text}");
+        }
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused_in_every_format() {
+        for text in [
+            "[calc(x=1e999)]",
+            "<tool_call>{\"name\": \"calc\", \"arguments\": {\"x\": NaN}}</tool_call>",
+            "[TOOL_CALLS]calc[ARGS]{\"x\": [1, -Infinity]}",
+            "<|python_tag|>{\"name\": \"calc\", \"parameters\": {\"x\": {\"y\": 1e400}}}",
+            "<|channel|>commentary to=functions.calc<|message|>{\"x\": 1e999}<|call|>",
+            "<tool_call>\n<function=calc>\n<parameter=x>\n[1e999]\n</parameter>\n</function>\n</tool_call>",
+        ] {
+            let msg = parse(text);
+            assert!(msg.calls.is_empty(), "{text}");
+            assert_eq!(msg.errors.len(), 1, "{text}");
+            assert!(msg.errors[0].reason.contains("not a finite number"), "{text}");
+        }
+    }
+
+    #[test]
+    fn mistral_word_after_the_token_is_not_a_tool_name() {
+        let msg = parse("[TOOL_CALLS] not json");
+        assert!(msg.calls.is_empty());
+        assert_eq!(msg.errors.len(), 1);
+        assert!(!msg.errors[0].reason.contains("\"not\""));
+        let msg = parse("[TOOL_CALLS]get_time{\"tz\": \"UTC\"}");
+        assert_eq!(names(&msg), vec!["get_time"]);
+    }
+
+    #[test]
+    fn broken_blocks_of_new_families_are_errors() {
+        for (text, format) in [
+            (
+                "<tool_call>\n<function=f>\n<parameter=a>\n1",
+                Format::Qwen3Coder,
+            ),
+            (
+                "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1",
+                Format::Glm45,
+            ),
+            (
+                "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": ",
+                Format::KimiK2,
+            ),
+            (
+                "<｜DSML｜function_calls><｜DSML｜invoke name=\"f\">",
+                Format::DeepSeekV32,
+            ),
+            (
+                "<|channel|>commentary to=functions.f<|message|>{\"a\": <|call|>",
+                Format::Harmony,
+            ),
+            ("<|tool_call|>[{\"name\": \"f\"", Format::Granite),
+            (
+                "<|action_start|><|interpreter|>print(1)<|action_end|>",
+                Format::InternLm,
+            ),
+            ("<tool_calls>[{\"name\": \"f\"", Format::Jamba),
+            ("[{\"name\": \"f\", \"arguments\": {", Format::Xlam),
+            ("functools[{\"name\": ", Format::Phi4Mini),
+            ("<|python_start|>[f(1)]<|python_end|>", Format::Llama4),
+            ("{\"name\": \"f\", \"parameters\": {\"a\": ", Format::Llama3),
+        ] {
+            let msg = parse(text);
+            assert!(msg.calls.is_empty(), "{text}");
+            assert_eq!(msg.errors.len(), 1, "{text}");
+            assert_eq!(msg.errors[0].format, format, "{text}");
+        }
+    }
+
+    #[test]
+    fn prose_mentions_of_new_markers_stay_text() {
+        for text in [
+            "GLM puts calls between <tool_call> and </tool_call>.",
+            "Write <function=...> blocks.",
+            "Use the <tool_calls> tag.",
+            "functools.partial is handy.",
+            "A list [1, 2] or [{\"x\": 1}] is data.",
+        ] {
+            let msg = parse(text);
+            assert!(msg.calls.is_empty() && msg.errors.is_empty(), "{text}");
+            assert_eq!(msg.content, text);
+        }
+    }
+
+    #[test]
     fn restricted_formats_ignore_the_others() {
         let opts = MessageOptions {
             formats: [Format::Mistral].into_iter().collect(),
@@ -862,6 +990,16 @@ mod tests {
             "[f(a=[\n",
             "<|python_tag|>{",
             "```json\n{\"name\": \"",
+            "<tool_call>\n<function=f>\n<parameter=a>\n",
+            "<tool_call>f<arg_key>a</arg_key><arg_value>",
+            "<|tool_call_begin|>x<|tool_call_argument_begin|>{",
+            "<｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\">",
+            "<|channel|>commentary to=functions.f<|message|>{",
+            "<|tool_call|>[{",
+            "x {\"name\": {\"name\": ",
+            "[{\"name\": \"f\", \"arguments\": {\n",
+            "functools[",
+            "<|python_start|>[f(a=",
         ] {
             parse(&piece.repeat(mb / piece.len()));
         }
