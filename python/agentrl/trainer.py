@@ -228,6 +228,7 @@ class Trainer:
         self.total_steps = planned_total_steps(cfg, len(self.train_pool), place.data_shards)
         self.settings = step_settings(cfg, self.tools)
         self.settings.rewards = self.rewards
+        self.settings.user_tools = bool(cfg.tools or cfg.mcp)  # their tools/* metrics
         updates = self.total_steps * cfg.ppo_epochs * cfg.num_mini_batches
         self.optimization = place.optimization(self.models.policy, optim_config(cfg), updates)
         self.beta = place.beta_controller(beta_config(cfg))

@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from agentrl.errors import RecurringError
 from agentrl.tools.signature import bind_arguments, function_schema
 from agentrl.tools.workers import (
     ResultTooLarge,
@@ -116,6 +117,11 @@ def tool(
         )
 
     return build(fn) if fn is not None else build
+
+
+def _why(exc: BaseException) -> str:
+    """A failed call's error text: the exception's message, or its type when it has none."""
+    return str(exc).strip() or type(exc).__name__
 
 
 def _error_event(name: str, args: dict[str, Any], message: str, canonical: bool) -> ToolEvent:
@@ -334,8 +340,10 @@ class ToolRegistry:
             else:
                 try:
                     handle = self._start(name, args)
+                except RecurringError:
+                    raise  # the run cannot go on (a tool server past its restart limit)
                 except Exception as exc:
-                    handle = _error_event(name, args, str(exc), canonical)
+                    handle = _error_event(name, args, _why(exc), canonical)
             pending.append((name, args, canonical, handle))
         events: list[ToolEvent] = []
         for name, args, canonical, handle in pending:
@@ -344,8 +352,10 @@ class ToolRegistry:
                 continue
             try:
                 result = self._finish(handle)
+            except RecurringError:
+                raise
             except Exception as exc:
-                events.append(_error_event(name, args, str(exc), canonical))
+                events.append(_error_event(name, args, _why(exc), canonical))
                 continue
             events.append(
                 {"ok": True, "name": name, "args": args, "result": result, "canonical": canonical}

@@ -273,7 +273,8 @@ def build_tools(
     if config.mcp:
         from agentrl.tools.mcp import mcp_tools
 
-        served, _ = mcp_tools(split_list(config.mcp, ";"), timeout=builtin.timeout)
+        commands = split_list(config.mcp, ";")
+        served, _ = mcp_tools(commands, timeout=builtin.timeout, log_dir=config.run_dir, log=log)
         parts = replace(parts, tools=[*parts.tools, *served])
     if parts.tools or parts.environment is not None:
         for name in builtin.supported_names():

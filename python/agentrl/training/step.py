@@ -33,6 +33,7 @@ from agentrl.rl.kl_control import BetaController
 from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
+from agentrl.tools.mcp import mcp_metrics
 from agentrl.training.demonstrations import compute_bc_aux_loss
 from agentrl.training.forward import SharedPrefixes, masked_logps, shared_prefixes
 from agentrl.training.scoring import Scores, score_trajectories
@@ -59,6 +60,7 @@ class StepSettings:
     num_mini_batches: int = 1
     default_tools: list[dict[str, Any]] = field(default_factory=list)
     rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
+    user_tools: bool = False  # tools beyond the built-ins (--tools, --mcp): their metrics
     # Logits are divided by this before log-probs (1.0: raw; else the sampling temperature,
     # the same divisor the rollouts' behaviour log-probs used).
     logprob_temperature: float = 1.0
@@ -245,6 +247,7 @@ def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
             failed[name] = failed.get(name, 0) + (0 if event.get("ok") else 1)
     out = {"tools/calls_per_episode": sum(calls.values()) / n}
     for name in sorted(calls):
+        out[f"tools/{name}/calls"] = float(calls[name])
         out[f"tools/{name}/calls_per_episode"] = calls[name] / n
         out[f"tools/{name}/error_rate"] = failed[name] / calls[name]
     return out
@@ -446,8 +449,9 @@ def train_on_groups(
         )
         beta.update(metrics, report.opt_step)
     metrics.update(_reward_metrics(scores, reward_baseline))
-    if settings.rewards is not None:  # a user task: how its tools are used
+    if settings.rewards is not None or settings.user_tools:  # a user task: how tools are used
         metrics.update(tool_metrics(batch.trajectories))
+        metrics.update(mcp_metrics())
     metrics.update(generation_metrics(batch.trajectories))
     metrics.update(_step_metrics(batch, report, beta, current_version))
     episode_advantages = advantages.detach()

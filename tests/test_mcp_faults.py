@@ -1,0 +1,148 @@
+"""An MCP server that exits: said once with its exit status, started again up to a limit
+(counted), then the run stops in one line; failed calls say why; the server's stderr goes
+to a log file, not the console; a run with only --mcp logs its tool metrics."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from agentrl.cli import main
+from agentrl.errors import EXIT_DATA, RecurringError
+from agentrl.observability import read_metrics
+from agentrl.tools import ToolRegistry
+from agentrl.tools.mcp import MCPServer, ToolServerFailed, mcp_metrics
+
+SERVER = textwrap.dedent(
+    """
+    import json, sys
+    print("server starting", file=sys.stderr, flush=True)
+    TOOLS = [{"name": "add", "description": "Add two numbers; die=true exits.",
+              "inputSchema": {"type": "object", "properties": {"a": {"type": "number"},
+              "b": {"type": "number"}, "die": {"type": "boolean"}}}}]
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "id" not in msg:
+            continue
+        method, params = msg.get("method"), msg.get("params") or {}
+        if method == "initialize":
+            result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "tiny", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": TOOLS}
+        elif method == "tools/call":
+            args = params["arguments"]
+            if args.get("die"):
+                print("dying as asked", file=sys.stderr, flush=True)
+                sys.exit(3)
+            result = {"content": [{"type": "text", "text": str(args["a"] + args["b"])}],
+                      "isError": False}
+        else:
+            continue
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+    """
+)
+
+
+@pytest.fixture
+def server_script(tmp_path: Path) -> Path:
+    path = tmp_path / "dying_server.py"
+    path.write_text(SERVER)
+    return path
+
+
+def test_an_exiting_server_is_said_restarted_to_its_limit_then_stops(
+    server_script, tmp_path, capfd
+):
+    said: list[str] = []
+    server = MCPServer(
+        f"{sys.executable} {server_script}",
+        timeout=30,
+        log_dir=tmp_path / "run",
+        log=said.append,
+        max_restarts=1,
+    )
+    try:
+        registry = ToolRegistry(timeout=60)
+        for item in server.tools:
+            registry.register(item)
+        add = {"name": "add", "arguments": {"a": 2, "b": 40}}
+        die = {"name": "add", "arguments": {"die": True}}
+        assert registry.execute(add)["result"] == "42"
+        failed = registry.execute(die)
+        assert not failed["ok"]
+        assert failed["result"]["error"] == "the MCP server exited with status 3"
+        assert (
+            len(said) == 1
+            and "exited with status 3; starting it again (restart 1 of 1)" in (said[0])
+        )
+        assert registry.execute(add)["result"] == "42"  # the restarted server answers
+        assert mcp_metrics()["tools/mcp/restarts"] >= 1
+        with pytest.raises(ToolServerFailed, match=r"exited with status 3 after 1 restart"):
+            registry.execute(die)
+        assert isinstance(ToolServerFailed("x"), RecurringError)
+        with pytest.raises(ToolServerFailed):  # later calls stop too, the reason kept
+            registry.execute(add)
+        assert len(said) == 1
+    finally:
+        server.close()
+    log = (tmp_path / "run" / "mcp-0.log").read_text()
+    assert log.count("server starting") == 2 and "dying as asked" in log
+    assert "server starting" not in capfd.readouterr().err  # not on agentrl's console
+
+
+def test_a_call_to_a_server_failing_otherwise_carries_error_text(tmp_path):
+    script = tmp_path / "exits_at_once.py"
+    script.write_text("import sys\nprint('cannot start', file=sys.stderr)\nsys.exit(5)\n")
+    from agentrl.tools.mcp import MCPError
+
+    with pytest.raises(MCPError, match=r"failed to start: exited with status 5 \(its stderr: "):
+        MCPServer(f"{sys.executable} {script}", log_dir=tmp_path / "run")
+    assert "cannot start" in (tmp_path / "run" / "mcp-0.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_run_with_only_mcp_tools_logs_their_metrics(server_script, run_files, tmp_path):
+    argv = [
+        "train",
+        "--model",
+        str(run_files / "model"),
+        "--data",
+        str(run_files / "prompts.jsonl"),
+        "--save_dir",
+        str(tmp_path),
+        "--save_weight",
+        "run",
+        "--mcp",
+        f"{sys.executable} {server_script}",
+        "--total_steps",
+        "1",
+        "--batch_size",
+        "1",
+        "--num_generations",
+        "2",
+        "--max_turns",
+        "1",
+        "--max_gen_len",
+        "8",
+        "--eval_before_train",
+        "0",
+        "--progress",
+        "0",
+        "--report",
+        "0",
+        "--async_workers",
+        "0",
+        "--filter_mode",
+        "all",
+    ]
+    assert main(argv) == 0
+    train = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
+    assert "tools/calls_per_episode" in train[0] and train[0]["tools/mcp/restarts"] == 0
+    assert (tmp_path / "run" / "mcp-0.log").read_text().startswith("server starting")
+    assert EXIT_DATA == 1
