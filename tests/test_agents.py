@@ -381,49 +381,23 @@ def test_the_example_agents_train_from_the_command_line(
     import gzip
 
     from agentrl.cli import main as cli_main
+    from agentrl.data.synthetic import TaskGenerator, write_tasks
     from agentrl.observability import read_metrics
 
     if name == "langgraph_agent":
         pytest.importorskip("langgraph")
+    generator = TaskGenerator(seed=5)
+    data = tmp_path / "tasks.jsonl"
+    write_tasks(str(data), list(generator.tasks(12)), generator.tools())
     monkeypatch.chdir(REPO)  # `examples.<name>` imports from the working directory
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(REPO))])
-    code = cli_main(
-        [
-            "train",
-            "--agent",
-            f"examples.{name}:agent",
-            "--model",
-            str(model_dir),
-            "--total_steps",
-            "2",
-            "--save_dir",
-            str(tmp_path),
-            "--save_weight",
-            "run",
-            "--batch_size",
-            "1",
-            "--num_generations",
-            "2",
-            "--max_gen_len",
-            "8",
-            "--generated_tasks",
-            "20",
-            "--eval_samples",
-            "1",
-            "--eval_max_gen_len",
-            "8",
-            "--eval_interval",
-            "0",
-            "--progress",
-            "0",
-            "--report",
-            "0",
-            "--save_interval",
-            "0",
-            "--dump_rollouts",
-            "1",
-        ]
+    flags = (
+        f"--agent examples.{name}:agent --model {model_dir} --data {data} --eval_ratio 0.2 "
+        f"--total_steps 2 --save_dir {tmp_path} --save_weight run --batch_size 1 "
+        "--num_generations 2 --max_gen_len 8 --eval_samples 1 --eval_max_gen_len 8 "
+        "--eval_interval 0 --progress 0 --report 0 --save_interval 0 --dump_rollouts 1"
     )
+    code = cli_main(["train", *flags.split()])
     captured = capsys.readouterr()
     out = captured.out
     assert code == 0, out + captured.err
