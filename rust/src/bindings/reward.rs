@@ -6,8 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -22,12 +21,9 @@ use crate::reward::config::FieldKind;
 use crate::reward::fast_hash::FastHash;
 use crate::reward::record::{ChatMessage, Task, ToolEvent};
 use crate::reward::{
-    parallel, score_json_lines, BatchError, BatchScores, ConfigValue, PreparedTask, RewardConfig,
-    ScoringContext, TaskRegistry, Trajectory, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS,
+    parallel, score_json_lines, score_rows_in_chunks, BatchScores, ConfigValue, RewardConfig,
+    RowSource, ScoringContext, Trajectory, DETAIL_KEYS, TERM_KEYS,
 };
-
-/// Records converted and scored per step (see `reward_score_batch`).
-const CHUNK_ROWS: usize = 64;
 
 /// Dicts up to this size take the fast path (insertion checks keys linearly).
 const SMALL_DICT: usize = 8;
@@ -434,7 +430,7 @@ fn config_value_to_py<'py>(py: Python<'py>, value: &ConfigValue) -> PyResult<Bou
 /// Row-major float64 buffer: one row of `N` values per scored row.
 fn row_buffer<'py, const N: usize>(
     py: Python<'py>,
-    rows: &[[f64; N]],
+    rows: impl ExactSizeIterator<Item = [f64; N]>,
 ) -> PyResult<Bound<'py, PyByteArray>> {
     const WIDTH: usize = std::mem::size_of::<f64>();
     PyByteArray::new_with(py, rows.len() * N * WIDTH, |bytes| {
@@ -460,26 +456,15 @@ fn reward_score_batch<'py>(
     explain: bool,
 ) -> PyResult<ScoredBuffers<'py>> {
     let config = config_from_py(config)?;
-    let threads = parallel::resolve_threads(threads);
-    let context = ScoringContext::new(config, threads, explain);
-    let mut reader = ChunkReader {
+    let context = ScoringContext::new(config, parallel::resolve_threads(threads), explain);
+    let mut records = Records {
+        py,
         records: records.try_iter()?.enumerate(),
         cache: TaskCache::default(),
-        registry: TaskRegistry::default(),
     };
-    // Each chunk is converted (with the GIL), then scored and freed (without) while it is
-    // still in cache. With a pool, chunks are scored on it while the next one is converted.
-    let chunks = parallel::with_scope(threads, |scope| match scope {
-        None => score_in_turn(py, &context, &mut reader),
-        Some(scope) => score_pipelined(py, &context, &mut reader, scope),
-    })?;
-    let mut details: Vec<[f64; DETAIL_COUNT]> = Vec::new();
-    let mut terms: Vec<[f64; TERM_COUNT]> = Vec::new();
-    for scores in chunks {
-        details.extend(scores.details.iter().map(|d| d.values()));
-        terms.extend(scores.contributions.iter().map(|c| c.values()));
-    }
-    scored_buffers(py, &details, &terms, explain)
+    // Records are converted here a chunk at a time and scored without the GIL.
+    let scores = score_rows_in_chunks(&context, &mut records)?;
+    scored_buffers(py, &scores, explain)
 }
 
 /// Scores records given as JSON lines (`str` or `bytes`, one record each), decoded and
@@ -512,9 +497,7 @@ fn reward_score_lines<'py>(
     let scores = py
         .detach(|| score_json_lines(&config, &raw, threads, explain))
         .map_err(in_line)?;
-    let details: Vec<[f64; DETAIL_COUNT]> = scores.details.iter().map(|d| d.values()).collect();
-    let terms: Vec<[f64; TERM_COUNT]> = scores.contributions.iter().map(|c| c.values()).collect();
-    scored_buffers(py, &details, &terms, explain)
+    scored_buffers(py, &scores, explain)
 }
 
 /// What both batch scorers return: `(n, details, contributions)`, the last only with
@@ -527,136 +510,48 @@ type ScoredBuffers<'py> = (
 
 fn scored_buffers<'py>(
     py: Python<'py>,
-    details: &[[f64; DETAIL_COUNT]],
-    terms: &[[f64; TERM_COUNT]],
+    scores: &BatchScores,
     explain: bool,
 ) -> PyResult<ScoredBuffers<'py>> {
+    let details = row_buffer(py, scores.details.iter().map(|d| d.values()))?;
     let contributions = if explain {
-        Some(row_buffer(py, terms)?)
+        Some(row_buffer(
+            py,
+            scores.contributions.iter().map(|c| c.values()),
+        )?)
     } else {
         None
     };
-    Ok((details.len(), row_buffer(py, details)?, contributions))
+    Ok((scores.details.len(), details, contributions))
 }
 
-/// A chunk of converted rows: the index of its first row, the rows and their tasks.
-type Chunk = (usize, Vec<Trajectory>, Vec<Arc<PreparedTask>>);
-
-/// Converts records to rows a chunk at a time.
-struct ChunkReader<'py> {
+/// The records of a batch as rows, converted with the GIL a chunk at a time.
+struct Records<'py> {
+    py: Python<'py>,
     records: std::iter::Enumerate<Bound<'py, PyIterator>>,
     cache: TaskCache<'py>,
-    registry: TaskRegistry,
 }
 
-impl<'py> ChunkReader<'py> {
-    fn next_chunk(&mut self, py: Python<'py>) -> PyResult<Option<Chunk>> {
-        let mut first = None;
-        let mut rows = Vec::with_capacity(CHUNK_ROWS);
-        for (i, record) in self.records.by_ref().take(CHUNK_ROWS) {
-            first.get_or_insert(i);
-            rows.push(record_from_py(&record?, &mut self.cache).map_err(|e| in_record(py, i, &e))?);
-        }
-        Ok(first.map(|first| {
-            let tasks = self.registry.register(&rows);
-            (first, rows, tasks)
-        }))
-    }
-}
+impl RowSource for Records<'_> {
+    type Error = PyErr;
 
-/// One chunk after the other on this thread.
-fn score_in_turn<'py>(
-    py: Python<'py>,
-    context: &ScoringContext,
-    reader: &mut ChunkReader<'py>,
-) -> PyResult<Vec<BatchScores>> {
-    let mut out = Vec::new();
-    while let Some((first, rows, tasks)) = reader.next_chunk(py)? {
-        let scores = py.detach(|| {
-            let scores = context.score_chunk(&rows, &tasks, first);
-            drop(rows);
-            scores
-        });
-        out.push(scores?);
+    fn next_rows(&mut self, limit: usize) -> PyResult<Option<Vec<Trajectory>>> {
+        let mut rows = Vec::with_capacity(limit);
+        for (i, record) in self.records.by_ref().take(limit) {
+            let row = record_from_py(&record?, &mut self.cache);
+            rows.push(row.map_err(|e| in_record(self.py, i, &e))?);
+        }
+        Ok((!rows.is_empty()).then_some(rows))
     }
-    Ok(out)
-}
 
-/// Converts chunks on this thread while the pool scores the ones before; a few chunks at
-/// most are in flight, so memory stays bounded however large the batch.
-fn score_pipelined<'py, 'scope>(
-    py: Python<'py>,
-    context: &'scope ScoringContext,
-    reader: &mut ChunkReader<'py>,
-    scope: &rayon::Scope<'scope>,
-) -> PyResult<Vec<BatchScores>> {
-    type Done = (usize, Option<Result<BatchScores, BatchError>>);
-    let max_in_flight = 2 * context.threads() + 2;
-    let (sender, mut receiver) = mpsc::channel::<Done>();
-    let mut results: Vec<Option<Result<BatchScores, BatchError>>> = Vec::new();
-    let mut waiting = 0;
-    // Blocks (without the GIL) until one chunk is scored.
-    let collect_one = |receiver: mpsc::Receiver<Done>,
-                       results: &mut Vec<Option<Result<BatchScores, BatchError>>>|
-     -> mpsc::Receiver<Done> {
-        let (receiver, done) = py.detach(move || {
-            let done = receiver.recv();
-            (receiver, done)
-        });
-        if let Ok((index, scores)) = done {
-            if let Some(slot) = results.get_mut(index) {
-                *slot = scores;
-            }
-        }
-        receiver
-    };
-    loop {
-        let chunk = match reader.next_chunk(py) {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(e) => {
-                // Let the jobs already handed out finish before reporting.
-                drop(sender);
-                while waiting > 0 {
-                    receiver = collect_one(receiver, &mut results);
-                    waiting -= 1;
-                }
-                return Err(e);
-            }
-        };
-        let index = results.len();
-        results.push(None);
-        let sender = sender.clone();
-        let (first, rows, tasks) = chunk;
-        scope.spawn(move |_| {
-            // A panic must not leave this thread waiting for the chunk: it is sent as a
-            // missing result instead (reported below), and the scope sees no panic.
-            let scores = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                context.score_chunk(&rows, &tasks, first)
-            }))
-            .ok();
-            drop(rows);
-            // The receiver outlives the scope's jobs; a failed send loses nothing.
-            let _ = sender.send((index, scores));
-        });
-        waiting += 1;
-        while waiting >= max_in_flight {
-            receiver = collect_one(receiver, &mut results);
-            waiting -= 1;
-        }
+    fn lost_chunk(&self) -> PyErr {
+        unscored_chunk()
     }
-    drop(sender);
-    while waiting > 0 {
-        receiver = collect_one(receiver, &mut results);
-        waiting -= 1;
+
+    /// Scoring, and waiting for the pool, run with the GIL released.
+    fn blocking<T: Send>(&mut self, run: impl FnOnce() -> T + Send) -> T {
+        self.py.detach(run)
     }
-    results
-        .into_iter()
-        .map(|slot| match slot {
-            Some(scores) => Ok(scores?),
-            None => Err(unscored_chunk()),
-        })
-        .collect()
 }
 
 /// The detail keys, in the column order of `reward_score_batch`.

@@ -4,13 +4,16 @@
 //! row's own `config` overrides) and checked before any work starts; the arithmetic of every
 //! distinct task text is extracted once; then rows are scored in parallel (see
 //! [`parallel`]). Rows without `tool_events` have their tool calls parsed and run with the
-//! built-in tools first ([`tools`]).
+//! built-in tools first ([`tools`]). A batch that arrives a chunk at a time is scored on the
+//! ordered chunk [`pipeline`] ([`chunked`]), which `agentrl score` runs on too.
 
 mod answer;
+pub(crate) mod chunked;
 pub(crate) mod config;
 pub(crate) mod fast_hash;
 pub(crate) mod json_lines;
 pub(crate) mod parallel;
+pub(crate) mod pipeline;
 mod pyvalue;
 pub(crate) mod record;
 mod repetition;
@@ -24,10 +27,11 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
+pub use chunked::{score_rows_in_chunks, RowSource};
 pub use config::{ConfigError, ConfigValue, RewardConfig};
 pub use json_lines::score_json_lines;
 pub use record::{RecordError, Task, ToolEvent, Trajectory};
-pub use score::{Contributions, Details, DETAIL_COUNT, DETAIL_KEYS, TERM_COUNT, TERM_KEYS};
+pub use score::{Contributions, Details, DETAIL_KEYS, TERM_COUNT, TERM_KEYS};
 
 use fast_hash::FastHash;
 use score::GroundTruth;

@@ -4,9 +4,9 @@
 //! The input (plain, or gzip recognised by its magic bytes) is cut into chunks of whole
 //! lines ([`chunks`]); each chunk is decoded, checked, scored and turned back into text on
 //! a worker thread ([`chunk`]) while the calling thread reads ahead and writes finished
-//! chunks in input order. At most a few chunks per thread are in flight, so memory does not
-//! grow with the file, apart from 8 bytes per scored line for the reward column that the
-//! summary's statistics need.
+//! chunks in input order (the reward's ordered [`pipeline`]). At most a few chunks per
+//! thread are in flight, so memory does not grow with the file, apart from 8 bytes per
+//! scored line for the reward column that the summary's statistics need.
 //!
 //! A line that cannot be scored (undecodable bytes, invalid JSON, nesting too deep, a field
 //! of the wrong type or missing, a non-finite answer, a bad setting) is skipped and
@@ -22,13 +22,13 @@ mod schema;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use flate2::bufread::MultiGzDecoder;
 
-use crate::reward::{parallel, RewardConfig, ScoringContext, TERM_COUNT};
+use crate::reward::pipeline::{self, Stages};
+use crate::reward::{RewardConfig, ScoringContext, TERM_COUNT};
 pub use chunk::Explained;
 use chunk::{score_chunk, ChunkOutcome};
 use chunks::Chunks;
@@ -186,129 +186,75 @@ pub fn score_stream<R: Read, W: Write>(
     source: &str,
     sink: &str,
 ) -> Result<FileSummary, ScoreFileError> {
-    let read_error = |error: io::Error| ScoreFileError::Io {
-        what: format!("cannot read {source}"),
-        error,
-    };
-    let mut chunks = Chunks::new(sniff(input).map_err(read_error)?, options.line_ends);
-    // Chunks are the unit of parallelism, so each is scored on one thread.
-    let context = ScoringContext::new(options.config.clone(), 1, true);
-    let mut summary = FileSummary::default();
-    let mut stage = Stage {
-        context: &context,
+    let input = sniff(input).map_err(|error| read_error(source, error))?;
+    let mut stages = FileStages {
+        chunks: Chunks::new(input, options.line_ends),
         options,
-        summary: &mut summary,
+        source,
+        summary: FileSummary::default(),
         output,
         sink,
     };
-    parallel::with_scope(options.threads, |scope| match scope {
-        None => loop {
-            options.check_stop()?;
-            match chunks.next_chunk().map_err(read_error)? {
-                Some(bytes) => {
-                    let outcome = score_chunk(&context, &bytes, options.line_ends, options.explain);
-                    stage.write(outcome)?;
-                }
-                None => return Ok(()),
-            }
-        },
-        Some(scope) => pipeline(scope, &mut stage, &mut chunks, read_error),
-    })?;
-    stage.output.flush().map_err(|error| ScoreFileError::Io {
-        what: format!("cannot write {sink}"),
-        error,
-    })?;
-    Ok(summary)
+    // Chunks are the unit of parallelism, so each is scored on one thread.
+    let context = ScoringContext::new(options.config.clone(), 1, true);
+    let (ends, explain) = (options.line_ends, options.explain);
+    let score = |bytes: Vec<u8>| score_chunk(&context, &bytes, ends, explain);
+    pipeline::run_in_order(options.threads, &mut stages, &score)?;
+    stages
+        .output
+        .flush()
+        .map_err(|error| write_error(sink, error))?;
+    Ok(stages.summary)
 }
 
-/// The ordered end of the pipeline: writes each chunk's lines and adds up its results.
-struct Stage<'a, W: Write> {
-    context: &'a ScoringContext,
+fn read_error(source: &str, error: io::Error) -> ScoreFileError {
+    ScoreFileError::Io {
+        what: format!("cannot read {source}"),
+        error,
+    }
+}
+
+fn write_error(sink: &str, error: io::Error) -> ScoreFileError {
+    ScoreFileError::Io {
+        what: format!("cannot write {sink}"),
+        error,
+    }
+}
+
+/// The two ends of the pipeline: reads chunks of whole lines, then writes each chunk's
+/// scored lines, in input order, and adds up its results.
+struct FileStages<'a, R: Read, W: Write> {
+    chunks: Chunks<Input<R>>,
     options: &'a ScoreFileOptions,
-    summary: &'a mut FileSummary,
+    source: &'a str,
+    summary: FileSummary,
     output: &'a mut W,
     sink: &'a str,
 }
 
-impl<W: Write> Stage<'_, W> {
-    fn write(&mut self, outcome: ChunkOutcome) -> Result<(), ScoreFileError> {
+impl<R: Read, W: Write> Stages for FileStages<'_, R, W> {
+    type Chunk = Vec<u8>;
+    type Done = ChunkOutcome;
+    type Error = ScoreFileError;
+
+    fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, ScoreFileError> {
+        self.options.check_stop()?;
+        self.chunks
+            .next_chunk()
+            .map_err(|error| read_error(self.source, error))
+    }
+
+    fn finish(&mut self, outcome: ChunkOutcome) -> Result<(), ScoreFileError> {
         self.output
             .write_all(outcome.text.as_bytes())
-            .map_err(|error| ScoreFileError::Io {
-                what: format!("cannot write {}", self.sink),
-                error,
-            })?;
+            .map_err(|error| write_error(self.sink, error))?;
         self.summary.add(outcome);
         Ok(())
     }
-}
 
-/// Reads chunks and hands them to the pool while writing finished ones in order. At most
-/// `2 * threads + 2` chunks are read and not yet written.
-fn pipeline<'scope, R: Read, W: Write>(
-    scope: &rayon::Scope<'scope>,
-    stage: &mut Stage<'scope, W>,
-    chunks: &mut Chunks<R>,
-    read_error: impl Fn(io::Error) -> ScoreFileError,
-) -> Result<(), ScoreFileError> {
-    type Done = (usize, Option<ChunkOutcome>);
-    let max_in_flight = 2 * stage.options.threads + 2;
-    let (sender, receiver) = mpsc::channel::<Done>();
-    // Finished chunks waiting for the ones before them, by index.
-    let mut finished: std::collections::BTreeMap<usize, Option<ChunkOutcome>> =
-        std::collections::BTreeMap::new();
-    let (mut spawned, mut written) = (0usize, 0usize);
-    let mut input_done = false;
-    while !input_done || written < spawned {
-        while let Some(outcome) = finished.remove(&written) {
-            let outcome = outcome.ok_or_else(|| {
-                ScoreFileError::Internal("a chunk of lines was not scored".to_string())
-            })?;
-            stage.write(outcome)?;
-            written += 1;
-        }
-        if !input_done && spawned - written < max_in_flight {
-            stage.options.check_stop()?;
-            match chunks.next_chunk().map_err(&read_error)? {
-                Some(bytes) => {
-                    let sender = sender.clone();
-                    let context = stage.context;
-                    let (ends, explain) = (stage.options.line_ends, stage.options.explain);
-                    let index = spawned;
-                    scope.spawn(move |_| {
-                        // A panic is sent as a missing result (reported above) instead of
-                        // leaving this thread waiting.
-                        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            score_chunk(context, &bytes, ends, explain)
-                        }))
-                        .ok();
-                        // The receiver outlives the jobs unless an error ended the run.
-                        let _ = sender.send((index, outcome));
-                    });
-                    spawned += 1;
-                }
-                None => input_done = true,
-            }
-            // Collect whatever finished meanwhile without waiting.
-            while let Ok((index, outcome)) = receiver.try_recv() {
-                finished.insert(index, outcome);
-            }
-            continue;
-        }
-        if written < spawned && !finished.contains_key(&written) {
-            match receiver.recv() {
-                Ok((index, outcome)) => {
-                    finished.insert(index, outcome);
-                }
-                Err(_) => {
-                    return Err(ScoreFileError::Internal(
-                        "the scoring threads stopped".to_string(),
-                    ))
-                }
-            }
-        }
+    fn lost_chunk(&self) -> ScoreFileError {
+        ScoreFileError::Internal("a chunk of lines was not scored".to_string())
     }
-    Ok(())
 }
 
 /// Opens an input file, naming it in the error.
