@@ -53,6 +53,7 @@ class Episode:
     kind: str | None = None  # why it was dropped
     began: float = field(default_factory=time.perf_counter)
     seconds: float = 0.0
+    live: bool = False  # counted among the running episodes the batcher waits for
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -165,14 +166,24 @@ class AgentRunner:
             ep.error = f"agent {self.name} ran past --agent_timeout {self.timeout:g}s"
             ep.done.set()
 
-    def _enter(self, batcher: Batcher, delta: int) -> None:
+    def _enter(self, ep: Episode, batcher: Batcher) -> None:
+        """``ep`` is running: the batcher waits for its requests too."""
         with self._live_lock:
-            self._live += delta
+            ep.live = True
+            self._live += 1
+        batcher.wake()
+
+    def _leave(self, ep: Episode, batcher: Batcher) -> None:
+        """``ep`` returned or timed out (a hung agent is not waited for again)."""
+        with self._live_lock:
+            if ep.live:
+                ep.live = False
+                self._live -= 1
         batcher.wake()
 
     def _run_threads(self, episodes: list[Episode], batcher: Batcher) -> None:
         def play(ep: Episode) -> None:
-            self._enter(batcher, 1)
+            self._enter(ep, batcher)
             try:
                 value = self.agent(self._endpoint(ep), ep.sample)
             except BaseException as exc:
@@ -180,7 +191,7 @@ class AgentRunner:
             else:
                 self._finish(ep, value)
             finally:
-                self._enter(batcher, -1)
+                self._leave(ep, batcher)
 
         threads = [
             threading.Thread(target=play, args=(ep,), daemon=True, name=f"agentrl-agent-{n}")
@@ -193,10 +204,11 @@ class AgentRunner:
             left = self.timeout - (time.perf_counter() - started)
             if not ep.done.wait(timeout=max(left, 0.0)):
                 self._time_out(ep)
+                self._leave(ep, batcher)
 
     def _run_async(self, episodes: list[Episode], batcher: Batcher) -> None:
         async def play(ep: Episode) -> None:
-            self._enter(batcher, 1)
+            self._enter(ep, batcher)
             try:
                 value = await asyncio.wait_for(
                     self.agent(self._endpoint(ep), ep.sample), self.timeout
@@ -208,7 +220,7 @@ class AgentRunner:
             else:
                 self._finish(ep, value)
             finally:
-                self._enter(batcher, -1)
+                self._leave(ep, batcher)
 
         async def play_all() -> None:
             await asyncio.gather(*(play(ep) for ep in episodes))
