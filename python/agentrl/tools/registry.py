@@ -149,6 +149,42 @@ def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+# Calls that ran past their timeout in a thread (which Python cannot stop) and are still
+# running, across every registry of the process: past MAX_HUNG_THREADS the run stops.
+MAX_HUNG_THREADS = 8
+_HUNG: list[tuple[threading.Thread, str]] = []
+_HUNG_LOCK = threading.Lock()
+
+
+class HungToolCalls(RecurringError):
+    """Too many tool calls still run in threads past their timeout: the run stops rather
+    than pile up threads (and what they hold) for the rest of its life."""
+
+
+def hung_tool_threads() -> int:
+    """Threads of timed-out tool calls that are still running."""
+    with _HUNG_LOCK:
+        _HUNG[:] = [(thread, name) for thread, name in _HUNG if thread.is_alive()]
+        return len(_HUNG)
+
+
+def _count_hung(thread: threading.Thread, name: str) -> None:
+    """Note a timed-out call's thread; raise :class:`HungToolCalls` at the cap."""
+    with _HUNG_LOCK:
+        _HUNG[:] = [(t, n) for t, n in _HUNG if t.is_alive()]
+        if thread.is_alive():
+            _HUNG.append((thread, name))
+        if len(_HUNG) < MAX_HUNG_THREADS:
+            return
+        names = sorted({n for _, n in _HUNG})
+    raise HungToolCalls(
+        f"{MAX_HUNG_THREADS} tool calls ({', '.join(names)}) still run past their timeout in "
+        "threads that cannot be stopped: stopping the run. A tool importable by name (a "
+        "module-level function, not a bound method or closure) runs in a worker process "
+        "that is killed at its timeout instead"
+    )
+
+
 class _Pending:
     """A call started in a worker thread, to be collected with :meth:`wait`."""
 
@@ -443,6 +479,8 @@ class ToolRegistry:
         except (ToolTimeoutError, ToolCallTimeout) as exc:
             with self._lock:
                 self.stats["timeouts"] += 1
+            if kind == "thread":
+                _count_hung(payload.thread, item.name)
             raise ToolTimeoutError(str(exc)) from None
         except RuntimeError as exc:
             if str(exc).startswith("ResultTooLarge"):
@@ -484,6 +522,8 @@ def tool_message(result: Any, max_chars: int = 1024) -> str:
 
 
 __all__ = [
+    "MAX_HUNG_THREADS",
+    "HungToolCalls",
     "Tool",
     "ToolEvent",
     "ToolRegistry",
@@ -491,6 +531,7 @@ __all__ = [
     "ToolTimeoutError",
     "call_arguments",
     "execute_tool_call",
+    "hung_tool_threads",
     "tool",
     "tool_message",
 ]
