@@ -289,3 +289,29 @@ def test_tools_python_without_state_is_a_plain_tool():
 
     parts = task_parts(config_tools="python", options=SimpleNamespace(python_keep_state=False))
     assert parts.environment is None and [t.name for t in parts.tools] == ["python"]
+
+
+def test_a_system_without_namespaces_is_refused_with_the_way_out(tmp_path, monkeypatch):
+    import agentrl.tools.python_sandbox as sandbox_module
+    from agentrl.errors import UsageError
+    from agentrl.tools.python_sandbox import checked_limits
+
+    boot = tmp_path / "boot.py"
+    boot.write_text(
+        "import json, os, struct\n"
+        "error = 'unshare (network namespace): Operation not permitted'\n"
+        "data = json.dumps({'setup_error': error}).encode()\n"
+        "os.write(1, struct.pack('<I', len(data)) + data)\n"
+    )
+    monkeypatch.setattr(sandbox_module, "_BOOT", boot)
+    with pytest.raises(SandboxUnavailable, match="python_allow_network 1"):
+        PythonSandbox(LIMITS).run("1")
+    with pytest.raises(UsageError, match=r"^--tools python: .*Operation not permitted"):
+        checked_limits(None)
+
+
+def test_allow_network_opts_out_of_the_network_namespace_only():
+    with PythonSandbox(SandboxLimits(allow_network=True)) as box:
+        applied = box.guarantees()["namespaces"]
+        assert "network" not in applied and {"mount", "pid"} <= set(applied)
+        assert box.run("import os\nos.getcwd()")["value"] == "'/tmp/work'"

@@ -166,7 +166,7 @@ class PythonSandbox:
             self._kill()
             hint = (
                 " (or run with --python_allow_network 1 to give the code network access)"
-                if "unshare" in ready["setup_error"] and not self.limits.allow_network
+                if "network namespace" in ready["setup_error"] and not self.limits.allow_network
                 else ""
             )
             raise SandboxUnavailable(

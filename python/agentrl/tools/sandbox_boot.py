@@ -154,11 +154,13 @@ def _landlock(read_paths: list[str], write_paths: list[str], network: bool) -> i
 
 
 def _namespaces(settings: dict) -> list[str]:
-    flags = CLONE_NEWNS | CLONE_NEWPID | (0 if settings["network"] else CLONE_NEWNET)
-    applied = ["mount", "pid"] + ([] if settings["network"] else ["network"])
+    """New namespaces for this process: mount and PID (in a user namespace when not root),
+    then network, unshared on its own so that its failure is named as such."""
+    applied = ["mount", "pid"]
     if os.geteuid() != 0:
         uid, gid = os.geteuid(), os.getegid()
-        _check(_libc.unshare(CLONE_NEWUSER | flags), "unshare (user namespace)")
+        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID
+        _check(_libc.unshare(flags), "unshare (user, mount and PID namespaces)")
         with open("/proc/self/setgroups", "w") as handle:
             handle.write("deny")
         with open("/proc/self/uid_map", "w") as handle:
@@ -167,7 +169,10 @@ def _namespaces(settings: dict) -> list[str]:
             handle.write(f"0 {gid} 1")
         applied.insert(0, "user")
     else:
-        _check(_libc.unshare(flags), "unshare")
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare (mount and PID namespaces)")
+    if not settings["network"]:
+        _check(_libc.unshare(CLONE_NEWNET), "unshare (network namespace)")
+        applied.append("network")
     return applied
 
 
