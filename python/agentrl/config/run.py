@@ -100,7 +100,9 @@ class EvalConfig:
     eval_ratio: float = option(0.02, "share of the prompts held out", check="[0,1]")
     eval_max_pool: int = option(256, "held-out prompts at most", check=">=0")
     eval_interval: int = option(100, "steps between evaluations (0: off)", check=">=0")
-    eval_samples: int = option(32, "held-out prompts scored per evaluation", check=">=0")
+    eval_samples: int = option(
+        32, "held-out prompts scored per evaluation (0: none, -1: all)", check=">=-1"
+    )
     eval_seed: int = option(1234, "seed that fixes which prompts are scored")
     eval_temperature: float = option(0.0, "eval sampling temperature (0: greedy)", check=">=0")
     eval_generations: int = option(

@@ -33,8 +33,9 @@ def split_prompt_pool(
 def build_fixed_eval_indices(
     eval_pool: PromptPool, eval_samples: int, seed: int = 1234
 ) -> list[int]:
-    """The indices of the eval prompts scored at every evaluation (same set each time)."""
-    n = min(int(eval_samples), len(eval_pool))
+    """The indices of the eval prompts scored at every evaluation (same set each time);
+    ``eval_samples`` -1 scores every prompt of the pool."""
+    n = len(eval_pool) if int(eval_samples) < 0 else min(int(eval_samples), len(eval_pool))
     if n <= 0:
         return []
     order = list(range(len(eval_pool)))

@@ -60,6 +60,7 @@ class RunObserver:
             log_dir=tracker_dir or self.run_dir / "trackers",
             project=tracker_project,
             config=config,
+            resumed=resumed,
         )
         self.dumper = RolloutDumper(self.run_dir, dump_rollouts, max_turns)
         if resumed:

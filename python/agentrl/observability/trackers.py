@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from agentrl.utils.atomic import atomic_file
 
 # name -> (module that must be importable, extra of agentrl that installs it)
 TRACKERS: dict[str, tuple[str, str]] = {
@@ -129,8 +132,35 @@ def _markdown_table(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> st
     return "\n".join(lines)
 
 
-def _start(name: str, run_name: str, log_dir: Path, project: str) -> Any:
-    """An accelerate tracker, started; it runs in the one process that reports the run."""
+# The wandb run id of a run directory, kept so that a resumed run logs into the same run.
+WANDB_ID_FILE = "wandb_run_id"
+
+
+def rejoin_arguments(name: str, log_dir: Path, resumed: bool) -> dict[str, Any]:
+    """What makes tracker ``name`` log a resumed run into the run it started.
+
+    wandb: the run's id, made on the first start and kept in ``log_dir``, with
+    ``resume="allow"``; trackio: ``resume="allow"`` for the same run name on a resumed run;
+    TensorBoard: nothing, it appends to the same log directory.
+    """
+    if name == "wandb":
+        path = log_dir / WANDB_ID_FILE
+        run_id = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        if not run_id:
+            run_id = uuid.uuid4().hex[:12]
+            log_dir.mkdir(parents=True, exist_ok=True)
+            with atomic_file(path) as tmp:
+                tmp.write_text(run_id + "\n", encoding="utf-8")
+        return {"id": run_id, "resume": "allow"}
+    if name == "trackio" and resumed:
+        return {"resume": "allow"}
+    return {}
+
+
+def _start(name: str, run_name: str, log_dir: Path, project: str, resumed: bool = False) -> Any:
+    """An accelerate tracker, started; it runs in the one process that reports the run.
+    A ``resumed`` run rejoins the tracker run it started (:func:`rejoin_arguments`)."""
+    rejoin = rejoin_arguments(name, log_dir, resumed)
     from accelerate.state import PartialState
     from accelerate.tracking import TensorBoardTracker, TrackioTracker, WandBTracker
 
@@ -140,9 +170,9 @@ def _start(name: str, run_name: str, log_dir: Path, project: str) -> Any:
     if name == "tensorboard":
         tracker: Any = TensorBoardTracker(run_name, log_dir)
     elif name == "wandb":
-        tracker = WandBTracker(project or run_name, name=run_name)
+        tracker = WandBTracker(project or run_name, name=run_name, **rejoin)
     else:
-        tracker = TrackioTracker(project or run_name, name=run_name)
+        tracker = TrackioTracker(project or run_name, name=run_name, **rejoin)
     tracker.main_process_only = False  # only the reporting process makes trackers
     tracker.start()
     return tracker
@@ -159,13 +189,15 @@ class Trackers:
         log_dir: str | Path,
         project: str = "",
         config: Mapping[str, Any] | None = None,
-        start: Callable[[str, str, Path, str], Any] = _start,
+        start: Callable[..., Any] = _start,
+        resumed: bool = False,
     ) -> None:
         check_installed(names)
         self.names = list(names)
         self._trackers: dict[str, Any] = {}
         for name in self.names:
-            tracker = start(name, run_name, Path(log_dir), project)
+            again = {"resumed": True} if resumed else {}
+            tracker = start(name, run_name, Path(log_dir), project, **again)
             self._trackers[name] = tracker
             if config:
                 tracker.store_init_configuration(_hparams(config))
@@ -213,6 +245,7 @@ __all__ = [
     "Trackers",
     "check_installed",
     "parse_report_to",
+    "rejoin_arguments",
     "sample_table",
     "tracker_names",
 ]

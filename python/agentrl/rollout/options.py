@@ -22,6 +22,12 @@ class RolloutConfig:
     temperature: float = option(0.7, "sampling temperature", check=">=0")
     top_p: float = option(0.88, "nucleus sampling mass", check="(0,1]")
     top_k: int = option(40, "top-k filter (0: off)", check=">=0")
+    min_p: float = option(
+        0.0, "drop tokens below min_p x the top token's probability (0: off)", check="[0,1]"
+    )
+    stop_at_answer_end: bool = option(
+        False, "end a turn once it has written </answer> (the answer ends the episode)"
+    )
     repetition_penalty: float = option(1.03, "penalty on tokens already generated", check=">0")
     logprob_temperature: str = option(
         "raw",

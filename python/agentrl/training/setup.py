@@ -41,6 +41,11 @@ from agentrl.utils.paths import check_creatable_dir, check_readable_file
 from agentrl.utils.threads import set_cpu_threads, usable_cores
 
 Log = Callable[[str], None]
+
+# Where an answer ends: ``stop_at_answer_end`` ends a turn there.
+ANSWER_END = "</answer>"
+# The held-out tasks generated for ``eval_samples -1`` (all) when there is no data file.
+GENERATED_HELDOUT_ALL = 200
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
 
 # Stream of generated RL prompts; the SFT demonstrations use stream 0, its held-out set 1.
@@ -232,8 +237,10 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         temperature=config.temperature,
         top_k=config.top_k,
         top_p=config.top_p,
+        min_p=config.min_p,
         repetition_penalty=config.repetition_penalty,
         max_new_tokens=config.max_gen_len,
+        stop=(ANSWER_END,) if config.stop_at_answer_end else (),
         logprob_temperature=config.logprob_divisor,
     )
     return EpisodeConfig(
@@ -342,7 +349,8 @@ def load_prompts(
     if config.data_path:
         train = PromptPool(config.data_path, **options)
     else:
-        heldout = generated_heldout_samples(max(config.eval_samples, 1))
+        count = GENERATED_HELDOUT_ALL if config.eval_samples < 0 else config.eval_samples
+        heldout = generated_heldout_samples(max(count, 1))
         exclude = {m["content"] for s in heldout for m in s.messages if m["role"] == "user"}
         path = write_generated_prompts(
             config.run_dir / "data" / "train_prompts.jsonl", config.generated_tasks, exclude
