@@ -31,7 +31,9 @@ class DataConfig:
     filter_mode: str = option(
         "math_only", "keep every prompt or only arithmetic tasks", ("all", "math_only")
     )
-    require_gt: bool = option(True, "skip prompts without ground truth")
+    require_gt: bool = option(
+        True, "skip prompts without ground truth when a reward needs it (tool_use, math_tool)"
+    )
     time_mode: str = option("fixed", "get_current_time answers", ("fixed", "live"))
     tool_subset: str = option(
         "calculate_math,unit_converter,get_current_time", "comma-separated active tools"
