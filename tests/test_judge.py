@@ -4,6 +4,7 @@ client against a local fake server, and a tiny local judge model."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -203,3 +204,29 @@ def test_the_dump_keeps_the_judges_note():
     record = episode_record(traj, kind="train", step=1, episode=0, group=0, reward=0.5,
                             terms={}, max_turns=1)  # fmt: skip
     assert record["notes"]["judge"]["reasoning"] == "fine"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("AGENTRL_SKIP_BROWSER") == "1", reason="AGENTRL_SKIP_BROWSER=1")
+def test_agentrl_view_shows_the_judges_reasoning(tmp_path):
+    from agentrl.cli import main as cli_main
+    from agentrl.observability.metrics_log import MetricsLog
+    from agentrl.observability.rollout_dump import dump_path, episode_record, write_records
+    from agentrl.trajectory import Trajectory
+    from test_view_browser import dom
+
+    run = tmp_path / "judged"
+    run.mkdir()
+    (run / "config.toml").write_text('[run]\nsave_weight = "judged"\n')
+    log = MetricsLog(run / "metrics.jsonl")
+    log.write(1, "train", {"reward/mean": 0.5})
+    log.close()
+    traj = Trajectory("p", TASK, None, [], "7", "", [1])
+    traj.notes["judge"] = {"mode": "single", "score": 0.75, "reasoning": "Seven is prime: good."}
+    record = episode_record(traj, kind="train", step=1, episode=0, group=0, reward=0.75,
+                            terms={"reward": 0.75}, max_turns=1)  # fmt: skip
+    write_records(dump_path(run, "train", 1), [record])
+    assert cli_main(["view", str(run)]) == 0
+    html = dom(run / "view.html", "tab=episodes&episode=0", tmp_path)
+    assert "Notes of the reward functions" in html and "Seven is prime: good." in html
+    assert "judge · score 0.750" in html
