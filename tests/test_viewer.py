@@ -50,3 +50,19 @@ def test_two_dumps_are_embedded_in_order_and_bad_inputs_fail(tmp_path: Path, cap
     assert cli_main(["view", str(tmp_path / "empty")]) == 2
     assert "--dump_rollouts" in capsys.readouterr().err
     assert cli_main(["view", str(a), str(b), str(a)]) == 2
+
+
+def test_names_that_spell_the_page_s_markers_do_not_break_it(tmp_path):
+    import json
+    import re
+
+    from agentrl.observability.viewer import ViewSource, render_page
+
+    odd = "run__DATA__/*SCRIPT*/__TITLE__"
+    source = ViewSource(odd, tmp_path, "run", "", [{"step": 1, "kind": "train"}], [])
+    page = render_page([source])
+    found = re.search(r'<script type="application/json" id="agentrl-data">(.*?)</script>', page)
+    assert found is not None
+    data = json.loads(found.group(1))
+    assert data["title"] == odd and data["runs"][0]["name"] == odd
+    assert page.count('id="agentrl-data"') == 1

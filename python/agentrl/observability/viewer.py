@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,11 +101,10 @@ def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
         "__TITLE__": _html_text(data["title"]),
         "__DATA__": _embedded_json(data),
     }
-    title_text = parts.pop("__TITLE__")
-    page = page.replace("__TITLE__", title_text)  # <title> and the heading; before the data
-    for marker, text in parts.items():
-        page = page.replace(marker, text, 1)
-    return page
+    # One pass over the template: a marker inside a substituted text (a run named
+    # `x__DATA__`, a script that spells `/*STYLE*/`) is never replaced in turn.
+    markers = re.compile("|".join(re.escape(marker) for marker in parts))
+    return markers.sub(lambda found: parts[found.group(0)], page)
 
 
 def _html_text(text: str) -> str:
