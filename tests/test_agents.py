@@ -410,3 +410,14 @@ def test_the_example_agents_train_from_the_command_line(
     calls = records[0]["agent"]["calls"]
     assert calls and calls[0]["prompt_tokens"] > 0 and calls[0]["completion_tokens"] > 0
     assert records[0]["tokens"]["prompt"] == calls[0]["prompt_tokens"]
+
+
+def test_an_agent_that_cannot_load_or_be_called_is_a_usage_error() -> None:
+    from agentrl.agents.endpoint import load_agent
+    from agentrl.errors import UsageError
+
+    with pytest.raises(UsageError, match="--agent 'nope.mod:fn': cannot import module"):
+        load_agent("nope.mod:fn")
+    with pytest.raises(UsageError, match=r"called as fn\(endpoint, sample\)"):
+        load_agent(lambda sample: 0.0)
+    assert load_agent(tool_agent) is tool_agent

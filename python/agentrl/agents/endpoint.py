@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.utils.imports import load_object
+from agentrl.errors import UsageError
+from agentrl.utils.imports import ImportPathError, load_object
 
 AgentFn = Callable[..., Any]
 
@@ -70,15 +71,22 @@ class Endpoint:
 
 
 def load_agent(agent: str | AgentFn) -> AgentFn:
-    """The agent function: ``pkg.module:fn`` or a callable taking (endpoint, sample)."""
-    fn = load_object(agent) if isinstance(agent, str) else agent
+    """The agent function: ``pkg.module:fn`` or a callable taking (endpoint, sample).
+
+    Raises :class:`agentrl.errors.UsageError` (exit 2) naming ``--agent`` when the path
+    does not import or the object cannot be called as an agent.
+    """
+    try:
+        fn = load_object(agent) if isinstance(agent, str) else agent
+    except ImportPathError as exc:
+        raise UsageError(f"--agent {exc}") from None
     if not callable(fn):
-        raise ValueError(f"--agent {agent!r}: {fn!r} is not callable")
+        raise UsageError(f"--agent {agent!r}: {fn!r} is not callable")
     try:
         inspect.signature(fn).bind(None, None)
     except TypeError:
         name = getattr(fn, "__qualname__", repr(fn))
-        raise ValueError(
+        raise UsageError(
             f"--agent {name}: an agent is called as fn(endpoint, sample); its signature "
             f"{inspect.signature(fn)} does not take two arguments"
         ) from None
