@@ -416,7 +416,7 @@ def test_an_agent_that_cannot_load_or_be_called_is_a_usage_error() -> None:
     from agentrl.agents.endpoint import load_agent
     from agentrl.errors import UsageError
 
-    with pytest.raises(UsageError, match="--agent 'nope.mod:fn': cannot import module"):
+    with pytest.raises(UsageError, match=r"--agent 'nope\.mod:fn': cannot import module"):
         load_agent("nope.mod:fn")
     with pytest.raises(UsageError, match=r"called as fn\(endpoint, sample\)"):
         load_agent(lambda sample: 0.0)
