@@ -44,6 +44,8 @@ MAX_SCORE = 9
 # Longest text of one judged response (characters; its start and end are kept).
 MAX_RESPONSE_CHARS = 6000
 CACHE_ENTRIES = 4096
+# Seconds one request to a judge server may take before it counts as unreadable.
+REQUEST_TIMEOUT = 120.0
 
 DEFAULT_RUBRIC = (
     "A good response does what the task asks, is correct, and is clear and concise. "
@@ -337,7 +339,12 @@ class RemoteJudge:
                     "judge_url needs the openai package: pip install 'agentrl[judge]'"
                 ) from None
             key = os.environ.get("AGENTRL_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
-            client = OpenAI(base_url=settings.url, api_key=key or "EMPTY", max_retries=1)
+            client = OpenAI(
+                base_url=settings.url,
+                api_key=key or "EMPTY",
+                max_retries=1,
+                timeout=REQUEST_TIMEOUT,
+            )
         self.client = client
         self.model = settings.api_model
         self.max_tokens = settings.max_tokens

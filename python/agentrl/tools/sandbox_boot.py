@@ -283,6 +283,9 @@ def setup(settings: dict) -> dict:
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(HOME=WORKDIR, TMPDIR=WORKDIR, PATH="/usr/bin:/bin", LANG="C.UTF-8")
+    # Threads count against the process cap: numeric libraries start one, not one per core.
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
     return guarantees
 
 
