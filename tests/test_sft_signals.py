@@ -76,9 +76,9 @@ def test_sigterm_saves_a_checkpoint_and_resume_continues_it(tmp_path):
     out = tmp_path / "sft"
     code, stdout, stderr = _stop_after_steps(out, lines=1)  # a line every 10 steps
     assert code == EXIT_SIGTERM, stderr
-    assert "SIGTERM received" in stdout and "agentrl sft --resume" in stdout
+    assert "SIGTERM received" in stdout and "agentrl sft --from_resume true" in stdout
     saved = sorted((out / "checkpoints").glob("step-*"))
-    assert len(saved) == 1 and (saved[0] / "trainer_state.pt").is_file()
+    assert len(saved) == 1 and (saved[0] / "state.pt").is_file()
     step = int(saved[0].name.split("-")[1])
     assert step >= 10
     logged = len((out / "metrics.jsonl").read_text().splitlines())

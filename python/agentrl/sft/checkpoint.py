@@ -1,27 +1,28 @@
-"""Atomic HF-directory checkpoints with the trainer state needed for an exact resume.
+"""The warm start's checkpoints are the RL trainer's: one format, one writer.
 
-A checkpoint is `checkpoints/step-NNNNNNN/`: the model and tokenizer as an ordinary HF
-directory (loadable by `load_policy`) plus `trainer_state.pt` (optimizer, scheduler, step,
-data position, RNG states). It is written under a temporary name and renamed into place,
-so a crash never leaves a half-written checkpoint that resume would pick up.
+A checkpoint is ``checkpoints/step-NNNNNNN/`` holding ``model.pt`` and ``state.pt``, written
+by :func:`agentrl.training.checkpoint.save_checkpoint` (atomic, fsync'ed, never of NaN
+weights, the newest ``keep_last`` kept); the warm start's own state (optimizer, data
+position, elapsed time, its config) rides in the state file's ``optimization`` slot, the
+RNG states beside it. What RL trains from is the published HF directory
+(:func:`publish_into`), written once at the end.
 """
 
 from __future__ import annotations
 
 import os
-import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from agentrl.utils.atomic import atomic_dir, complete_numbered_dirs, saving
-from agentrl.utils.tensors import has_nonfinite
+from agentrl.errors import UsageError
+from agentrl.training import checkpoint as rl_ckpt
+from agentrl.utils.atomic import saving
 
-STATE_FILE = "trainer_state.pt"
-_STEP_RE = re.compile(r"^step-(\d+)$")
+# What a checkpoint of the earlier warm-start format held instead of model.pt.
+_EARLIER_STATE_FILE = "trainer_state.pt"
 
 
 def _save_hf(model: torch.nn.Module, tokenizer: Any, directory: Path) -> None:
@@ -60,21 +61,6 @@ def publish_into(model: torch.nn.Module, tokenizer: Any, out_dir: Path) -> None:
         raise
 
 
-def rng_state() -> dict[str, Any]:
-    """Python and torch RNG states (CUDA too when present)."""
-    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def save_checkpoint(
     root: Path,
     step: int,
@@ -83,48 +69,43 @@ def save_checkpoint(
     state: dict[str, Any],
     keep_last: int = 2,
 ) -> Path | None:
-    """Write checkpoint `step` under `root`; returns None (and writes nothing) on NaN weights."""
-    if has_nonfinite(model.state_dict()):
-        return None
-    root = Path(root)
-    final = root / f"step-{step:07d}"
-    with saving(final):  # a full disk or a read-only directory: one line naming the path
-        root.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(final) as tmp:
-        _save_hf(model, tokenizer, tmp)
-        torch.save({**state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
-    for old in list_checkpoints(root)[:-keep_last] if keep_last > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+    """Write checkpoint ``step`` under ``root``; None (nothing written) on NaN weights.
+
+    ``tokenizer`` is not part of a checkpoint (it does not change while training); it is
+    published with the model at the end.
+    """
+    del tokenizer
+    resume = rl_ckpt.ResumeState(step=int(step))
+    return rl_ckpt.save_checkpoint(root, model, resume, dict(state), keep_last=keep_last)
 
 
 def list_checkpoints(root: Path) -> list[Path]:
-    """Complete checkpoints under `root`, oldest first."""
-    return [path for _, path in complete_numbered_dirs(root, _STEP_RE, [STATE_FILE])]
+    """Complete checkpoints under ``root``, oldest first; one of the earlier format is a
+    usage error (it cannot be resumed exactly by this version), not silently skipped."""
+    found = rl_ckpt.list_checkpoints(root)
+    root = Path(root)
+    earlier = sorted(root.glob(f"step-*/{_EARLIER_STATE_FILE}")) if root.is_dir() else []
+    if earlier and not found:
+        raise UsageError(
+            f"{earlier[-1].parent}: a warm-start checkpoint of an earlier agentrl version; "
+            f"remove {root} to train the warm start again"
+        )
+    return found
 
 
 def load_trainer_state(path: Path) -> dict[str, Any]:
-    """The trainer state of checkpoint dir `path` (weights are loaded separately)."""
-    return torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
+    """The warm start's state in checkpoint ``path``, with its step and RNG states."""
+    state = torch.load(Path(path) / rl_ckpt.STATE_FILE, map_location="cpu", weights_only=False)
+    own = dict(state.get("optimization") or {})
+    return {**own, "step": int(state["resume"]["step"]), "rng": state["rng"]}
 
 
 def load_weights(model: torch.nn.Module, path: Path) -> None:
-    """Copy the weights saved in checkpoint dir `path` into `model`, strictly."""
-    from safetensors.torch import load_file
+    """Copy the weights saved in checkpoint ``path`` into ``model``, strictly."""
+    weights = torch.load(Path(path) / rl_ckpt.MODEL_FILE, map_location="cpu", weights_only=True)
+    model.load_state_dict(weights, strict=True)
 
-    files = sorted(Path(path).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"{path}: no .safetensors weights in checkpoint")
-    sd: dict[str, torch.Tensor] = {}
-    for file in files:
-        sd.update(load_file(str(file)))
-    tied = bool(getattr(model.config, "tie_word_embeddings", False))
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise ValueError(
-            f"{path}: checkpoint does not match the model (missing {missing[:3]}, "
-            f"unexpected {unexpected[:3]})"
-        )
-    if tied:
-        model.tie_weights()
+
+# The RNG states, as the RL trainer saves and restores them.
+rng_state = rl_ckpt.rng_state
+set_rng_state = rl_ckpt.restore_rng_state
