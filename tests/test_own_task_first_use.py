@@ -147,3 +147,24 @@ def test_dumps_show_the_tasks_own_reward_terms() -> None:
     assert terms["found"] == 1.0 and "exact_match" in terms and "tool_use" in terms
     builtin = score_trajectories(TRAJECTORIES, RewardConfig(), 1)
     assert builtin.dump_terms() == builtin.details and "exact_match" in builtin.details[0]
+
+
+def test_the_last_line_of_a_run_of_ones_own_task_names_its_rewards() -> None:
+    from types import SimpleNamespace
+
+    from agentrl.commands.train import summary_line
+
+    first = {"eval/reward": 0.25, "eval/reward_fn/closeness/mean": 0.25, "eval/tasks": 4.0}
+    last = {"eval/reward": 0.75, "eval/reward_fn/closeness/mean": 0.75, "eval/tasks": 4.0}
+    result = SimpleNamespace(
+        first_eval=first,
+        last_eval=last,
+        stopped=None,
+        steps_done=2,
+        total_steps=2,
+        warm_start_seconds=0.0,
+        wall_seconds=60.0,
+    )
+    line = summary_line(result)
+    assert "held-out reward 0.250 -> 0.750, closeness 0.250 -> 0.750 on 4 tasks" in line
+    assert "exact match" not in line and "tool success" not in line

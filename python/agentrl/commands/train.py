@@ -14,6 +14,7 @@ import argparse
 from typing import Any
 
 from agentrl.config import add_config_arguments, config_from_args
+from agentrl.observability.progress import builtin_reward_in_use
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +39,11 @@ def _pct(metrics: dict[str, float], key: str) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
+def _num(metrics: dict[str, float], key: str) -> str:
+    value = metrics.get(key)
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def summary_line(result: Any) -> str:
     """The run's last word: steps, RL time (a warm start it trained apart), before/after."""
     first, last = result.first_eval, result.last_eval
@@ -47,9 +53,22 @@ def summary_line(result: Any) -> str:
     spent = f"{(result.wall_seconds - warm) / 60:.1f} min"
     if warm > 0:
         spent += f" (after a {warm / 60:.1f} min warm start with `agentrl sft`)"
+    head = f"{status}: {result.steps_done}/{result.total_steps} steps in {spent}; "
+    if not builtin_reward_in_use(last or first, "eval/"):  # a task of one's own
+        names = [
+            k[len("eval/reward_fn/") : -len("/mean")]
+            for k in (last or first)
+            if k.startswith("eval/reward_fn/") and k.endswith("/mean")
+        ]
+        parts = [f"held-out reward {_num(first, 'eval/reward')} -> {_num(last, 'eval/reward')}"]
+        parts += [
+            f"{n} {_num(first, f'eval/reward_fn/{n}/mean')} -> "
+            f"{_num(last, f'eval/reward_fn/{n}/mean')}"
+            for n in names
+        ]
+        return head + ", ".join(parts) + f" on {tasks} tasks (greedy)"
     return (
-        f"{status}: {result.steps_done}/{result.total_steps} steps in {spent}; "
-        f"held-out exact match "
+        head + f"held-out exact match "
         f"{_pct(first, 'eval/exact_match')} -> {_pct(last, 'eval/exact_match')} "
         f"on {tasks} tasks (greedy); tool success {_pct(first, 'eval/tool_success_rate')} -> "
         f"{_pct(last, 'eval/tool_success_rate')}"
