@@ -157,6 +157,26 @@ def find_resume_point(run_dir: Path) -> Path | None:
     return latest_checkpoint(checkpoint_root(run_dir))
 
 
+# What torch and pickle say of a file that is truncated or not a checkpoint at all.
+_DAMAGED = (
+    "PytorchStreamReader",
+    "zip archive",
+    "central directory",
+    "unpickling",
+    "Ran out of input",
+    "truncated",
+    "invalid load key",
+)
+
+
+def _damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the checkpoint's files are broken (not that they do not fit)."""
+    if isinstance(exc, EOFError | pickle.UnpicklingError | FileNotFoundError):
+        return True
+    text = str(exc)
+    return any(marker in text for marker in _DAMAGED)
+
+
 def restore_run(
     path: Path,
     models: Models,
@@ -175,6 +195,12 @@ def restore_run(
     try:
         ckpt = _load(path, models, optimization, weights)
     except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+        if _damaged(exc):  # not a question of options: the files themselves are broken
+            raise UserError(
+                f"checkpoint {path} cannot be resumed (from_resume=1): its files are damaged "
+                f"or incomplete ({first_line(exc)}); remove it to resume from the checkpoint "
+                "before it"
+            ) from exc
         raise UserError(
             f"checkpoint {path} cannot be resumed (from_resume=1): {first_line(exc)}; "
             "resume with the model and options of the run that wrote it"

@@ -126,7 +126,9 @@ class WarmStartStopped(Exception):
         self.seconds = seconds  # counted as warm-start time in the run's result
 
 
-def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | None = None) -> bool:
+def ensure_warm_start(
+    spec: str, log: Log, should_stop: Callable[[], bool] | None = None, progress: bool = True
+) -> bool:
     """Train the built-in warm start (`agentrl sft --compile`) when asked for but absent,
     resuming an earlier one that was stopped. Returns whether it ran.
 
@@ -148,7 +150,9 @@ def ensure_warm_start(spec: str, log: Log, should_stop: Callable[[], bool] | Non
     cannot_compile = missing_compiler(resolve_device(None))
     if cannot_compile is not None:
         log(f"{cannot_compile}: the warm start trains eagerly, more slowly")
-    train = SFTConfig(output_dir=spec, resume=resume, compile=cannot_compile is None)
+    train = SFTConfig(
+        output_dir=spec, resume=resume, compile=cannot_compile is None, progress=progress
+    )
     options = SFTRunOptions(train=train)
     result = run_sft(options, log, should_stop)
     if result.training.stopped:
@@ -189,7 +193,7 @@ def load_models(
     configure_threads(config)
     spec = model_spec(config)
     began = time.perf_counter()
-    warmed = ensure_warm_start(spec, log, should_stop)
+    warmed = ensure_warm_start(spec, log, should_stop, progress=bool(config.progress))
     warm_seconds = time.perf_counter() - began if warmed else 0.0
     for note in hardware_notes(config):
         log(note)
