@@ -6,6 +6,8 @@
 - :func:`score_file`: score a JSONL file end to end in Rust, streaming, with a summary.
 - :func:`combine` and the built-in reward functions: callables over prompts, completions
   and answers, weighted into one total.
+- :class:`JudgeReward` (``judge``): a model scores the episodes by a rubric, alone or
+  ranked within their group (:mod:`agentrl.rewards.judge`).
 
 Turning rewards into advantages is RL math: see :mod:`agentrl.rl.advantages`.
 """
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         reward_functions,
         reward_weights,
     )
+    from agentrl.rewards.judge import JudgeReward, JudgeSettings
     from agentrl.rewards.scoring import (
         DETAIL_KEYS,
         TERM_KEYS,
@@ -62,6 +65,8 @@ _LAZY = {
     "DETAIL_KEYS": "agentrl.rewards.scoring",
     "ENVIRONMENT": "agentrl.rewards.functions",
     "FileScoreSummary": "agentrl.rewards.files",
+    "JudgeReward": "agentrl.rewards.judge",
+    "JudgeSettings": "agentrl.rewards.judge",
     "LineExplanation": "agentrl.rewards.files",
     "RewardConfig": "agentrl.rewards.config",
     "RewardFunction": "agentrl.rewards.functions",
@@ -100,6 +105,8 @@ __all__ = [
     "CombinedReward",
     "CombinedRewards",
     "FileScoreSummary",
+    "JudgeReward",
+    "JudgeSettings",
     "LineExplanation",
     "RewardConfig",
     "RewardFunction",

@@ -1,4 +1,5 @@
-"""Tools the policy can call: registry, ``@tool`` decorator, built-ins, schema helpers."""
+"""Tools the policy can call: registry, ``@tool`` decorator, built-ins, schema helpers, and
+the sandboxed ``python`` tool (:mod:`agentrl.tools.python_sandbox`)."""
 
 from agentrl.tools.builtin import (
     CALCULATE_MATH_SPEC,
@@ -10,6 +11,15 @@ from agentrl.tools.builtin import (
     UNIT_CONVERTER_SPEC,
     UNIT_FACTORS,
     builtin_registry,
+)
+from agentrl.tools.python_sandbox import (
+    PythonEnvironment,
+    PythonSandbox,
+    PythonToolError,
+    SandboxLimits,
+    SandboxUnavailable,
+    python_environment,
+    python_tool,
 )
 from agentrl.tools.registry import (
     Tool,
@@ -45,6 +55,11 @@ __all__ = [
     "UNIT_CONVERTER_SPEC",
     "UNIT_FACTORS",
     "ArgumentError",
+    "PythonEnvironment",
+    "PythonSandbox",
+    "PythonToolError",
+    "SandboxLimits",
+    "SandboxUnavailable",
     "Tool",
     "ToolEvent",
     "ToolRegistry",
@@ -60,6 +75,8 @@ __all__ = [
     "merge_tool_specs",
     "normalize_tool_schema",
     "parse_tool_schema",
+    "python_environment",
+    "python_tool",
     "resolve_tool_specs",
     "supported_tool_names",
     "tool",
