@@ -421,3 +421,29 @@ def test_an_agent_that_cannot_load_or_be_called_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match=r"called as fn\(endpoint, sample\)"):
         load_agent(lambda sample: 0.0)
     assert load_agent(tool_agent) is tool_agent
+
+
+def test_n_choices_are_branches_and_the_one_continued_keeps_its_sequence() -> None:
+    def agent(endpoint, sample):
+        client = endpoint.client
+        messages = [{"role": "developer", "content": "Be brief."}, *sample["messages"]]
+        first = client.chat.completions.create(
+            model=endpoint.model, messages=messages, tools=sample["tools"], n=2
+        )
+        second = first.choices[1].message  # the agent goes on from the second choice
+        messages += [second.model_dump(), {"role": "tool", "tool_call_id": "x", "content": "5"}]
+        client.chat.completions.create(model=endpoint.model, messages=messages)
+        client.chat.completions.create(
+            model=endpoint.model, messages=messages, tools=sample["tools"]
+        )
+        return 1.0
+
+    batch, _ = run(agent, g=1)
+    trajs = batch.groups[0].trajectories
+    m = batch.metrics
+    assert (m["agent/branches"], m["agent/history_rewrites"]) == (1.0, 1.0)
+    # one choice alone, the other continued by the third call (the scripted choices are
+    # the same text: the first that matches is taken); the second call (no tools: another
+    # system prompt) starts over
+    chains = sorted([c["call"] for c in t.agent["calls"]] for t in trajs)
+    assert chains == [[0], [0, 2], [1]]

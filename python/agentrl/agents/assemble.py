@@ -65,9 +65,10 @@ def split_calls(calls: Sequence[CallRecord]) -> Split:
                 index = tail_of.pop(parent)
                 chains[index].nodes.append(node)
             else:
-                rewrite = parent is None and bool(seen)
+                sibling = k > 0  # another choice of the same call
+                rewrite = parent is None and bool(seen) and not sibling
                 rewrites += int(rewrite)
-                branches += int(parent is not None)
+                branches += int(parent is not None or sibling)
                 index = len(chains)
                 chains.append(Chain([node], rewrite))
             tail_of[node] = index

@@ -194,11 +194,14 @@ def sampling_of(body: Mapping[str, Any], limits: Limits) -> tuple[SamplingParams
     return params, budget, n
 
 
-def reply_message(text: str, tools: list[dict[str, Any]] | None) -> tuple[dict[str, Any], bool]:
-    """The OpenAI reply message of a completion text, and whether it calls tools."""
+def reply_message(
+    text: str, tools: list[dict[str, Any]] | None, tool_format: str = "auto"
+) -> tuple[dict[str, Any], bool]:
+    """The OpenAI reply message of a completion text, and whether it calls tools
+    (``tool_format``: the family to read, see `agentrl.parsing.TOOL_FORMATS`)."""
     if not tools:
         return {"role": "assistant", "content": text}, False
-    parsed = parse_message(text, tools=tools)
+    parsed = parse_message(text, tools=tools, tool_format=tool_format)
     calls = [
         {
             "id": "call_" + uuid.uuid4().hex[:24],
@@ -284,6 +287,11 @@ class EpisodeRecorder:
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise RequestError("'messages' must be a non-empty list")
+        # OpenAI's newer name for the system role.
+        raw = [
+            dict(m, role="system") if isinstance(m, dict) and m.get("role") == "developer" else m
+            for m in raw
+        ]
         try:
             messages = normalize_messages(raw)
         except MessageError as exc:
@@ -306,7 +314,8 @@ class EpisodeRecorder:
                 self.in_flight -= 1
         choices = []
         for out in outputs:
-            message, calls = reply_message(out.text, tools)
+            tool_format = getattr(self.tokenizer, "agentrl_tool_format", "auto")
+            message, calls = reply_message(out.text, tools, tool_format)
             finish = (
                 "tool_calls" if calls else ("length" if out.finish_reason == "length" else "stop")
             )
