@@ -114,7 +114,7 @@ class GuessingGame:
 def test_an_error_in_the_environment_names_its_line_and_exits_1(tmp_path) -> None:
     from agentrl.cli import user_failure
     from agentrl.envs import EnvironmentTools
-    from agentrl.errors import EXIT_DATA, UserCodeError
+    from agentrl.errors import EXIT_DATA, RecurringError, UserCodeError
     from agentrl.tools import ToolRegistry
 
     pool = PromptPool(str(_records(tmp_path / "d.jsonl", 1)), require_gt=False)
@@ -126,6 +126,8 @@ def test_an_error_in_the_environment_names_its_line_and_exits_1(tmp_path) -> Non
     assert message.startswith("environment GuessingGame.reset() raised KeyError at ")
     assert f"test_own_task_first_use.py:{line}:" in message and "'secrett'" in message
     assert "\n" not in message and user_failure(caught.value) == (EXIT_DATA, message)
+    # Background rollout stops on it (a recurring error) instead of retrying the same code.
+    assert isinstance(caught.value, RecurringError)
 
 
 def test_dumps_show_the_tasks_own_reward_terms() -> None:

@@ -77,10 +77,11 @@ class UsageError(UserError, ValueError):
     exit_code = EXIT_USAGE
 
 
-class UserCodeError(UserError):
+class UserCodeError(RecurringError):
     """An exception raised by the user's own code (a reward function, an environment, a
     tool loaded at run time): the message names that code, its file and line, and the
-    exception on one line. Exit code :data:`EXIT_DATA`."""
+    exception on one line. Exit code :data:`EXIT_DATA`. A recurring error: background
+    rollout stops on it and hands it to the trainer instead of retrying the same code."""
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
