@@ -200,3 +200,49 @@ def test_an_environment_scores_each_turn_and_the_trainer_reads_it() -> None:
     )
     assert scores.turn_rewards == [[1.0, 0.0, 10.5], [1.0, 0.0, 10.5]]
     assert scores.rewards.tolist() == [11.5, 11.5]
+
+
+@pytest.mark.slow
+def test_a_turn_level_run_trains_the_chain_example_from_the_cli(tmp_path, monkeypatch, capsys):
+    import sys
+    from pathlib import Path
+
+    from agentrl.cli import main as cli_main
+    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
+    from agentrl.observability import read_metrics
+    from agentrl.observability.rollout_dump import read_records
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # `examples.chain` imports from the working directory
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(repo))])
+    spec = TinySpec(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
+                    intermediate_size=64, corpus_tasks=150)  # fmt: skip
+    model, tokenizer = build_tiny_preset(spec)
+    save_preset(model, tokenizer, tmp_path / "model")
+    from agentrl.utils.imports import load_object
+
+    load_object("examples.chain:write_data")(str(tmp_path / "chain.jsonl"), n=12)
+    code = cli_main(["train", "--model", str(tmp_path / "model"), "--data",
+                     str(tmp_path / "chain.jsonl"), "--environment", "examples.chain:ChainEnv",
+                     "--advantage_mode", "turn_grpo", "--turn_discount", "0.9",
+                     "--total_steps", "1", "--save_dir", str(tmp_path), "--save_weight", "run",
+                     "--batch_size", "2", "--num_generations", "2", "--max_turns", "4",
+                     "--max_gen_len", "8", "--eval_ratio", "0.2", "--eval_samples", "2",
+                     "--eval_max_gen_len", "8", "--eval_interval", "0", "--progress", "0",
+                     "--report", "0", "--save_interval", "0", "--dump_rollouts", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "reward: environment x 1" in out
+    assert 'advantage_mode = "turn_grpo"' in (tmp_path / "run" / "config.toml").read_text()
+    train = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
+    assert {"turn/0/reward", "turn/0/advantage", "turn/0/episodes"} <= set(train[0])
+    records = read_records(tmp_path / "run" / "rollouts" / "step-000001.jsonl.gz")
+    assert len(records) == 4 and records[0]["vocab"]
+    for record in records:
+        view = record["token_view"]
+        assert "turn_rewards" in record and "turn_advantages" in record
+        ids = [int(i) for i in view["ids"].split(",")]
+        prompt = view["prompt"] if "prompt_ref" not in view else 0
+        tokens = record["tokens"]
+        assert len(ids) == prompt + tokens["generated"] + tokens["observation"]
+        assert len(view["lp"].split(",")) == tokens["generated"]

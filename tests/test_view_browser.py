@@ -8,6 +8,7 @@ out on a machine that cannot have a browser.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -145,3 +146,40 @@ def test_a_large_list_renders_one_page_at_a_time(tmp_path):
     assert count(html) == len(big["train"]) == 240
     assert rows(html) == list(range(200, 240))  # the third page of 100; no other row built
     assert "page 3 / 3" in html
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")] if text else []
+
+
+def test_the_token_view_holds_every_token_with_its_values(pages, tmp_path):
+    episodes = pages["a"]["train"] + pages["a"]["eval"]
+    index = next(i for i, e in enumerate(episodes) if e.get("token_view", {}).get("prompt_ref"))
+    record = episodes[index]
+    view = record["token_view"]
+    n = view["prompt"] + len(_ints(view["ids"]))  # the prompt comes from its group's first
+    behaviour = [v / 100 for v in _ints(view["lp"])]
+    html = dom(pages["one"], f"tab=episodes&episode={index}&tok=lp", tmp_path)
+    spans = re.findall(r'<span class="tok([^"]*)" data-t="(\d+)"[^>]*>', html)
+    assert len(spans) == n and [int(t) for _, t in spans] == list(range(n))
+    masked = [int(t) for cls, t in spans if "masked" in cls]
+    prompt = [int(t) for cls, t in spans if "prompt" in cls]
+    assert prompt == list(range(view["prompt"]))
+    observation = [t for t in masked if t >= view["prompt"]]
+    assert len(observation) == 6  # the episode's tool-result tokens, shown but masked
+    trained = r'<span class="tok" data-t="\d+" data-id="\d+" title="[^"]*" data-v="([^"]*)"'
+    values = [float(v) for v in re.findall(trained, html)]
+    assert values == pytest.approx(behaviour, abs=1e-4) and len(values) == n - len(masked)
+    assert "w12 " in html  # decoded through the dump's vocabulary table
+    html = dom(pages["one"], f"tab=episodes&episode={index}&tok=ratio", tmp_path)
+    ratios = [float(v) for v in re.findall(r'data-v="([^"]*)"', html)]
+    gap = record["logp_gap_max"]
+    assert ratios == pytest.approx([math.exp(-gap)] * len(values), abs=1e-3)
+
+
+def test_the_log_prob_gap_filter_finds_the_mismatched_episodes(pages, tmp_path):
+    episodes = pages["a"]["train"] + pages["a"]["eval"]
+    far = [i for i, e in enumerate(episodes) if (e.get("logp_gap_max") or 0) >= 0.1]
+    assert 0 < len(far) < len(pages["a"]["train"])
+    html = dom(pages["one"], "tab=episodes&gap_min=0.1", tmp_path)
+    assert count(html) == len(far) and rows(html) == far

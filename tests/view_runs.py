@@ -14,6 +14,7 @@ from typing import Any
 
 from agentrl.observability.metrics_log import MetricsLog
 from agentrl.observability.rollout_dump import dump_path, episode_records, write_records
+from agentrl.observability.token_view import share_prompts, token_view
 from agentrl.rewards import RewardConfig
 from agentrl.training.scoring import score_trajectories
 from agentrl.trajectory import Trajectory
@@ -79,6 +80,26 @@ def episode(rng: random.Random, task: int, version: int) -> Trajectory:
     )  # fmt: skip
 
 
+def add_token_views(records: list[dict[str, Any]], trajs: list[Trajectory], rng: random.Random):
+    """Token views as the trainer dumps them: the trainer's log-probs off the behaviour ones
+    by 0.3 in about a quarter of the episodes (0.001 elsewhere); a vocabulary of ``w<id>``."""
+    for record, traj in zip(records, trajs, strict=True):
+        ids = traj.prompt_ids + traj.response_ids
+        n_prompt = len(traj.prompt_ids)
+        loss = [0.0] * (n_prompt - 1) + [float(m) for m in traj.response_mask]
+        behaviour = [0.0] * (n_prompt - 1) + list(traj.response_logps)
+        gap = 0.3 if rng.random() < 0.25 else 0.001
+        trained = [b - gap * m for b, m in zip(behaviour, loss, strict=True)]
+        entropy = [1.5 * m for m in loss]
+        advantages = [float(record["advantage"] or 0.0) * m for m in loss]
+        view, gaps = token_view(ids, n_prompt, loss, behaviour, trained, entropy, advantages)
+        record["token_view"] = view
+        record.update(gaps)
+    share_prompts(records)
+    used = {i for t in trajs for i in t.prompt_ids + t.response_ids}
+    records[0]["vocab"] = {str(i): f"w{i} " for i in sorted(used)}
+
+
 def _group_advantages(rewards: list[float], g: int) -> list[float]:
     out = []
     for start in range(0, len(rewards), g):
@@ -123,6 +144,7 @@ def write_run(
                 rewards=rewards, details=scores.details, max_turns=2,
                 advantages=_group_advantages(rewards, g), trainer_version=step,
             )  # fmt: skip
+            add_token_views(records, trajs, rng)
             write_records(dump_path(run_dir, "train", step), records)
             train += records
     trajs = [episode(rng, task, steps) for task in range(eval_tasks)]

@@ -18,7 +18,7 @@ const CHARTS = [
 ];
 const DEFAULTS = { tab: "", run: "0", step: "all", min_reward: "", max_reward: "", term: "",
   term_min: "", errors: "any", finish: "any", result: "any", q: "", sort: "default",
-  page: "0", episode: "", group: "", differ: "0" };
+  page: "0", episode: "", group: "", differ: "0", gap_min: "", tok: "lp" };
 const state = Object.assign({}, DEFAULTS);
 const runs = DATA.runs.map(indexRun);
 
@@ -112,6 +112,7 @@ function searchText(row) {
 function filteredRows() {
   const run = runs[Number(state.run)] || runs[0];
   const minR = num(state.min_reward), maxR = num(state.max_reward), termMin = num(state.term_min);
+  const gapMin = num(state.gap_min);
   const q = state.q.trim().toLowerCase();
   let out = run.rows.filter((x) => {
     if (state.step !== "all" && x.key !== state.step) return false;
@@ -129,6 +130,7 @@ function filteredRows() {
     if (state.result === "pass" && x.passed !== true) return false;
     if (state.result === "fail" && x.passed !== false) return false;
     if (q && !searchText(x).includes(q)) return false;
+    if (gapMin !== null && !(x.record.logp_gap_max >= gapMin)) return false;
     return true;
   });
   const sorters = {
@@ -391,13 +393,14 @@ function renderFilters() {
     field("finish", select("finish", [["any", "any"], ...run.finishes.map((f) => [f, f])])),
     field("eval result", select("result", [["any", "any"], ["pass", "pass"], ["fail", "fail"]])),
     field("search", input("q", "search", "text in messages or calls")),
+    field("log-prob gap ≥", input("gap_min", "number")),
     field("sort", select("sort", [["default", "step, episode"], ["reward_desc", "reward ↓"],
       ["reward_asc", "reward ↑"], ["adv_desc", "advantage ↓"], ["adv_asc", "advantage ↑"],
       ["errors_desc", "tool errors ↓"], ["calls_desc", "tool calls ↓"],
       ["term_desc", "term ↓"], ["term_asc", "term ↑"]])),
     el("button", { text: "reset", onclick: () => setState({ step: "all", min_reward: "",
       max_reward: "", term: "", term_min: "", errors: "any", finish: "any", result: "any",
-      q: "", sort: "default" }) }));
+      q: "", sort: "default", gap_min: "" }) }));
 }
 
 const COLUMNS = [["#", "default"], ["step", "default"], ["group", null], ["reward", "reward"],
@@ -559,6 +562,8 @@ function renderEpisode() {
     root.append(el("h3", { text: "Notes of the reward functions" }), notesBlock(record));
   }
   root.append(el("h3", { text: "Conversation" }), messages(record, false));
+  root.append(el("h3", { text: "Tokens" }),
+    tokenView(run, row, state.tok, (tok) => setState({ tok }, true)));
 }
 
 // ------------------------------------------------------------------ group
