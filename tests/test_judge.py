@@ -193,6 +193,8 @@ def test_reward_funcs_judge_is_configured_from_the_run_options():
     assert judge.settings.url == "http://judge:8000/v1" and judge.settings.mode == "rank"
     with pytest.raises(ValueError, match="judge_mode"):
         TrainConfig.from_mapping({"judge_mode": "pairs"})
+    with pytest.raises(UsageError, match="needs a judge: --judge_model"):
+        task_parts(config_reward_funcs="judge", options=TrainConfig.from_mapping({}))
 
 
 def test_the_dump_keeps_the_judges_note():

@@ -106,8 +106,17 @@ class JudgeSettings:
 
 
 def judge_settings(options: Any) -> JudgeSettings:
-    """The judge a run's config names (its ``judge_*`` options, its device and dtype)."""
+    """The judge a run's config names (its ``judge_*`` options, its device and dtype);
+    a config that names neither a judge model nor a URL is a :class:`UsageError` now,
+    not at the first step's scoring."""
     dtype = str(getattr(options, "dtype", "float32"))
+    if options is not None and not (
+        getattr(options, "judge_model", "") or getattr(options, "judge_url", "")
+    ):
+        raise UsageError(
+            "--reward_funcs judge needs a judge: --judge_model (a model agentrl loads, e.g. "
+            "Qwen/Qwen2.5-0.5B-Instruct) or --judge_url (an OpenAI-compatible server)"
+        )
     return JudgeSettings(
         model=str(getattr(options, "judge_model", "")),
         url=str(getattr(options, "judge_url", "")),
