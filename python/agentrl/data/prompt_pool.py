@@ -16,6 +16,14 @@ naming the file and line. Policy filters (``require_gt``, ``allowed_tools``,
 ``filter_mode``) skip lines without being errors. Files are read line by line in binary
 with a per-line size limit, so a gigantic line costs neither the memory of the whole file
 nor the memory of the line.
+
+Large files stay small in memory: every line is checked when the pool loads (so counts,
+skips and the bad-line report are exact from the start), but a kept line is stored as its
+UTF-8 bytes in one buffer and turned into a :class:`PromptSample` when it is asked for
+(``pool[i]``), by the same code that checked it. A line of the common shape (messages of
+plain ``system``/``user`` text, ground truth as text, no tools of its own) is checked by
+its shape alone, without building its sample. Splits and shards share that buffer
+(:meth:`PromptPool.subset`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import gzip
 import json
 import os
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -215,6 +224,70 @@ def iter_jsonl_lines(
                 yield number, text, None
 
 
+class _Store:
+    """Kept prompts: stored lines (their bytes, file and number) decoded on demand by the
+    pool that checked them, and samples held whole (dataset tables, ready-made samples)."""
+
+    def __init__(self, decoder: PromptPool | None) -> None:
+        self.decoder = decoder
+        self.blob = bytearray()
+        self.starts = array("q", [0])
+        self.lines = array("q")
+        self.files = array("H")
+        self.paths: list[str] = []
+        self.whole: dict[int, PromptSample] = {}
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def add_line(self, path: str, number: int, text: str) -> None:
+        if not self.paths or self.paths[-1] != path:
+            self.paths.append(path)
+        self.blob += text.encode("utf-8")
+        self.starts.append(len(self.blob))
+        self.lines.append(number)
+        self.files.append(len(self.paths) - 1)
+
+    def add_sample(self, sample: PromptSample) -> None:
+        self.whole[len(self.lines)] = sample
+        self.starts.append(len(self.blob))
+        self.lines.append(sample.line)
+        self.files.append(0)
+
+    def get(self, key: int) -> PromptSample:
+        sample = self.whole.get(key)
+        if sample is not None:
+            return sample
+        assert self.decoder is not None
+        text = self.blob[self.starts[key] : self.starts[key + 1]].decode("utf-8")
+        sample = self.decoder._normalize(self.decoder._mapped(json.loads(text)), count=False)
+        sample.source, sample.line = self.paths[self.files[key]], self.lines[key]
+        return sample
+
+
+class _Samples(Sequence[PromptSample]):
+    """A pool's prompts in order, decoded as they are read (see the module doc)."""
+
+    def __init__(self, store: _Store, keys: array | range) -> None:
+        self.store = store
+        self.keys = keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self.store.get(k) for k in self.keys[index]]
+        return self.store.get(self.keys[index])
+
+    def __eq__(self, other: object) -> bool:  # like the list it stands for
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class PromptPool:
     """Prompts loaded from one or more JSONL files; a ``Dataset`` (len + indexing).
 
@@ -286,26 +359,43 @@ class PromptPool:
         self.registered_tools = dict(registered_tools or {})
         self.split = split
         self.columns = columns or ColumnMap()
-        self.samples: list[PromptSample] = []
+        self._store = _Store(self)
         self.stats = _new_stats()
         self.skipped: list[SkippedLine] = []
         self._tools_cache: dict[str, tuple[Any, dict[str, bool]]] = {}
+        self._plain_counters: list[str] | bool | None = None
+        self._mapping = self.columns != ColumnMap()
         for one in self.paths:
             if not self._load(one):
                 break
-        if not self.samples and not allow_empty:
+        self._keys: array | range = range(len(self._store))
+        if not len(self) and not allow_empty:
             raise PromptPoolError(f"no usable prompt in {', '.join(self.paths)}; {self.summary()}")
 
     # ---- dataset protocol ----
 
     def __len__(self) -> int:
-        return len(self.samples)
+        return len(self._keys) if hasattr(self, "_keys") else len(self._store)
 
     def __getitem__(self, index: int) -> PromptSample:
-        return self.samples[index]
+        return self._store.get(self._keys[index])
 
     def __iter__(self) -> Iterator[PromptSample]:
-        return iter(self.samples)
+        return (self._store.get(key) for key in self._keys)
+
+    @property
+    def samples(self) -> Sequence[PromptSample]:
+        """The prompts in order (each decoded when read; treat them as read-only)."""
+        return _Samples(self._store, self._keys)
+
+    def subset(self, indices: Iterable[int], stats: Mapping[str, int] | None = None) -> PromptPool:
+        """The prompts at ``indices`` (in that order) as a pool sharing this one's storage:
+        a split or a shard costs its index, not its prompts."""
+        pool = PromptPool.from_samples([], stats)
+        pool._store = self._store
+        pool._keys = array("q", (self._keys[i] for i in indices))
+        pool.stats["kept"] = len(pool._keys)
+        return pool
 
     @classmethod
     def from_samples(
@@ -314,9 +404,12 @@ class PromptPool:
         """A pool over existing samples (a split or a shard), without reading files."""
         pool = cls.__new__(cls)
         pool.paths = []
-        pool.samples = list(samples)
+        pool._store = _Store(None)
+        for sample in samples:
+            pool._store.add_sample(sample)
+        pool._keys = range(len(pool._store))
         pool.stats = dict(stats) if stats else _new_stats()
-        pool.stats["kept"] = len(pool.samples)
+        pool.stats["kept"] = len(pool._keys)
         pool.skipped = []
         return pool
 
@@ -354,7 +447,7 @@ class PromptPool:
 
     def _load_lines(self, path: str) -> bool:
         for number, text, problem in iter_jsonl_lines(path, self.max_line_bytes):
-            if self.max_samples > 0 and len(self.samples) >= self.max_samples:
+            if self.max_samples > 0 and len(self._store) >= self.max_samples:
                 return False
             self.stats["loaded"] += 1
             if problem is not None:
@@ -367,33 +460,88 @@ class PromptPool:
             except (ValueError, RecursionError) as exc:
                 self._skip(path, number, "bad_json", str(exc))
                 continue
-            self._add(path, number, record)
-        return not (self.max_samples > 0 and len(self.samples) >= self.max_samples)
+            self._add(path, number, record, text)
+        return not (self.max_samples > 0 and len(self._store) >= self.max_samples)
 
     def _load_table(self, path: str) -> bool:
         """A parquet/arrow/JSON-array file or dataset directory, row by row."""
         for number, record in dataset_records(path, self.split, self.columns):
-            if self.max_samples > 0 and len(self.samples) >= self.max_samples:
+            if self.max_samples > 0 and len(self._store) >= self.max_samples:
                 return False
             self.stats["loaded"] += 1
             self._add(path, number, record)
-        return not (self.max_samples > 0 and len(self.samples) >= self.max_samples)
+        return not (self.max_samples > 0 and len(self._store) >= self.max_samples)
 
-    def _add(self, path: str, number: int, record: Any) -> None:
-        """Normalise one record and keep it, or count and remember why it was skipped."""
+    def _mapped(self, record: Any) -> Any:
+        """``record`` through the column mapping (``--prompt_column`` etc.), when one is set."""
+        if self._mapping and isinstance(record, dict):
+            missing = self.columns.missing(record)
+            if missing:
+                raise _Skip("no_messages", f"no field {missing!r} (column mapping)")
+            record = self.columns.apply(record)
+        return record
+
+    def _add(self, path: str, number: int, record: Any, text: str | None = None) -> None:
+        """Check one record and keep it (its line ``text`` when it has one, to be decoded
+        when asked for), or count and remember why it was skipped."""
         try:
-            if isinstance(record, dict) and self.columns != ColumnMap():
-                missing = self.columns.missing(record)
-                if missing:
-                    raise _Skip("no_messages", f"no field {missing!r} (column mapping)")
-                record = self.columns.apply(record)
-            sample = self._normalize(record)
+            record = self._mapped(record)
+            if text is None or not self._plain(record):
+                sample = self._normalize(record)
         except _Skip as skip:
             self._skip(path, number, skip.reason, skip.detail)
             return
-        sample.source, sample.line = path, number
-        self.samples.append(sample)
+        if text is None:
+            sample.source, sample.line = path, number
+            self._store.add_sample(sample)
+        else:
+            self._store.add_line(path, number, text)
         self.stats["kept"] += 1
+
+    def _plain(self, record: Any) -> bool:
+        """Whether ``record`` has the common shape that :meth:`_normalize` keeps as it is
+        (its tool counters counted here): then its sample is built only when asked for."""
+        if self._plain_counters is None:  # what a prompt without tools gets: once per pool
+            self._plain_counters = self._plain_setup()
+        if (
+            self._plain_counters is False
+            or type(record) is not dict
+            or record.get("tools") is not None
+            or record.get("functions") is not None
+        ):
+            return False
+        messages = record.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return False
+        for message in messages:
+            if (
+                type(message) is not dict
+                or len(message) != 2
+                or message.get("role") not in ("user", "system")
+                or type(message.get("content")) is not str
+            ):
+                return False
+        key = next((k for k in GT_KEYS if k in record), None)
+        value = record[key] if key else None
+        items = value if isinstance(value, list) else [value]
+        if not all(type(item) is str for item in items):
+            return False
+        if self.require_gt and not any(item.strip() for item in items):
+            return False
+        for counter in self._plain_counters:  # the tool counters _normalize would count
+            self.stats[counter] += 1
+        return True
+
+    def _plain_setup(self) -> list[str] | bool:
+        """False when no record is checked by its shape alone (options that change what a
+        record becomes); else the tool counters a record without tools adds to."""
+        if self.lenient or self.prompt_only or self.keep_raw or self.filter_mode != "all":
+            return False
+        names = supported_tool_names(self._resolve_tools(None, count=False))
+        if self.allowed_tools and any(n not in self.allowed_tools for n in names):
+            return False
+        _, flags = self._tools_cache["null"]
+        return [counter for counter, hit in flags.items() if hit]
 
     def _tools_field(self, value: Any) -> list[dict[str, Any]] | None:
         value = self._with_registered(value)
@@ -480,14 +628,16 @@ class PromptPool:
                 out.append(text)
         return out
 
-    def _resolve_tools(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    def _resolve_tools(
+        self, tools: list[dict[str, Any]] | None, count: bool = True
+    ) -> list[dict[str, Any]] | None:
         """The tools a prompt offers after defaults, forcing, the allow-list and the alias.
 
         Prompts with identical tools share one resolved list (datasets repeat the same
         tools on every line), which keeps a large pool small; treat ``sample.tools`` as
         read-only. The tool counters are still counted per prompt.
         """
-        key = json.dumps(tools, ensure_ascii=False, default=str)
+        key = "null" if tools is None else json.dumps(tools, ensure_ascii=False, default=str)
         cached = self._tools_cache.get(key)
         if cached is None:
             allowed = set(self.allowed_tools) if self.allowed_tools else None
@@ -515,11 +665,11 @@ class PromptPool:
             self._tools_cache[key] = cached
         resolved, flags = cached
         for counter, hit in flags.items():
-            if hit:
+            if hit and count:
                 self.stats[counter] += 1
         return resolved
 
-    def _normalize(self, record: Any) -> PromptSample:
+    def _normalize(self, record: Any, count: bool = True) -> PromptSample:
         if not isinstance(record, dict):
             raise _Skip("not_object", f"line is a JSON {type(record).__name__}, not an object")
         tools_value = record.get("tools")
@@ -530,7 +680,7 @@ class PromptPool:
         messages, message_tools = self._messages(record)
         tools = message_tools or tools
 
-        tools = self._resolve_tools(tools)
+        tools = self._resolve_tools(tools, count)
         if self.require_gt and not gt:
             raise _Skip("skip_no_gt", "no ground truth")
         names = supported_tool_names(tools)

@@ -25,9 +25,8 @@ def split_prompt_pool(
     random.Random(seed).shuffle(order)
     eval_n = min(max(1, int(len(pool) * eval_ratio)), int(eval_max_samples), len(pool) - 1)
     held_out = set(order[:eval_n])
-    train = [s for i, s in enumerate(pool.samples) if i not in held_out]
-    evals = [s for i, s in enumerate(pool.samples) if i in held_out]
-    return PromptPool.from_samples(train, pool.stats), PromptPool.from_samples(evals)
+    train = (i for i in range(len(pool)) if i not in held_out)
+    return pool.subset(train, pool.stats), pool.subset(sorted(held_out))
 
 
 def build_fixed_eval_indices(
@@ -49,10 +48,8 @@ def shard_prompt_pool(pool: PromptPool, world_size: int, rank: int) -> PromptPoo
         return pool
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside 0..{world_size - 1}")
-    samples = [s for i, s in enumerate(pool.samples) if i % world_size == rank]
-    if not samples:
-        samples = [pool.samples[rank % len(pool.samples)]]
-    return PromptPool.from_samples(samples)
+    indices = range(rank, len(pool), world_size)
+    return pool.subset(indices if len(indices) else [rank % len(pool)])
 
 
 __all__ = ["build_fixed_eval_indices", "shard_prompt_pool", "split_prompt_pool"]

@@ -62,8 +62,7 @@ def shard_indices(n: int, world_size: int, rank: int) -> list[int]:
 
 def shard_pool(pool: PromptPool, world_size: int, rank: int) -> PromptPool:
     """This rank's shard of a `PromptPool`."""
-    samples = [pool[i] for i in shard_indices(len(pool), world_size, rank)]
-    return PromptPool.from_samples(samples)
+    return pool.subset(shard_indices(len(pool), world_size, rank))
 
 
 @torch.no_grad()
