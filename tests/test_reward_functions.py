@@ -269,3 +269,15 @@ def test_r1_rewards_are_linear_on_adversarial_text() -> None:
     r1_strict_format_reward([], ["<think>\n" + text], [])
     r1_xml_count_reward([], [text], [])
     assert time.perf_counter() - start < 10.0
+
+
+def test_a_partial_of_a_user_reward_is_user_code() -> None:
+    import functools
+
+    def scaled(completions, factor, **kwargs):
+        return [factor * {}["missing"] for _ in completions]
+
+    with pytest.raises(UserCodeError, match="reward function 'scaled' raised KeyError"):
+        reward = functools.partial(scaled, factor=2.0)
+        reward.__name__ = "scaled"
+        combine([reward])(PROMPTS, COMPLETIONS, ANSWERS)

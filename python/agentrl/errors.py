@@ -24,6 +24,7 @@ Exit codes (`agentrl --help` and the README list them):
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sysconfig
@@ -127,8 +128,11 @@ def user_code_error(exc: BaseException, what: str, code: Any = None) -> UserCode
 
 
 def is_user_code(code: Any) -> bool:
-    """Whether ``code`` (a function, class or callable object) is defined outside agentrl."""
+    """Whether ``code`` (a function, class or callable object, a ``functools.partial`` of
+    one) is defined outside agentrl."""
     target = getattr(code, "__func__", code)
+    while isinstance(target, functools.partial):
+        target = target.func
     module = getattr(target, "__module__", None) or type(target).__module__
     return not str(module).startswith("agentrl.") and module != "agentrl"
 
