@@ -9,10 +9,10 @@ Two conventions are served at once:
 
 * the TRL one: ``answers`` (the ground truth, a list of expected answers per completion) and
   every data column by its name (``def f(completions, secret, **kwargs)``);
-* the MLX GRPO one: ``answer`` (one expected answer text per completion: the first of its
-  ground truth, ``None`` when it has none; a data column named ``answer`` wins) and
-  ``types`` (the data column ``types``, ``None`` each when the data has none), as in
-  ``def f(prompts, completions, answer, types=None)``.
+* the one of other GRPO trainers: ``answer`` (one expected answer text per completion:
+  the first of its ground truth, ``None`` when it has none; a data column named ``answer``
+  wins) and ``types`` (the data column ``types``, ``None`` each when the data has none), as
+  in ``def f(prompts, completions, answer, types=None)``.
 
 A function without ``**kwargs`` gets only the arguments it names; one that names an
 argument nobody supplies is a :class:`agentrl.errors.UserCodeError` saying which.
