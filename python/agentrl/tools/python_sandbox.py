@@ -179,14 +179,20 @@ class PythonSandbox:
         process, self._process = self._process, None
         if process is None:
             return
-        # The PID-namespace init dies with its parent (PDEATHSIG), taking every process
-        # the code started; the session's group is killed too, in case.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        # The launcher kills the PID-namespace init on SIGTERM and reaps it (the kernel
+        # kills every process in the namespace with it). A launcher that does not exit is
+        # killed with its group; the init then dies with its parent (PDEATHSIG).
         with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=5)
+            process.terminate()
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 with contextlib.suppress(OSError):

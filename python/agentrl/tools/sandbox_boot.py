@@ -386,6 +386,9 @@ def main() -> None:
     if child:
         os.close(requests)
         os.close(replies)
+        # SIGTERM (the sandbox's close) kills PID 1, and with it the whole namespace; the
+        # wait below then reaps it, so nothing is left behind, not even a zombie.
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(child, signal.SIGKILL))
         _, status = os.waitpid(child, 0)
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     try:
