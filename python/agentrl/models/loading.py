@@ -30,6 +30,7 @@ from agentrl.models.errors import (
     ShapeMismatchError,
     UnsupportedArchitectureError,
 )
+from agentrl.tool_formats import use_tool_format
 
 TINY_SPEC = "tiny"
 _DTYPES = {
@@ -111,10 +112,12 @@ def load_policy(
     tokenizer: str | os.PathLike[str] | None = None,
     overrides: dict[str, Any] | None = None,
     chat_template: str = "",
+    tool_format: str = "auto",
 ) -> tuple[torch.nn.Module, Any]:
     """Load a policy and its tokenizer from `spec`, on `device`, weights in `dtype`.
 
-    `chat_template` replaces the tokenizer's template (see `agentrl.chat.use_chat_template`).
+    `chat_template` replaces the tokenizer's template (see `agentrl.chat.use_chat_template`);
+    `tool_format` pins the tool-call family (see `agentrl.tool_formats.use_tool_format`).
 
     `tokenizer` names the tokenizer directory for a MiniMind checkpoint (default: the
     checkpoint's directory, then ``../model``). `overrides` patches the inferred MiniMind
@@ -145,6 +148,7 @@ def load_policy(
             )
     ensure_special_ids(tok)
     use_chat_template(tok, chat_template)
+    use_tool_format(tok, tool_format)
     model.to(dev)
     return model, tok
 

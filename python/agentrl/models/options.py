@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agentrl.parsing import TOOL_FORMATS
 from agentrl.utils.options import option
 
 __all__ = ["ModelConfig"]
@@ -23,6 +24,12 @@ class ModelConfig:
     chat_template: str = option(
         "",
         "chat template: '' the tokenizer's own, builtin, or a Jinja / tokenizer_config.json file",
+    )
+    tool_format: str = option(
+        "auto",
+        "tool-call format: auto reads every family and writes the detected one (for a "
+        "template that renders no tools); a family name pins it (docs/tool-formats.md)",
+        tuple(TOOL_FORMATS),
     )
     from_weight: str = option(
         "full_sft", "loads save_dir/<from_weight>_<hidden_size>.pth when model is ''"

@@ -114,7 +114,10 @@ def _call_key(call: Mapping[str, Any]) -> str:
 
 
 def parse_calls(
-    text: str, tools: list[dict[str, Any]] | None, mode: str = "lenient"
+    text: str,
+    tools: list[dict[str, Any]] | None,
+    mode: str = "lenient",
+    tool_format: str = "auto",
 ) -> list[dict[str, Any]]:
     """The calls of one assistant turn, as dicts the tool registry executes.
 
@@ -126,7 +129,7 @@ def parse_calls(
     reward_calls = parse_tool_calls(text)
     if mode == "reward":
         return reward_calls
-    parsed = parse_message(text, tools=tools)
+    parsed = parse_message(text, tools=tools, tool_format=tool_format)
     canonical = {_call_key(c) for c in reward_calls if c.get("canonical")}
     calls = [
         {"name": c["name"], "arguments": c["arguments"], "canonical": _call_key(c) in canonical}
@@ -280,7 +283,11 @@ def run_episodes(
     indices = list(data_indices) if data_indices is not None else list(range(len(samples)))
     if len(indices) != len(samples):
         raise ValueError(f"{len(indices)} data indices for {len(samples)} samples")
-    parse = call_parser or (lambda text, specs: parse_calls(text, specs, config.call_parser))
+    # The tool-call family the tokenizer was loaded with (`--tool_format`; auto: every one).
+    tool_format = getattr(tokenizer, "agentrl_tool_format", "auto")
+    parse = call_parser or (
+        lambda text, specs: parse_calls(text, specs, config.call_parser, tool_format)
+    )
 
     t_render = time.perf_counter()
     prompts: list[str] = []

@@ -201,7 +201,8 @@ def load_models(
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
     policy, tokenizer = load_policy(spec, weight_dtype(config), device,
                                     tokenizer=config.tokenizer or None,
-                                    chat_template=config.chat_template)  # fmt: skip
+                                    chat_template=config.chat_template,
+                                    tool_format=config.tool_format)  # fmt: skip
     policy.train()
     policy.requires_grad_(True)
     if hasattr(policy, "config"):
