@@ -33,7 +33,8 @@ back) and the ratio of CPU seconds per step, which moves least when other proces
 the machine.
 
 ``--pairing threads`` runs the two loops in two threads of one process instead, as this
-benchmark did before session 11. That measures libgomp as much as the frameworks: once two
+benchmark did before commit c2e96a4 (2026-12-02). That measures libgomp as much as the
+frameworks: once two
 threads of a process have each run OpenMP work, the process holds more OpenMP threads than
 the machine has cores, and libgomp then makes idle threads sleep almost at once instead of
 spinning, so every parallel region pays a wake-up. A step of many small operations suffers
