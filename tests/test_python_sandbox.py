@@ -168,6 +168,16 @@ def test_writes_outside_the_sandbox_are_refused(sandbox, tmp_path):
     assert "work" in sandbox.run("import os\nos.listdir('/tmp')")["value"]
 
 
+def test_filling_the_disk_or_the_output_stops_at_the_caps(sandbox):
+    fill = "with open('big', 'wb') as f:\n    for _ in range(64):\n        f.write(b'x' * 2**20)"
+    with pytest.raises(PythonToolError, match=r"OSError|File too large|No space"):
+        sandbox.run(fill)
+    flood = "import sys\nfor _ in range(10**6):\n    sys.stdout.write('y' * 1000)"
+    with pytest.raises(PythonToolError, match=r"OSError|File too large"):
+        sandbox.run(flood)
+    assert sandbox.run("'alive'")["value"] == "'alive'"
+
+
 def test_the_users_files_cannot_be_read(sandbox, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("token")
