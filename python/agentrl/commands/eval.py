@@ -22,7 +22,8 @@ from agentrl.config import add_config_arguments, config_from_args
 # The training options an evaluation reads: the policy, the prompts and tools, the episode
 # limits and the eval decoding.
 EVAL_OPTIONS = (
-    "model", "tokenizer", "chat_template", "device", "dtype", "num_threads", "seed",
+    "model", "tokenizer", "chat_template", "tool_format", "device", "dtype", "num_threads",
+    "seed",
     "data_path", "data_split", "prompt_column", "answer_column", "tools_column",
     "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
     "time_mode", "augment_calculator_alias",

@@ -109,7 +109,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
             None if cfg.device == "auto" else cfg.device)  # fmt: skip
         model, tokenizer = load_policy(model_spec(cfg), "float32", device,
                                        tokenizer=cfg.tokenizer or None,
-                                       chat_template=cfg.chat_template)  # fmt: skip
+                                       chat_template=cfg.chat_template,
+                                       tool_format=cfg.tool_format)  # fmt: skip
         model = frozen_copy(model)
         if hasattr(model, "config"):
             model.config.use_cache = True

@@ -38,6 +38,7 @@ def evaluate_policy(
     from agentrl.data.dataset_files import ColumnMap
     from agentrl.models import load_policy
     from agentrl.rollout.engine import TorchEngine
+    from agentrl.tool_formats import tool_format_of
     from agentrl.training.evaluation import Evaluator, eval_episode_config
     from agentrl.training.setup import (
         autocast_factory,
@@ -58,6 +59,7 @@ def evaluate_policy(
     model, tokenizer = load_policy(
         spec, config.dtype, device, tokenizer=config.tokenizer or None,
         chat_template=config.chat_template,
+        tool_format=config.tool_format,
     )  # fmt: skip
     tools = build_tools(config)
     if config.data_path:
@@ -92,6 +94,7 @@ def evaluate_policy(
         traits = template_traits(tokenizer) if tokenizer.chat_template else None
         where = traits.describe() if traits else "in the built-in layout (no chat template)"
         log(f"{template_name(tokenizer)}: tools are {where}")
+        log(f"tool calls: {tool_format_of(tokenizer).describe()}")
         log(f"---- rendered prompt ({len(ids)} tokens) ----")
         log(text)
         log("---- end of prompt ----")
