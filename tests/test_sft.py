@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from agentrl.chat import apply_chat_template
 from agentrl.models import load_policy
 from agentrl.models.tiny import build_model
+from agentrl.rollout.engine import Generation
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import (
     Conversation,
@@ -21,7 +23,6 @@ from agentrl.sft.data import (
     collate,
     read_conversations,
 )
-from agentrl.sft.evaluate import EvalTask, answer_region, exact_match, run_episodes
 from agentrl.sft.pipeline import SFTRunOptions
 from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
 from agentrl.sft.train import SFTConfig, SFTResult, lr_factor, masked_loss_sum, train_sft
@@ -301,68 +302,71 @@ def test_checkpoints_are_atomic_and_pruned(tmp_path, tok):
     assert ckpt.save_checkpoint(tmp_path, 4, model, tok, {}) is None
 
 
-# ---- greedy tool-use evaluation ----
+# ---- held-out evaluation: the RL evaluation's loop and the reward's exact match ----
 
 
-class ScriptedLM(torch.nn.Module):
-    """Stands in for a model: answers each turn with a fixed text, greedily 'generated'."""
+class ScriptedEngine:
+    """Stands in for the rollout engine: answers each turn with a fixed text."""
 
     def __init__(self, tokenizer, replies):
-        super().__init__()
-        self.anchor = torch.nn.Parameter(torch.zeros(1))
-        self.tok, self.replies, self.calls = tokenizer, replies, 0
+        self.tokenizer, self.replies, self.calls = tokenizer, replies, 0
+        self.lock, self.version = threading.RLock(), 0
 
-    def generate(self, input_ids, attention_mask, max_new_tokens, **_):
+    def generate(self, prompts, params=None, *, max_new_tokens=None, **_):
         reply = self.replies[min(self.calls, len(self.replies) - 1)]
         self.calls += 1
-        new = self.tok(reply, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
-        rows = [torch.cat([row, torch.tensor(new[:max_new_tokens])]) for row in input_ids]
-        return torch.stack(rows)
+        ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        return [Generation(ids, [-0.1] * len(ids), [-0.1] * len(ids), reply, "eos", eos, -0.1, 0,
+                           len(p)) for p in prompts]  # fmt: skip
 
 
-def test_tool_loop_runs_tools_and_scores_the_final_answer(tok, env):
+def _evaluate(tok, env, replies, max_turns=4):
+    from agentrl.rewards import RewardConfig
+    from agentrl.rollout import EpisodeConfig
+    from agentrl.training.evaluation import eval_episode_config, evaluate_episodes
+
+    task = {"messages": [{"role": "user", "content": "Compute 6*7."}], "tools": None, "gt": ["42"]}
+    episode = eval_episode_config(EpisodeConfig(max_turns=max_turns), 0.0, 96)
+    metrics, (trajectory,), _ = evaluate_episodes(
+        ScriptedEngine(tok, replies), [task], env.tools, episode, RewardConfig()
+    )
+    return metrics, trajectory
+
+
+def test_heldout_episodes_run_the_tools_and_score_with_the_rewards_exact_match(tok, env):
     call = (
         '<tool_call>\n{"name": "calculate_math", "arguments": {"expression": "6*7"}}\n</tool_call>'
     )
-    task = EvalTask([{"role": "user", "content": "Compute 6*7."}], None, ["42"])
-    lm = ScriptedLM(tok, [call, "<answer>42</answer>"])
-    (episode,) = run_episodes(lm, tok, [task], env)
-    assert episode.finished and episode.exact
-    assert [e["result"]["result"] for e in episode.tool_events] == ["42"]
-    assert episode.messages[-1] == {"role": "tool", "content": '{"value":42.0,"result":"42"}'}
-    wrong = ScriptedLM(tok, [call, "<answer>41</answer>"])
-    (episode,) = run_episodes(wrong, tok, [task], env)
-    assert episode.finished and not episode.exact
+    metrics, trajectory = _evaluate(tok, env, [call, "<answer>42</answer>"])
+    assert metrics["eval/exact_match"] == 1.0 and metrics["eval/tasks"] == 1
+    assert [e["result"]["result"] for e in trajectory.tool_events] == ["42"]
+    assert trajectory.conversation[2] == {"role": "tool", "content": '{"value":42.0,"result":"42"}'}
+    assert not trajectory.unfinished
+    metrics, _ = _evaluate(tok, env, [call, "<answer>41</answer>"])
+    assert metrics["eval/exact_match"] == 0.0
 
 
-def test_episode_stops_after_max_turns(tok, env):
+def test_heldout_episode_stops_after_max_turns(tok, env):
     call = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "1+1"}}</tool_call>'
-    task = EvalTask([{"role": "user", "content": "loop"}], None, ["2"])
-    lm = ScriptedLM(tok, [call])
-    (episode,) = run_episodes(lm, tok, [task], env, max_turns=3)
-    assert not episode.finished and len(episode.turns) == 3 and len(episode.tool_events) == 3
+    metrics, trajectory = _evaluate(tok, env, [call], max_turns=3)
+    assert trajectory.unfinished and len(trajectory.turn_outputs) == 3
+    assert len(trajectory.tool_events) == 3 and metrics["eval/unfinished_rate"] == 1.0
 
 
-@pytest.mark.parametrize(
-    ("completion", "gt", "expected"),
-    [
-        ("<answer>36, 2.5</answer>", ["36", "2.5"], True),
-        ("<answer>2.5, 36</answer>", ["36", "2.5"], False),  # order matters
-        ("<answer>36</answer>", ["36", "2.5"], False),  # count matters
-        ("<answer>1,234</answer>", ["1234"], True),
-        ("<tool_call>{}</tool_call>\n<answer>7</answer>", ["7"], True),
-        ("The result is 7.", ["7"], True),  # no tag: the whole cleaned text
-        ("<answer>2025-03-07 14:30:00</answer>", ["2025-03-07 14:30:00"], True),
-        ("<answer>14:30</answer>", ["2025-03-07 14:30:00"], False),
-    ],
-)
-def test_exact_match_follows_the_seed_rule(completion, gt, expected):
-    assert exact_match(completion, gt) is expected
+def test_sft_evaluates_a_model_in_training_on_agentrls_engine(tok, env):
+    from agentrl.training.evaluation import evaluate_model
 
-
-def test_answer_region_ignores_tool_blocks_and_thinking():
-    text = "<think>x</think><tool_response>9</tool_response>\n<answer> 5 </answer>"
-    assert answer_region(text) == "5"
+    torch.manual_seed(0)
+    model = build_model(SPEC, len(tok))
+    model.train()
+    tasks = generated_heldout(3)
+    metrics, trajectories = evaluate_model(
+        model, tok, tasks, env.tools, max_turns=2, max_new_tokens=8, batch_rows=2
+    )
+    assert metrics["eval/tasks"] == 3 and len(trajectories) == 3
+    assert all(len(t.response_ids) > 0 for t in trajectories)
+    assert model.training  # left as it was found
 
 
 def test_heldout_tasks_avoid_training_prompts(demos):

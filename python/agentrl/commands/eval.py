@@ -7,7 +7,7 @@ also writes every episode as a rollout dump record (`agentrl view FILE` shows th
 ``--data`` it scores the built-in 200 held-out tasks; without ``--model`` the built-in warm
 start. It takes the options that shape an evaluation; a ``--config`` TOML may hold any
 training option (one file can describe both). The work is
-:func:`agentrl.training.policy_eval.evaluate_policy`.
+:func:`agentrl.training.evaluation.evaluate_policy`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.training.policy_eval import evaluate_policy
+    from agentrl.training.evaluation import evaluate_policy
     from agentrl.utils.paths import check_writable_file
 
     config = eval_config(args)

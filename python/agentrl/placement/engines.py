@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import TrainConfig
-from agentrl.rollout.engine import TorchEngine
+from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.checkpoint import export_policy
 from agentrl.training.setup import Models
 
@@ -22,20 +22,16 @@ from agentrl.training.setup import Models
 def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
     """The engine ``config.rollout_engine`` names, sampling with ``seed``."""
     kind = config.rollout_engine
-    if kind == "torch":
-        return TorchEngine(models.rollout, models.tokenizer, device=models.device,
-                           autocast=models.autocast, seed=seed,
-                           kv_reuse=bool(config.rollout_kv_reuse),
-                           compile_decode=bool(config.rollout_compile))  # fmt: skip
-    from agentrl.rollout.remote import create_rollout_engine
-
     engine = create_rollout_engine(kind, **_server_options(config, models, kind, seed))
-    engine.update_weights(models.policy, version=0)
+    if kind != "torch":  # a server starts from its own copy of the model
+        engine.update_weights(models.policy, version=0)
     return engine
 
 
 def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -> dict[str, Any]:
     options: dict[str, Any] = {"tokenizer": models.tokenizer, "seed": seed, "version": 0}
+    if kind == "torch":
+        options.update(torch_engine_options(config, models.rollout, models.device, models.autocast))
     if kind in ("sglang", "vllm-server"):
         options.update(
             sglang_wait_s=config.sglang_wait_sec,
@@ -60,6 +56,19 @@ def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -
     return options
 
 
+def torch_engine_options(
+    config: TrainConfig, model: Any, device: Any, autocast: Any
+) -> dict[str, Any]:
+    """`create_rollout_engine` options of the in-process torch engine over ``model``."""
+    return {
+        "rollout_model": model,
+        "device": device,
+        "autocast": autocast,
+        "kv_reuse": bool(config.rollout_kv_reuse),
+        "compile_decode": bool(config.rollout_compile),
+    }
+
+
 def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
     """An HF directory vLLM can start from: the policy's own, else an export of it."""
     spec = Path(models.spec)
@@ -69,4 +78,4 @@ def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
                          fmt="hf")  # fmt: skip
 
 
-__all__ = ["rollout_engine", "vllm_start_dir"]
+__all__ = ["rollout_engine", "torch_engine_options", "vllm_start_dir"]

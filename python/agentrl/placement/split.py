@@ -18,6 +18,7 @@ from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
 from agentrl.models import frozen_copy, load_policy, resolve_device
 from agentrl.placement.base import RolloutSetup, SingleProcess
+from agentrl.placement.engines import rollout_engine, torch_engine_options
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
 from agentrl.placement.runtime import DistContext
 from agentrl.placement.shared import (
@@ -27,7 +28,7 @@ from agentrl.placement.shared import (
     prompts_config,
 )
 from agentrl.rollout import AsyncRollout, PolicyVersion
-from agentrl.rollout.engine import TorchEngine
+from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.setup import (
     autocast_factory,
     build_tools,
@@ -79,10 +80,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
     def rollout_source(self, setup: RolloutSetup) -> GroupSource:
         """Groups gathered from the rollout ranks; rank 0's own engine only evaluates."""
         config, models = setup.config, setup.models
-        engine = TorchEngine(models.rollout, models.tokenizer, device=models.device,
-                             autocast=models.autocast, seed=config.seed,
-                             kv_reuse=bool(config.rollout_kv_reuse),
-                             compile_decode=bool(config.rollout_compile))  # fmt: skip
+        engine = rollout_engine(config, models, seed=config.seed)
         return GatheredSource(
             self.ctx,
             engine,
@@ -117,10 +115,8 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         tools = build_tools(cfg)
         train_pool, _ = load_prompts(cfg, tools, log)
         seed = cfg.seed + ctx.rank
-        engine = TorchEngine(model, tokenizer, device=device,
-                             autocast=autocast_factory(device, cfg.dtype), seed=seed,
-                             kv_reuse=bool(cfg.rollout_kv_reuse),
-                             compile_decode=bool(cfg.rollout_compile))  # fmt: skip
+        options = torch_engine_options(cfg, model, device, autocast_factory(device, cfg.dtype))
+        engine = create_rollout_engine("torch", tokenizer=tokenizer, seed=seed, **options)
         gap = split_version_gap(cfg)
         rollout = AsyncRollout(
             engine,

@@ -9,12 +9,14 @@ exactly the prompts RL will show it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrl.data.prompt_pool import PromptSample
 from agentrl.sft.data import Conversation, LoadStats, read_conversations
-from agentrl.sft.evaluate import EvalEnv, EvalTask
+from agentrl.tools import ToolRegistry
 
 # Stream seeds of the built-in data: training demonstrations and held-out tasks differ.
 TRAIN_SEED = 0
@@ -27,15 +29,27 @@ DEFAULT_DEMOS = 12000
 # warm start leaves reinforcement learning something to fix that it can fix.
 DEFAULT_SHORTCUT_RATE = 0.75
 
+# render(messages, tools, add_generation_prompt) -> text
+Renderer = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool], str]
+# A held-out task is a prompt sample (messages before the first assistant turn, tools,
+# ground truth), as RL's held-out prompts are: the evaluation's episode loop plays either.
+HeldoutTask = PromptSample
 
-def tool_env(tokenizer: Any) -> EvalEnv:
-    """Render with the tokenizer's template, parse with the Rust parser, run built-ins."""
+
+@dataclass(frozen=True)
+class ToolEnv:
+    """How SFT renders its demonstrations, and the tools its held-out episodes call."""
+
+    render: Renderer
+    tools: ToolRegistry
+
+
+def tool_env(tokenizer: Any) -> ToolEnv:
+    """Render with the tokenizer's template; the built-in tools (fixed time) for the eval."""
     from agentrl.chat import CHAT_TEMPLATE, apply_chat_template, render_chat
-    from agentrl.parsing import parse_tool_calls
-    from agentrl.tools import builtin_registry, supported_tool_names
+    from agentrl.tools import builtin_registry
 
     registry = builtin_registry(time_mode="fixed")
-    default_names = registry.supported_names()
     # The built-in template has a pure-Python twin that renders the same text several
     # times faster than Jinja; SFT renders every conversation once per assistant turn.
     builtin_layout = getattr(tokenizer, "chat_template", None) == CHAT_TEMPLATE
@@ -45,11 +59,7 @@ def tool_env(tokenizer: Any) -> EvalEnv:
             return render_chat(messages, tools, add_generation_prompt=generation)
         return apply_chat_template(tokenizer, messages, tools, add_generation_prompt=generation)
 
-    def run_tool(call: dict[str, Any], tools: Any) -> dict[str, Any]:
-        valid = set(supported_tool_names(tools or [])) or default_names
-        return dict(registry.execute(call, valid))
-
-    return EvalEnv(render=render, parse_calls=parse_tool_calls, run_tool=run_tool)
+    return ToolEnv(render=render, tools=registry)
 
 
 def generated_demos(
@@ -69,7 +79,7 @@ def generated_demos(
 
 def generated_heldout(
     n: int, exclude: Sequence[Conversation] = (), seed: int = HELDOUT_SEED
-) -> list[EvalTask]:
+) -> list[HeldoutTask]:
     """`n` generated tasks whose prompt text appears in none of `exclude`."""
     from agentrl.data import inject_instruction
     from agentrl.data.synthetic import TaskGenerator
@@ -77,7 +87,7 @@ def generated_heldout(
     seen = {m["content"] for c in exclude for m in c.messages if m["role"] == "user"}
     generator = TaskGenerator(seed=seed)
     tools = generator.tools()
-    out: list[EvalTask] = []
+    out: list[HeldoutTask] = []
     index = 0
     while len(out) < n:
         task = generator.task(index)
@@ -85,7 +95,7 @@ def generated_heldout(
         if task.text in seen:
             continue
         messages = inject_instruction([{"role": "user", "content": task.text}])
-        out.append(EvalTask(messages, tools, list(task.gt)))
+        out.append(PromptSample(messages, tools, [str(g) for g in task.gt]))
     return out
 
 
@@ -95,10 +105,10 @@ def load_demos(paths: Sequence[str | Path]) -> tuple[list[Conversation], LoadSta
     return read_conversations(paths, stats), stats
 
 
-def load_heldout(path: str | Path, limit: int) -> list[EvalTask]:
+def load_heldout(path: str | Path, limit: int) -> list[HeldoutTask]:
     """Held-out tasks from a prompt-pool JSONL (any record shape the prompt pool reads)."""
     from agentrl.data import PromptPool
     from agentrl.tools import builtin_registry
 
     pool = PromptPool(str(path), max_samples=limit, default_tools=builtin_registry().specs())
-    return [EvalTask(list(s.messages), s.tools, list(s.gt)) for s in pool]
+    return list(pool)

@@ -26,7 +26,7 @@ from agentrl.models.compile import compile_decoder_layers, eager_generation
 from agentrl.models.loading import autocast_context
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
-from agentrl.sft.evaluate import EvalEnv, EvalTask, evaluate
+from agentrl.sft.tasks import HeldoutTask, ToolEnv
 from agentrl.training.forward import common_prefix, masked_logps
 from agentrl.utils.atomic import saving
 from agentrl.utils.schedule import lr_factor
@@ -196,7 +196,7 @@ class _Run:
         model: torch.nn.Module,
         tokenizer: Any,
         examples: Sequence[Example],
-        env: EvalEnv,
+        env: ToolEnv,
         cfg: SFTConfig,
         log: Callable[[str], None],
     ) -> None:
@@ -258,13 +258,21 @@ class _Run:
         self.set_lr()
         return loss, grad_norm, tokens
 
-    def evaluate(self, tasks: Sequence[EvalTask]) -> dict[str, float]:
+    def evaluate(self, tasks: Sequence[HeldoutTask]) -> dict[str, float]:
+        """Greedy held-out episodes through the rollout's loop and the reward's details."""
+        from agentrl.training.evaluation import evaluate_model
+
         eager = eager_generation() if self.cfg.compile else nullcontext()
-        with autocast_context(self.device, self.weight_dtype), eager:
-            scores, _ = evaluate(
-                self.model, self.tokenizer, tasks, self.env, max_turns=self.cfg.max_turns,
-                max_new_tokens=self.cfg.max_new_tokens, batch_size=self.cfg.eval_batch,
-            )  # fmt: skip
+        with eager:
+            scores, _ = evaluate_model(
+                self.model,
+                self.tokenizer,
+                tasks,
+                self.env.tools,
+                max_turns=self.cfg.max_turns,
+                max_new_tokens=self.cfg.max_new_tokens,
+                batch_rows=self.cfg.eval_batch,
+            )
         self.model.train()
         return scores
 
@@ -308,8 +316,8 @@ def train_sft(
     model: torch.nn.Module,
     tokenizer: Any,
     examples: Sequence[Example],
-    eval_tasks: Sequence[EvalTask],
-    env: EvalEnv,
+    eval_tasks: Sequence[HeldoutTask],
+    env: ToolEnv,
     cfg: SFTConfig,
     log: Callable[[str], None] = print,
     should_stop: Callable[[], bool] | None = None,

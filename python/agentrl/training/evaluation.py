@@ -1,17 +1,26 @@
-"""Held-out evaluation: fixed prompts, greedy decoding, the ``eval/...`` metrics.
+"""Held-out evaluation, the one home for it: fixed prompts, greedy decoding, ``eval/...``.
+
+Every held-out number agentrl reports comes from here, through the rollout's own
+token-in/token-out episode loop (`agentrl.rollout.run_episodes`) on agentrl's engine and the
+Rust reward's details (exact match, answer coverage, tool success, ...):
+
+* `Evaluator`: the evaluations inside `agentrl train`, with the rollout engine's current
+  weights;
+* `evaluate_policy`: `agentrl eval`, one policy loaded outside a run, on the same prompts,
+  limits, tools and reward details, so its numbers compare with a run's ``eval/...``;
+* `evaluate_model`: a model being trained in this process (`agentrl sft`'s held-out score);
+* `evaluate_episodes`: what both run: play the samples, score them, the metrics.
 
 The same prompts are scored at every evaluation (chosen once by ``eval_seed``), each with
-one episode at ``eval_temperature`` (0: greedy), through the full tool loop, with the
-rollout engine's current weights. With ``generations`` > 1 (and a temperature) each prompt
-is played that many times: the metrics average over every episode, which is the sampled
-policy's accuracy (what RL optimises), and ``eval/pass_at_k`` counts the prompts that at
-least one of the k episodes got exactly right. The reward's details give the ``eval/...``
-numbers: exact match, answer coverage, tool success, tool choice, and the rest.
+one episode at ``eval_temperature`` (0: greedy), through the full tool loop. With
+``generations`` > 1 (and a temperature) each prompt is played that many times: the metrics
+average over every episode, which is the sampled policy's accuracy (what RL optimises), and
+``eval/pass_at_k`` counts the prompts that at least one of the k episodes got exactly right.
 
-The eval reward uses the reward's *final* schedules (penalties and caps
-as they end up), not the ones of the current step: otherwise ``eval/reward`` would drift
-with the warm-up schedule and two evaluations of the same policy would disagree. The
-detail metrics (exact match, coverage, tool use) do not depend on the schedules.
+The eval reward uses the reward's *final* schedules (penalties and caps as they end up),
+not the ones of the current step: otherwise ``eval/reward`` would drift with the warm-up
+schedule and two evaluations of the same policy would disagree. The detail metrics (exact
+match, coverage, tool use) do not depend on the schedules.
 """
 
 from __future__ import annotations
@@ -19,9 +28,10 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+from agentrl.config import TrainConfig
 from agentrl.data import build_fixed_eval_indices
 from agentrl.data.prompt_pool import PromptPool
 from agentrl.observability import eval_metrics_from_details
@@ -33,6 +43,11 @@ from agentrl.tools import ToolRegistry
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.step import tool_metrics
 from agentrl.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    import torch
+
+    from agentrl.training.setup import Log
 
 
 def eval_episode_config(
@@ -99,35 +114,200 @@ class Evaluator:
     def run(self, engine: TorchEngine) -> dict[str, float]:
         if not self.indices:
             return {}
-        began = time.perf_counter()
         prompts: Sequence[Any] = [self.pool[i] for i in self.indices]
-        with engine.lock:
-            groups = run_episodes(
-                engine,
-                prompts,
-                self.tools,
-                num_generations=self.generations,
-                config=self.episode,
-                data_indices=self.indices,
-                rng=random.Random(0),
-            )
-        trajectories = [t for g in groups for t in g.trajectories]
-        scores = score_trajectories(trajectories, self.reward, None, self.rewards)
+        metrics, trajectories, scores = evaluate_episodes(
+            engine,
+            prompts,
+            self.tools,
+            self.episode,
+            self.reward,
+            generations=self.generations,
+            indices=self.indices,
+            rewards=self.rewards,
+        )
         self._last = (trajectories, scores, int(engine.version))
-        metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
-        metrics["eval/tasks"] = float(len(groups))
-        if self.rewards is not None:  # a task of one's own: its reward functions and tools
-            metrics.update({f"eval/reward_fn/{k}": v for k, v in scores.functions.items()})
-            metrics.update({f"eval/{k}": v for k, v in tool_metrics(trajectories).items()})
-        if self.generations > 1:
-            exact = [float(d.get("exact_match", 0.0)) > 0.5 for d in scores.details]
-            k = self.generations
-            solved = sum(any(exact[i * k : (i + 1) * k]) for i in range(len(groups)))
-            metrics["eval/pass_at_k"] = solved / max(len(groups), 1)
-            metrics["eval/generations"] = float(k)
-        metrics["eval/seconds"] = time.perf_counter() - began
-        metrics["eval/policy_version"] = float(engine.version)
         return metrics
 
 
-__all__ = ["Evaluator", "eval_episode_config"]
+def evaluate_episodes(
+    engine: TorchEngine,
+    samples: Sequence[Any],
+    tools: ToolRegistry,
+    episode: EpisodeConfig,
+    reward: RewardConfig,
+    *,
+    generations: int = 1,
+    indices: Sequence[int] | None = None,
+    rewards: CombinedReward | None = None,
+) -> tuple[dict[str, float], list[Trajectory], Scores]:
+    """Play ``generations`` episodes of every sample and score them: the ``eval/...``
+    metrics, the trajectories (sample-major) and their scores."""
+    began = time.perf_counter()
+    with engine.lock:
+        groups = run_episodes(
+            engine,
+            samples,
+            tools,
+            num_generations=generations,
+            config=episode,
+            data_indices=indices,
+            rng=random.Random(0),
+        )
+    trajectories = [t for g in groups for t in g.trajectories]
+    scores = score_trajectories(trajectories, reward, None, rewards)
+    metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
+    metrics["eval/tasks"] = float(len(groups))
+    if rewards is not None:  # a task of one's own: its reward functions and tools
+        metrics.update({f"eval/reward_fn/{k}": v for k, v in scores.functions.items()})
+        metrics.update({f"eval/{k}": v for k, v in tool_metrics(trajectories).items()})
+    if generations > 1:
+        exact = [float(d.get("exact_match", 0.0)) > 0.5 for d in scores.details]
+        k = generations
+        solved = sum(any(exact[i * k : (i + 1) * k]) for i in range(len(groups)))
+        metrics["eval/pass_at_k"] = solved / max(len(groups), 1)
+        metrics["eval/generations"] = float(k)
+    metrics["eval/seconds"] = time.perf_counter() - began
+    metrics["eval/policy_version"] = float(engine.version)
+    return metrics, trajectories, scores
+
+
+def evaluate_model(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    samples: Sequence[Any],
+    tools: ToolRegistry,
+    *,
+    max_turns: int,
+    max_new_tokens: int,
+    max_context_len: int = 2048,
+    batch_rows: int = 0,
+    reward: RewardConfig | None = None,
+) -> tuple[dict[str, float], list[Trajectory]]:
+    """Score ``model`` (trained in this process) greedily on held-out ``samples`` (dicts
+    with ``messages``, ``tools``, ``gt``): the `evaluate_policy` path with the rollout's
+    default sampling made greedy, ``batch_rows`` rows per forward pass (0: all)."""
+    from agentrl.rollout.remote import create_rollout_engine
+
+    engine = create_rollout_engine(
+        "torch", tokenizer=tokenizer, rollout_model=model, max_batch_rows=batch_rows
+    )
+    limits = EpisodeConfig(
+        max_turns=max_turns, max_new_tokens=max_new_tokens, max_context_len=max_context_len
+    )
+    metrics, trajectories, _ = evaluate_episodes(
+        engine,
+        samples,
+        tools,
+        eval_episode_config(limits, 0.0, max_new_tokens),
+        reward or RewardConfig(),
+    )
+    return metrics, trajectories
+
+
+@dataclass(frozen=True)
+class PolicyEvaluation:
+    """Which policy was scored and its ``eval/...`` metrics."""
+
+    spec: str
+    metrics: dict[str, float]
+    records: list[dict[str, Any]] = field(default_factory=list)  # one dump record per episode
+
+
+def evaluate_policy(
+    config: TrainConfig, log: Log = print, *, show_prompt: bool = False
+) -> PolicyEvaluation:
+    """Load the configured policy (training the built-in warm start if it is asked for and
+    missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
+    `agentrl sft` reports on. Raises a :class:`agentrl.errors.UserError` (a
+    ``ModelLoadError``, a ``PromptPoolError``) for a policy or prompts that cannot be used;
+    a missing prompt file is found before the policy loads. ``show_prompt``
+    logs the first scored prompt as the model sees it (template, tools and all).
+    """
+    from agentrl.chat import apply_chat_template, template_name, template_traits
+    from agentrl.data import PromptPool
+    from agentrl.data.dataset_files import ColumnMap
+    from agentrl.models import load_policy
+    from agentrl.rollout.remote import create_rollout_engine
+    from agentrl.tool_formats import tool_format_of
+    from agentrl.training.setup import (
+        autocast_factory,
+        build_tools,
+        check_data_files,
+        configure_threads,
+        ensure_warm_start,
+        episode_config,
+        generated_heldout_samples,
+        model_spec,
+    )
+
+    check_data_files(config)
+    spec = model_spec(config)
+    configure_threads(config)
+    ensure_warm_start(spec, log)
+    device = None if config.device == "auto" else config.device
+    model, tokenizer = load_policy(
+        spec,
+        config.dtype,
+        device,
+        tokenizer=config.tokenizer or None,
+        chat_template=config.chat_template,
+        tool_format=config.tool_format,
+    )
+    tools = build_tools(config)
+    if config.data_path:
+        pool = PromptPool(
+            config.data_path,
+            require_gt=bool(config.require_gt),
+            filter_mode=config.filter_mode,
+            allowed_tools=tools.supported_names(),
+            inject_answer_instruction=bool(config.inject_answer_instruction),
+            default_tools=tools.specs(),
+            split=config.data_split,
+            columns=ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
+        )
+    else:
+        pool = PromptPool.from_samples(generated_heldout_samples(config.eval_samples))
+    evaluator = Evaluator(
+        pool,
+        tools,
+        eval_episode_config(
+            episode_config(config), config.eval_temperature, config.eval_max_gen_len
+        ),
+        config.reward,
+        samples=config.eval_samples or len(pool),
+        seed=config.eval_seed,
+        generations=config.eval_generations,
+    )
+    if show_prompt and evaluator.indices:
+        sample = pool[evaluator.indices[0]]
+        specs = sample.get("tools") or tools.specs()
+        text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        traits = template_traits(tokenizer) if tokenizer.chat_template else None
+        where = traits.describe() if traits else "in the built-in layout (no chat template)"
+        log(f"{template_name(tokenizer)}: tools are {where}")
+        log(f"tool calls: {tool_format_of(tokenizer).describe()}")
+        log(f"---- rendered prompt ({len(ids)} tokens) ----")
+        log(text)
+        log("---- end of prompt ----")
+    autocast = autocast_factory(next(model.parameters()).device, config.dtype)
+    engine = create_rollout_engine(
+        "torch", tokenizer=tokenizer, rollout_model=model, autocast=autocast, seed=config.seed
+    )
+    if config.agent:  # the user's agent plays the prompts (`agentrl.agents`)
+        from agentrl.agents.source import evaluate_agent
+
+        metrics, records = evaluate_agent(config, spec, pool, evaluator, engine)
+        return PolicyEvaluation(spec, metrics, records)
+    metrics = evaluator.run(engine)
+    return PolicyEvaluation(spec, metrics, evaluator.records(step=0))
+
+
+__all__ = [
+    "Evaluator",
+    "PolicyEvaluation",
+    "eval_episode_config",
+    "evaluate_episodes",
+    "evaluate_model",
+    "evaluate_policy",
+]

@@ -26,6 +26,9 @@ def create_rollout_engine(
     autocast: Any = None,
     seed: int = 0,
     version: int = 0,
+    kv_reuse: bool = True,
+    compile_decode: bool = False,
+    max_batch_rows: int = 0,
     sglang_base_url: str = "http://localhost:8998",
     sglang_model_path: str | None = None,
     sglang_shared_path: str | os.PathLike[str] = "./sglang_ckpt_agentic_async",
@@ -40,7 +43,11 @@ def create_rollout_engine(
     vllm_gpu_memory_utilization: float = 0.3,
     vllm_dtype: str = "bfloat16",
 ) -> Any:
-    """The rollout engine named ``kind`` (one of `ENGINES`).
+    """The rollout engine named ``kind`` (one of `ENGINES`): the one place every engine of
+    agentrl is built (training, evaluation, `agentrl eval`, SFT's held-out score).
+
+    ``torch`` samples with ``rollout_model`` in this process (``kv_reuse``,
+    ``compile_decode`` and ``max_batch_rows`` as `TorchEngine` takes them).
 
     ``sglang_wait_s`` > 0 waits that long for a server (SGLang or vLLM) to report healthy
     first. ``weight_sync`` is how a server gets new weights: ``nccl`` or ``gloo`` (a
@@ -53,7 +60,15 @@ def create_rollout_engine(
         if rollout_model is None:
             raise ValueError("the torch rollout engine needs a model")
         return TorchEngine(
-            rollout_model, tokenizer, device=device, autocast=autocast, seed=seed, version=version
+            rollout_model,
+            tokenizer,
+            device=device,
+            autocast=autocast,
+            seed=seed,
+            version=version,
+            kv_reuse=kv_reuse,
+            compile_decode=compile_decode,
+            max_batch_rows=max_batch_rows,
         )
     if kind == "sglang":
         from agentrl.rollout.remote.sglang import SGLangEngine
