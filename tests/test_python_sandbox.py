@@ -104,7 +104,7 @@ def test_an_infinite_loop_is_killed_at_the_time_limit(sandbox):
     assert _gone(sandbox.uid)
     with pytest.raises(PythonToolError, match="restarted"):
         sandbox.run("x")  # a fresh interpreter, and the call says so
-    assert sandbox.stats["timeouts"] == 1
+    assert sandbox.stats["timeouts"] == 1 and sandbox.stats["restarts"] == 1
 
 
 @pytest.mark.slow

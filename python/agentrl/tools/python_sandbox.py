@@ -157,11 +157,14 @@ class PythonSandbox:
             bufsize=0,
         )
         self._process = process
+        wait = max(self.limits.timeout, 10.0)
         try:
-            ready = self._receive(max(self.limits.timeout, 10.0))
-        except PythonToolError as exc:
+            ready = self._receive(wait)
+        except PythonToolError:
             self._kill()
-            raise SandboxUnavailable(f"the python tool's sandbox did not start: {exc}") from None
+            raise SandboxUnavailable(
+                f"the python tool's sandbox did not start: no ready signal within {wait:g}s"
+            ) from None
         if "setup_error" in ready:
             self._kill()
             hint = (
@@ -230,6 +233,8 @@ class PythonSandbox:
                 if self._process is not None:
                     self._kill()
                     lost = True
+                if lost:
+                    self.stats["restarts"] += 1
                 self._start()
             self._lost_state = False
             try:
