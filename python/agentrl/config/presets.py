@@ -17,6 +17,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "save_weight": "tiny-rl",
         "model": "runs/tiny-sft",
         "filter_mode": "all",
+        # The tiny model is taught the Hermes <tool_call> format by its warm start; reading
+        # only that family keeps its published run reproducing exactly (docs/tool-formats.md).
+        "tool_format": "hermes",
         "device": "cpu",
         # Two threads: faster than one on two idle cores; more only adds overhead here.
         "num_threads": 2,
