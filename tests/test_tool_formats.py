@@ -331,3 +331,24 @@ def test_default_family_keeps_the_built_in_wording() -> None:
     assert "<tool_call>\n" in text and "<tool_response>\n18C\n</tool_response>" in text
     assert tools_block(TOOLS[:1]) == tools_block(TOOLS[:1], "hermes")
     assert not math.isnan(0.0)
+
+
+@pytest.mark.slow
+def test_eval_show_prompt_names_the_family(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrl.cli import main
+
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML_NO_TOOLS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    argv = ["eval", "--model", "tiny", "--eval_samples", "1", "--max_turns", "1"]
+    argv += ["--max_gen_len", "4", "--show_prompt", "--chat_template", str(template)]
+    assert main([*argv, "--tool_format", "kimi_k2"]) == 0
+    out = capsys.readouterr().out
+    assert "tool calls: kimi_k2 (chosen with --tool_format); a call is written as: " in out
+    assert "<|tool_calls_section_begin|><|tool_call_begin|>functions.<function-name>:0" in out
+    assert main([*argv, "--tool_format", "auto"]) == 0
+    assert "tool calls: hermes (the tokenizer has the special token <tool_call>)" in (
+        capsys.readouterr().out
+    )
