@@ -4,12 +4,11 @@
 trains. On a GPU the two overlap; on a CPU they compute on the same cores, and with several
 torch threads each side runs its own OpenMP team, whose idle threads then sleep and wake at
 every operation (docs/tuning.md, 2026-12-02, commits 9ccb8a8 and a84c346). This benchmark
-runs the same RL
-steps (the inputs of ``bench_vs_trl.py``: the tiny random Qwen3, two prompts x G=8, 48 new
-tokens, eager decoding) four ways, each in a fresh process: ``async_workers`` 0 and 1, with
-the machine's usable cores as torch threads and with one thread. It prints the mean and
-median step time of each after the warm-up and its ratio to the inline run with all cores,
-measured in the same run.
+runs the same RL steps (the inputs of ``bench_vs_trl.py``: the tiny random Qwen3, two
+prompts x G=8, 48 new tokens, eager decoding) four ways, each in a fresh process:
+``async_workers`` 0 and 1, with the machine's usable cores as torch threads and with one
+thread. It prints the mean and median step time of each after the warm-up and its ratio to
+the inline run with all cores, measured in the same run.
 
 Run: ``nice .venv/bin/python benches/bench_async_cpu.py [--steps 25] [--warmup 5]``
 (about a minute on two cores; needs no extra package).

@@ -34,12 +34,12 @@ the machine.
 
 ``--pairing threads`` runs the two loops in two threads of one process instead, as this
 benchmark did before commit c2e96a4 (2026-12-02). That measures libgomp as much as the
-frameworks: once two
-threads of a process have each run OpenMP work, the process holds more OpenMP threads than
-the machine has cores, and libgomp then makes idle threads sleep almost at once instead of
-spinning, so every parallel region pays a wake-up. A step of many small operations suffers
-most: agentrl's rollout took 0.39–0.42 s instead of 0.16 s after the other thread had run a
-single matrix product, the same as alone with ``OMP_WAIT_POLICY=PASSIVE``.
+frameworks: once two threads of a process have each run OpenMP work, the process holds more
+OpenMP threads than the machine has cores, and libgomp then makes idle threads sleep almost
+at once instead of spinning, so every parallel region pays a wake-up. A step of many small
+operations suffers most: agentrl's rollout took 0.39–0.42 s instead of 0.16 s after the
+other thread had run a single matrix product, the same as alone with
+``OMP_WAIT_POLICY=PASSIVE``.
 
 Then each framework trains alone in a fresh process of its own (``--alone-steps`` measured
 steps after the same warm-up; 0 with ``--memory-steps 0`` skips it), and the median step of
