@@ -114,7 +114,7 @@ def test_an_episode_record_holds_the_conversation_calls_tokens_and_reward_terms(
                   "seconds": 0.004, "result": {"result": "5"}}  # fmt: skip
     assert failed["error"] == "bad expression" and "result" not in failed
     assert record["messages"][3] == {"role": "tool", "name": "calc", "ok": False,
-                                     "content": '{"error": "bad expression"}'}  # fmt: skip
+                                     "content": '{"error":"bad expression"}'}  # fmt: skip
     json.dumps(record, allow_nan=False)  # valid JSON: no NaN left
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import UserError
+from agentrl.tools.registry import tool_message
 from agentrl.trajectory import Trajectory
 from agentrl.utils.atomic import atomic_file
 
@@ -112,7 +113,9 @@ def conversation(traj: Trajectory, calls: Sequence[Mapping[str, Any]]) -> list[d
 
 def _tool_message(call: Mapping[str, Any]) -> dict[str, Any]:
     body = call["result"] if call["ok"] else {"error": call["error"]}
-    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    # The text the model was shown (compact JSON, as the rollout writes it; a string result
+    # in quotes), uncut: the rollout cuts it to its --tool_result_chars.
+    text = tool_message(body, 0)
     return {"role": "tool", "name": call["name"], "content": text, "ok": call["ok"]}
 
 
