@@ -47,8 +47,9 @@ class RunConfig:
         "weights of the policy, reference and rollout copy (train and eval, CPU too); "
         "bfloat16/float16: float32 master weights and AdamW state in the optimizer, "
         "no loss scaling (train in bfloat16, not float16); with fsdp the shards stay "
-        "float32 and FSDP computes in dtype",
-        ("bfloat16", "float16", "float32"),
+        "float32 and FSDP computes in dtype; auto: bfloat16 on CUDA and on CPUs with AMX, "
+        "float32 elsewhere (detected, logged at start)",
+        ("auto", "bfloat16", "float16", "float32"),
     )
     use_compile: bool = option(False, "torch.compile the trained model")
     use_wandb: bool = option(

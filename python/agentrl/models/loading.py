@@ -30,6 +30,7 @@ from agentrl.models.errors import (
     ShapeMismatchError,
     UnsupportedArchitectureError,
 )
+from agentrl.models.precision import auto_dtype
 from agentrl.tool_formats import use_tool_format
 
 TINY_SPEC = "tiny"
@@ -57,10 +58,12 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
 def resolve_dtype(
     dtype: str | torch.dtype | None, device: str | torch.device | None = None
 ) -> torch.dtype:
-    """Weight dtype: the one named, float32 when none (or ``auto``) is."""
-    del device  # the default does not depend on it; kept so callers state their intent
-    if dtype is None or dtype == "auto":
+    """Weight dtype: the one named, float32 when none is; ``auto`` is what the hardware of
+    `device` computes fastest in (:func:`agentrl.models.precision.auto_dtype`)."""
+    if dtype is None:
         return torch.float32
+    if dtype == "auto":
+        return _DTYPES[auto_dtype(device).dtype]
     if isinstance(dtype, torch.dtype):
         return dtype
     try:

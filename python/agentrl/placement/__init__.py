@@ -28,6 +28,7 @@ from agentrl.placement.runtime import (
     shutdown,
 )
 from agentrl.placement.split import TrainerRolloutSplit
+from agentrl.training.setup import run_dtype
 
 MODES = ("trainer_rollout", "ddp")
 
@@ -44,7 +45,7 @@ def placement_for(config: TrainConfig, ctx: DistContext | None = None) -> Placem
     if config.fsdp and ctx is None:
         raise ValueError("fsdp=1 runs under torchrun (torchrun --nproc_per_node=1 for one GPU)")
     if config.fsdp and ctx is not None:
-        placement: Placement = FullyShardedDataParallel(ctx, config.dtype)
+        placement: Placement = FullyShardedDataParallel(ctx, run_dtype(config))
     elif ctx is None or ctx.world_size <= 1:
         placement = SingleProcess()
     elif config.multi_gpu_mode == "ddp":

@@ -16,7 +16,7 @@ from typing import Any
 from agentrl.config import TrainConfig
 from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.checkpoint import export_policy
-from agentrl.training.setup import Models
+from agentrl.training.setup import Models, run_dtype
 
 
 def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
@@ -51,7 +51,7 @@ def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -
         options.update(
             vllm_model_path=str(vllm_start_dir(config, models)),
             vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-            vllm_dtype=config.dtype,
+            vllm_dtype=run_dtype(config, "cuda"),
         )
     return options
 

@@ -97,9 +97,14 @@ def _run_sft(
 
     began = time.perf_counter()
     set_cpu_threads(options.num_threads)
+    if options.dtype == "auto":
+        from agentrl.models.precision import auto_dtype
+
+        log(auto_dtype(options.device).describe())
     if options.model == "tiny":
         model, tokenizer = build_tiny_preset(options.tiny or TinySpec())
-        model = model.to(resolve_device(options.device), resolve_dtype(options.dtype))
+        device = resolve_device(options.device)
+        model = model.to(device, resolve_dtype(options.dtype, device))
         use_chat_template(tokenizer, options.chat_template)
     else:
         model, tokenizer = load_policy(

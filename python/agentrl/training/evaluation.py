@@ -238,6 +238,7 @@ def evaluate_policy(
         episode_config,
         generated_heldout_samples,
         model_spec,
+        run_dtype,
     )
 
     check_data_files(config)
@@ -245,9 +246,13 @@ def evaluate_policy(
     configure_threads(config)
     ensure_warm_start(spec, log)
     device = None if config.device == "auto" else config.device
+    if config.dtype == "auto":
+        from agentrl.models.precision import auto_dtype
+
+        log(auto_dtype(device).describe())
     model, tokenizer = load_policy(
         spec,
-        config.dtype,
+        run_dtype(config),
         device,
         tokenizer=config.tokenizer or None,
         chat_template=config.chat_template,

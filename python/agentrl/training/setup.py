@@ -32,6 +32,7 @@ from agentrl.data.prompt_pool import PromptSample
 from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.models.compile import missing_compiler
+from agentrl.models.precision import auto_dtype
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
@@ -163,16 +164,28 @@ def ensure_warm_start(
     return True
 
 
-def weight_dtype(config: TrainConfig) -> str:
+def run_dtype(config: TrainConfig, device: torch.device | str | None = None) -> str:
+    """``--dtype``, with ``auto`` made the one detected for `device` (None: the device
+    ``--device`` names, CUDA when present for ``auto``): :mod:`agentrl.models.precision`."""
+    if config.dtype != "auto":
+        return config.dtype
+    if device is None:
+        device = None if config.device == "auto" else config.device
+    return auto_dtype(device).dtype
+
+
+def weight_dtype(config: TrainConfig, device: torch.device | str | None = None) -> str:
     """The dtype the policy and its copies are loaded in: ``--dtype``, except under FSDP,
     whose float32 shards are cast to ``--dtype`` for compute by FSDP itself."""
-    return "float32" if config.fsdp else config.dtype
+    return "float32" if config.fsdp else run_dtype(config, device)
 
 
 def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
     """Autocast to the configured half dtype on CUDA (the weights are held in it already,
     but autocast keeps its float32 ops: softmax, norms); the CPU computes in the weights'
-    dtype."""
+    dtype. ``auto`` is resolved for `device`."""
+    if dtype == "auto":
+        dtype = auto_dtype(device).dtype
     if device.type != "cuda" or dtype == "float32":
         return contextlib.nullcontext
     amp = torch.bfloat16 if dtype == "bfloat16" else torch.float16
@@ -199,7 +212,9 @@ def load_models(
         log(note)
     cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
-    policy, tokenizer = load_policy(spec, weight_dtype(config), device,
+    if config.dtype == "auto":
+        log(auto_dtype(device).describe())
+    policy, tokenizer = load_policy(spec, weight_dtype(config, device), device,
                                     tokenizer=config.tokenizer or None,
                                     chat_template=config.chat_template,
                                     tool_format=config.tool_format)  # fmt: skip
@@ -390,6 +405,7 @@ __all__ = [
     "model_spec",
     "preflight",
     "reference_model",
+    "run_dtype",
     "weight_dtype",
     "write_generated_prompts",
 ]
