@@ -48,15 +48,28 @@ def test_readme_is_short():
     )
 
 
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings (lower case, punctuation dropped)."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+    }
+
+
 def test_relative_links_resolve():
     missing = []
     for path in [README, *sorted((ROOT / "docs").glob("*.md"))]:
         for target in LINK.findall(path.read_text(encoding="utf-8")):
-            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            if re.match(r"[a-z]+:", target):
                 continue
-            if not (path.parent / target.split("#", 1)[0]).exists():
+            file, _, anchor = target.partition("#")
+            linked = path.parent / file if file else path
+            if not linked.exists():
                 missing.append(f"{path.relative_to(ROOT)}: {target}")
-    assert not missing, "links to missing files:\n" + "\n".join(missing)
+            elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+                missing.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
+    assert not missing, "links to missing files or headings:\n" + "\n".join(missing)
 
 
 def readme_command_lines() -> list[tuple[str, str, list[str]]]:
