@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import pytest
 from agentrl.cli import main as cli_main
+from agentrl.observability.token_view import SCALES
 from view_runs import write_run
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -158,7 +159,7 @@ def test_the_token_view_holds_every_token_with_its_values(pages, tmp_path):
     record = episodes[index]
     view = record["token_view"]
     n = view["prompt"] + len(_ints(view["ids"]))  # the prompt comes from its group's first
-    behaviour = [v / 100 for v in _ints(view["lp"])]
+    behaviour = [v / SCALES["lp"] for v in _ints(view["lp"])]
     html = dom(pages["one"], f"tab=episodes&episode={index}&tok=lp", tmp_path)
     spans = re.findall(r'<span class="tok([^"]*)" data-t="(\d+)"[^>]*>', html)
     assert len(spans) == n and [int(t) for _, t in spans] == list(range(n))

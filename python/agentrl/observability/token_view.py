@@ -9,9 +9,9 @@ strings of comma-separated integers that the page parses only for the episode it
   ``ids`` starts after the prompt;
 - ``loss``: run lengths over the tokens after the first, alternating out of the loss / in
   it (starting with out): prompt, tool results and template glue are out;
-- per token in the loss, in order: ``lp`` the behaviour log-prob (the sampler's) x 100,
-  ``dlp`` the trainer's log-prob minus the behaviour one x 1000 (the ratio is its exp),
-  ``ent`` the trainer's entropy x 100, and ``adv`` the advantage as ``value x 1000:count``
+- per token in the loss, in order: ``lp`` the behaviour log-prob (the sampler's) x 10,
+  ``dlp`` the trainer's log-prob minus the behaviour one x 100 (the ratio is its exp),
+  ``ent`` the trainer's entropy x 10, and ``adv`` the advantage as ``value x 1000:count``
   runs (one value per episode, or one per turn).
 
 The record also has ``logp_gap_max`` and ``logp_gap_mean``: the largest and the mean
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SCALES = {"lp": 100, "dlp": 1000, "ent": 100, "adv": 1000}
+SCALES = {"lp": 10, "dlp": 100, "ent": 10, "adv": 1000}
 
 
 def _ints(values: Iterable[float], scale: int) -> str:

@@ -8,7 +8,7 @@ const TOKEN_QUANTITIES = [
   ["lp", "behaviour log-prob"], ["tlp", "trained log-prob"], ["ratio", "ratio"],
   ["adv", "advantage"], ["ent", "entropy"],
 ];
-const TOKEN_SCALES = { lp: 100, dlp: 1000, ent: 100, adv: 1000 };
+const TOKEN_SCALES = { lp: 10, dlp: 100, ent: 10, adv: 1000 };
 
 function splitInts(text) {
   if (!text) return [];
