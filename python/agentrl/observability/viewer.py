@@ -75,8 +75,51 @@ def _embedded_json(value: Any) -> str:
     )
 
 
+# Token views ride in blocks of this many episodes beside the page's data, each parsed
+# only when one of its episodes is shown: they cost little when the page opens.
+TOKEN_CHUNK = 500
+
+
+def split_token_views(
+    runs: Sequence[Sequence[dict[str, Any]]],
+) -> tuple[list[list[dict[str, Any]]], str]:
+    """(the episodes without their token views and vocabularies, the HTML blocks holding
+    them): episode records point at their view with ``tv`` = [block, index]; each run's
+    vocabulary tables merge into one (one tokenizer per run)."""
+    episodes_out: list[list[dict[str, Any]]] = []
+    blocks: list[str] = []
+    for r, episodes in enumerate(runs):
+        chunks: list[list[Any]] = []
+        vocab: dict[str, str] = {}
+        kept = []
+        for record in episodes:
+            view, table = record.get("token_view"), record.get("vocab")
+            if view is None and table is None:
+                kept.append(record)
+                continue
+            record = {k: v for k, v in record.items() if k not in ("token_view", "vocab")}
+            vocab.update(table or {})
+            if view is not None:
+                if not chunks or len(chunks[-1]) >= TOKEN_CHUNK:
+                    chunks.append([])
+                record["tv"] = [len(chunks) - 1, len(chunks[-1])]
+                chunks[-1].append(view)
+            kept.append(record)
+        episodes_out.append(kept)
+        for c, chunk in enumerate(chunks):
+            blocks.append(_json_block(f"agentrl-tokens-{r}-{c}", chunk))
+        if vocab:
+            blocks.append(_json_block(f"agentrl-vocab-{r}", vocab))
+    return episodes_out, "\n".join(blocks)
+
+
+def _json_block(name: str, value: Any) -> str:
+    return f'<script type="application/json" id="{name}">{_embedded_json(value)}</script>'
+
+
 def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
     """The whole HTML document for ``sources`` (one or two)."""
+    episodes, token_blocks = split_token_views([s.episodes for s in sources])
     data = {
         "title": title or " vs ".join(s.name for s in sources),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -87,9 +130,9 @@ def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
                 "kind": s.kind,
                 "config": s.config,
                 "metrics": s.metrics,
-                "episodes": s.episodes,
+                "episodes": shown,
             }
-            for s in sources
+            for s, shown in zip(sources, episodes, strict=True)
         ],
     }
     page = (_ASSETS / "page.html").read_text(encoding="utf-8")
@@ -100,6 +143,7 @@ def render_page(sources: Sequence[ViewSource], title: str = "") -> str:
         ),
         "__TITLE__": _html_text(data["title"]),
         "__DATA__": _embedded_json(data),
+        "__TOKENS__": token_blocks,
     }
     # One pass over the template: a marker inside a substituted text (a run named
     # `x__DATA__`, a script that spells `/*STYLE*/`) is never replaced in turn.

@@ -25,10 +25,29 @@ function valueRuns(text, scale) {
   return out;
 }
 
-// The run's decoded vocabulary: one table per dump, on its first record.
+const tokenBlocks = new Map();
+
+function jsonBlock(id) {
+  if (!tokenBlocks.has(id)) {
+    const node = document.getElementById(id);
+    tokenBlocks.set(id, node ? JSON.parse(node.textContent) : null);
+  }
+  return tokenBlocks.get(id);
+}
+
+// An episode's token view: in the record (a dump read as is), or in the page's block of
+// token views that the record points at (`tv`: [block, index]), parsed on first use.
+function recordView(run, record) {
+  if (record.token_view) return record.token_view;
+  if (!record.tv) return null;
+  const block = jsonBlock("agentrl-tokens-" + run.r + "-" + record.tv[0]);
+  return block ? block[record.tv[1]] : null;
+}
+
+// The run's decoded vocabulary: the page's table for the run, or the dumps' own tables.
 function runVocab(run) {
   if (!run.vocab) {
-    run.vocab = {};
+    run.vocab = Object.assign({}, jsonBlock("agentrl-vocab-" + run.r) || {});
     for (const x of run.rows) if (x.record.vocab) Object.assign(run.vocab, x.record.vocab);
   }
   return run.vocab;
@@ -36,17 +55,18 @@ function runVocab(run) {
 
 // The ids of an episode, its prompt taken from the episode it refers to (same group).
 function viewIds(run, row) {
-  const view = row.record.token_view;
+  const view = recordView(run, row.record);
   const own = splitInts(view.ids);
   if (view.prompt_ref === undefined || view.prompt_ref === null) return own;
   const source = run.rows.find((x) => x.key === row.key && x.record.episode === view.prompt_ref);
-  if (!source || !source.record.token_view) return null;
-  return splitInts(source.record.token_view.ids).slice(0, view.prompt).concat(own);
+  const shared = source ? recordView(run, source.record) : null;
+  if (!shared) return null;
+  return splitInts(shared.ids).slice(0, view.prompt).concat(own);
 }
 
 // Per token: {id, text, loss, lp, tlp, ratio, adv, ent} (values null outside the loss).
 function decodeTokens(run, row) {
-  const view = row.record.token_view;
+  const view = recordView(run, row.record);
   const ids = viewIds(run, row);
   if (!ids) return null;
   const vocab = runVocab(run);
@@ -104,7 +124,7 @@ function tokenTitle(tok) {
 
 function tokenView(run, row, quantity, onQuantity) {
   const box = el("div", { class: "token-view", "data-quantity": quantity });
-  const view = row.record.token_view;
+  const view = recordView(run, row.record);
   if (!view) {
     box.append(el("p", { class: "muted", text: "No token view in this dump (dumped before " +
       "agentrl kept one, or an evaluation episode)." }));
