@@ -471,7 +471,7 @@ def test_formats_restrict_what_is_looked_for() -> None:
     text = '[TOOL_CALLS][{"name": "get_time"}] <tool_call>{"name": "search"}</tool_call>'
     assert [c["name"] for c in parse_message(text, formats=["hermes"]).calls] == ["search"]
     assert [c["name"] for c in parse_message(text, formats="mistral").calls] == ["get_time"]
-    assert set(MESSAGE_FORMATS) == {"hermes", "json", "llama3", "mistral", "deepseek", "pythonic"}
+    assert {"hermes", "json", "llama3", "mistral", "deepseek", "pythonic"} <= set(MESSAGE_FORMATS)
 
 
 def test_unknown_format_names_raise() -> None:
@@ -551,7 +551,9 @@ ROUND_TRIP = settings(max_examples=100, deadline=None, suppress_health_check=[He
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", MESSAGE_FORMATS)
+# The families issue 32 added round-trip in tests/test_tool_formats.py (rendered by
+# agentrl.tool_formats); these are the hand-written renderings of the first six.
+@pytest.mark.parametrize("fmt", ["hermes", "json", "llama3", "mistral", "deepseek", "pythonic"])
 @ROUND_TRIP
 @given(items=call_lists, data=st.data())
 def test_rendered_calls_parse_back(fmt: str, items: list, data: st.DataObject) -> None:

@@ -124,9 +124,10 @@ pub(super) fn xlam_list(
 }
 
 /// Llama 3 call objects after other text on their line (`Here is the result: {"name": ..,
-/// "parameters": ..} Would you like more?`), read as vLLM reads them. The JSON may run to
-/// the end of the segment; what does not parse or is not a call (a name that is not a
-/// declared tool, when tools are declared) is prose. Returns the outcome and the offset
+/// "parameters": ..} Would you like more?`), read as vLLM reads them, but only when the
+/// name is a declared tool (without declared tools such JSON is taken for an example in
+/// prose). The JSON may run to the end of the segment; what does not parse or is not a
+/// call is prose. Returns the outcome and the offset
 /// up to which no other inline candidate needs trying (the end of what the JSON reader
 /// looked at), which keeps the scan linear.
 pub(super) fn llama_inline(

@@ -316,7 +316,8 @@ enum Marker {
     Pythonic(bool),
     /// `{` starting a line: Llama 3 call objects.
     JsonObject,
-    /// `{"name"` after other text on its line: Llama 3 call objects, read without a window.
+    /// `{"name"` after other text on its line: Llama 3 call objects naming a declared tool,
+    /// read without a window.
     JsonInline,
     /// `[{` starting a line: an xLAM list.
     JsonList,
@@ -493,6 +494,7 @@ impl Candidates {
                         })
                 }
                 b'{' if on(Format::Llama3)
+                    && tools.is_some()
                     && !line_start_here
                     && !in_fence
                     && bare::opens_with_name(text, at, end) =>
