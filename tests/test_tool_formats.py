@@ -86,7 +86,7 @@ def test_text_before_calls_is_content(row: dict[str, Any]) -> None:
 def test_every_family_has_cases_of_each_kind() -> None:
     kinds = ("single", "parallel", "nested", "text_before", "broken", "plain_text")
     for family in MESSAGE_FORMATS:
-        ids = {r["id"].split("-", 2)[2] for r in CASES if r["family"] == family}
+        ids = {r["id"].removeprefix(family + "-") for r in CASES if r["family"] == family}
         assert set(kinds) <= ids, (family, set(kinds) - ids)
 
 

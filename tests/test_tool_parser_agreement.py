@@ -81,7 +81,7 @@ def test_each_disagreement_is_known() -> None:
 
 KNOWN_DISAGREEMENTS = [
     # A parameter the schema does not declare: vLLM keeps "7", agentrl decodes 7.
-    "qwen3_coder-17-undeclared_parameter",
+    "qwen3_coder-undeclared_parameter",
     # No </function>: vLLM reads the call, agentrl refuses a cut-off call (an error).
-    "qwen3_coder-18-missing_function_end",
+    "qwen3_coder-missing_function_end",
 ]

@@ -49,6 +49,15 @@ TOOLS = [
 CASES: list[dict[str, Any]] = []
 
 
+def unique_id(base: str) -> str:
+    taken = {c["id"] for c in CASES}
+    n, name = 1, base
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
 def case(
     family: str,
     peer: str,
@@ -59,7 +68,7 @@ def case(
 ) -> None:
     CASES.append(
         {
-            "id": f"{family}-{len([c for c in CASES if c['family'] == family]) + 1:02d}-{kind}",
+            "id": unique_id(f"{family}-{kind}"),
             "family": family,
             "peer": peer,
             "text": text,
@@ -205,6 +214,43 @@ case(
     "<tool_call>\n<function=run_code>\n<parameter=code>\ndef f(x):\n    return x < 3\n"
     "</parameter>\n</function>\n</tool_call>",
     [("run_code", {"code": "def f(x):\n    return x < 3"})],
+)
+
+
+# Modelled on vLLM's Qwen3 XML tests: markup inside values, every declared type.
+def coder_value(name: str, param: str, raw: str) -> str:
+    return (
+        f"<tool_call>\n<function={name}>\n<parameter={param}>\n{raw}\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+
+
+for kind, name, param, raw, value in [
+    ("html_value", "run_code", "code", "<div><p>Hello <em>world</em></p></div>", None),
+    ("lt_in_value", "calculate", "expression", "a < b && c<<d", None),
+    ("partial_tags_literal", "run_code", "code", "</param> </func> <parameter> </tool>", None),
+    ("float_value", "calculate", "precision", "3.25", 3.25),
+    ("boolean_capitalised", "create_event", "private", "True", True),
+    (
+        "object_python_dict",
+        "create_event",
+        "details",
+        "{'room': '4B', 'n': 1}",
+        {"room": "4B", "n": 1},
+    ),
+    ("array_json", "create_event", "attendees", '["a", "b"]', ["a", "b"]),
+    ("null_value", "search", "query", "null", "NULL"),
+    ("backslash_path", "run_code", "code", "C:\\Users\\alice\\file.txt", None),
+    ("multiline_text", "run_code", "code", "first line\nsecond line", None),
+]:
+    expected = raw if value is None else (None if value == "NULL" else value)
+    case("qwen3_coder", "vllm", kind, coder_value(name, param, raw), [(name, {param: expected})])
+case(
+    "qwen3_coder",
+    "vllm",
+    "empty_string",
+    "<tool_call>\n<function=search>\n<parameter=query></parameter>\n</function>\n</tool_call>",
+    [("search", {"query": ""})],
 )
 
 

@@ -132,6 +132,11 @@ fn convert(raw: &str, ty: Option<&str>) -> Value {
     let trimmed = raw.trim_matches(is_space);
     let ty = ty.map(str::to_ascii_lowercase);
     let parsed = |opts: &ParseOptions| pyjson::parse(trimmed, opts).ok();
+    // `null` is None whatever the declared type, as vLLM and SGLang read it (an optional
+    // argument the model leaves out explicitly).
+    if trimmed.eq_ignore_ascii_case("null") && ty.is_some() {
+        return Value::Null;
+    }
     match ty.as_deref() {
         Some("string" | "str" | "text" | "enum" | "char" | "varchar") => Value::Str(raw.to_owned()),
         Some("integer" | "int") => match parsed(&LITERAL) {
@@ -456,6 +461,7 @@ mod tests {
     #[test]
     fn values_follow_the_declared_type() {
         assert_eq!(convert("5", Some("string")), Value::Str("5".into()));
+        assert_eq!(convert("null", Some("string")), Value::Null);
         assert_eq!(convert(" 5 ", Some("integer")), Value::Int(5));
         assert_eq!(convert("2.5", Some("number")), Value::Float(2.5));
         assert_eq!(convert("True", Some("boolean")), Value::Bool(true));
