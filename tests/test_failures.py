@@ -332,6 +332,8 @@ def test_sigterm_during_the_warm_start_stops_it_and_the_next_run_resumes_it(tmp_
     assert first.returncode == EXIT_SIGTERM, first.stderr
     assert "training the warm start first" in first.stdout
     assert "stopped early (received SIGTERM): 0/200 steps" in first.stdout
+    assert "run directory:" not in first.stdout  # the RL run wrote nothing: none exists
+    assert not (tmp_path / "runs" / "tiny-rl").exists()
     assert list((warm / "checkpoints").glob("step-*"))
     assert not (warm / "config.json").exists()
 
