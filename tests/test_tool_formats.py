@@ -352,3 +352,32 @@ def test_eval_show_prompt_names_the_family(
     assert "tool calls: hermes (the tokenizer has the special token <tool_call>)" in (
         capsys.readouterr().out
     )
+
+
+FRAGMENTS = [
+    "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=a>",
+    "</parameter>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+    "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "functions.f:0",
+    "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<｜DSML｜function_calls>",
+    '<｜DSML｜invoke name="f">', '<｜DSML｜parameter name="a" string="false">',
+    "</｜DSML｜parameter>", "</｜DSML｜invoke>", "<|start|>", "<|channel|>", "analysis",
+    "commentary to=functions.f", "final", "<|message|>", "<|call|>", "<|end|>",
+    "<|constrain|>json", "<|tool_call|>", "<|action_start|>", "<|plugin|>", "<|action_end|>",
+    "<tool_calls>", "</tool_calls>", "functools[", "<|python_start|>", "<|python_end|>",
+    "[TOOL_CALLS]", "[ARGS]", "[f(a=1)]", "[", "]", "{", "}", '{"name": "f"', '"arguments"',
+    '"parameters"', ": ", ", ", "1e999", "NaN", '"x"', "\n", " ", "text", "é", "<think>",
+    "</think>", "```json\n", "```",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=40), declared=st.booleans())
+def test_marker_soup_never_raises(parts: list[str], declared: bool) -> None:
+    text = "".join(parts)
+    msg = parse_message(text, tools=["f"] if declared else None)
+    assert isinstance(msg.content, str)
+    for call in msg.calls:
+        assert isinstance(call["name"], str) and isinstance(call["arguments"], dict)
+        json.dumps(call["arguments"], allow_nan=False)  # no NaN or infinity got through
+    for error in msg.errors:
+        assert error["format"] in MESSAGE_FORMATS and 0 <= error["offset"] <= len(text)
