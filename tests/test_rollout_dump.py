@@ -40,10 +40,21 @@ SCHEMA: dict[str, tuple[type, ...]] = {
 TOOL_CALL_KEYS = {"turn", "name", "arguments", "ok", "seconds"}
 
 
+# Keys a record may have: the token view (train and eval), its vocabulary (a dump's first
+# record), the trainer/behaviour gaps (train), per-turn rewards and advantages.
+OPTIONAL: dict[str, tuple[type, ...]] = {
+    "token_view": (dict,), "vocab": (dict,), "logp_gap_max": (float, int, type(None)),
+    "logp_gap_mean": (float, int, type(None)), "turn_rewards": (list,),
+    "turn_advantages": (list,),
+}  # fmt: skip
+
+
 def check_schema(record: dict) -> None:
     """Every schema key present with its type, and nothing else (eval: plus ``passed``)."""
     extra = {"passed"} if record["kind"] == "eval" else set()
-    assert set(record) == set(SCHEMA) | extra
+    assert set(record) - set(OPTIONAL) == set(SCHEMA) | extra
+    for key in set(record) & set(OPTIONAL):
+        assert isinstance(record[key], OPTIONAL[key]), (key, record[key])
     for key, types in SCHEMA.items():
         assert isinstance(record[key], types), (key, record[key])
     assert record["schema"] == SCHEMA_VERSION

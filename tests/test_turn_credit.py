@@ -246,3 +246,6 @@ def test_a_turn_level_run_trains_the_chain_example_from_the_cli(tmp_path, monkey
         tokens = record["tokens"]
         assert len(ids) == prompt + tokens["generated"] + tokens["observation"]
         assert len(view["lp"].split(",")) == tokens["generated"]
+    evals = read_records(tmp_path / "run" / "rollouts" / "eval-000000.jsonl.gz")
+    assert evals[0]["vocab"] and all("dlp" not in r["token_view"] for r in evals)
+    assert all(len(r["token_view"]["lp"].split(",")) == r["tokens"]["generated"] for r in evals)

@@ -16,6 +16,10 @@ writes the same record per sample. A record (schema version :data:`SCHEMA_VERSIO
   ``trainer_version`` and ``staleness`` (versions between the two), ``finish_reason``
   (``answered``, ``turn_limit`` or ``token_limit``), ``turns``, ``seconds``, ``gt``;
 - eval records also carry ``passed`` (exact match).
+- ``token_view`` (what the trainer saw of each token; eval: behaviour log-probs only),
+  ``logp_gap_max``/``logp_gap_mean`` (train), and on a dump's first record ``vocab``: see
+  `agentrl.observability.token_view`; ``turn_rewards``/``turn_advantages`` when the step
+  scored turns or used a per-turn advantage mode (docs/turn-credit.md).
 - ``notes`` (when any): what reward functions said about the episode, by name (the
   ``judge`` reward's score and reasoning).
 - an ``--agent`` episode (`agentrl.agents`) carries ``agent``: its reward and returned

@@ -4,11 +4,13 @@ and what the trainer saw of each token (`agentrl.observability.token_view`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentrl.observability.rollout_dump import episode_records
 from agentrl.observability.token_view import share_prompts, token_view, vocab_table
 from agentrl.training.step import StepOutcome
+from agentrl.trajectory import Trajectory
 
 
 def step_records(
@@ -74,4 +76,21 @@ def _add_token_views(records: list[dict[str, Any]], outcome: StepOutcome) -> Non
     share_prompts(records)
 
 
-__all__ = ["step_records"]
+def add_episode_token_views(
+    records: list[dict[str, Any]], trajectories: Sequence[Trajectory], tokenizer: Any
+) -> list[dict[str, Any]]:
+    """Token views from the episodes alone (an evaluation: behaviour log-probs, no trained
+    ones); the first record gets the vocabulary table. Returns ``records``."""
+    for record, traj in zip(records, trajectories, strict=True):
+        pad = [0.0] * (len(traj.prompt_ids) - 1)
+        loss = pad + [float(m) for m in traj.response_mask]
+        behaviour = pad + [float(v) for v in traj.response_logps]
+        ids = list(traj.prompt_ids) + list(traj.response_ids)
+        record["token_view"], _ = token_view(ids, len(traj.prompt_ids), loss, behaviour)
+    share_prompts(records)
+    if records:
+        records[0]["vocab"] = vocab_table(tokenizer, records)
+    return records
+
+
+__all__ = ["add_episode_token_views", "step_records"]

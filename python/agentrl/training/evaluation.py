@@ -40,6 +40,7 @@ from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rollout import EpisodeConfig, run_episodes
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
+from agentrl.training.dumps import add_episode_token_views
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.step import tool_metrics
 from agentrl.trajectory import Trajectory
@@ -93,6 +94,7 @@ class Evaluator:
         self.rewards = rewards
         self.indices = build_fixed_eval_indices(pool, samples, seed=seed) if len(pool) else []
         self._last: tuple[list[Trajectory], Scores, int] | None = None
+        self._tokenizer: Any = None  # the engine's, for the dumps' token views
 
     def records(self, step: int) -> list[dict[str, Any]]:
         """The dump records of the last evaluation's episodes (one group per prompt)."""
@@ -100,7 +102,7 @@ class Evaluator:
             return []
         trajectories, scores, version = self._last
         k = self.generations
-        return episode_records(
+        records = episode_records(
             trajectories,
             kind="eval",
             step=step,
@@ -110,6 +112,9 @@ class Evaluator:
             max_turns=self.episode.max_turns,
             trainer_version=version,
         )
+        if self._tokenizer is None:
+            return records
+        return add_episode_token_views(records, trajectories, self._tokenizer)
 
     def run(self, engine: TorchEngine) -> dict[str, float]:
         if not self.indices:
@@ -126,6 +131,7 @@ class Evaluator:
             rewards=self.rewards,
         )
         self._last = (trajectories, scores, int(engine.version))
+        self._tokenizer = getattr(engine, "tokenizer", None)
         return metrics
 
 

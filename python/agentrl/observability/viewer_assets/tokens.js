@@ -126,8 +126,8 @@ function tokenView(run, row, quantity, onQuantity) {
   const box = el("div", { class: "token-view", "data-quantity": quantity });
   const view = recordView(run, row.record);
   if (!view) {
-    box.append(el("p", { class: "muted", text: "No token view in this dump (dumped before " +
-      "agentrl kept one, or an evaluation episode)." }));
+    box.append(el("p", { class: "muted", text: "No token view in this dump (written before " +
+      "dumps kept one)." }));
     return box;
   }
   const tokens = decodeTokens(run, row);
