@@ -39,6 +39,7 @@ from agentrl.observability.rollout_dump import episode_records
 from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rollout import EpisodeConfig, run_episodes
 from agentrl.rollout.engine import TorchEngine
+from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import ToolRegistry
 from agentrl.training.dumps import add_episode_token_views
 from agentrl.training.scoring import Scores, score_trajectories
@@ -197,8 +198,13 @@ def evaluate_model(
     engine = create_rollout_engine(
         "torch", tokenizer=tokenizer, rollout_model=model, max_batch_rows=batch_rows
     )
+    # Plain greedy decoding (no repetition penalty), as the built-in run's own evaluations
+    # decode: the warm start's held-out figure is the one RL's first evaluation repeats.
     limits = EpisodeConfig(
-        max_turns=max_turns, max_new_tokens=max_new_tokens, max_context_len=max_context_len
+        max_turns=max_turns,
+        max_new_tokens=max_new_tokens,
+        max_context_len=max_context_len,
+        sampling=SamplingParams(greedy=True, repetition_penalty=1.0),
     )
     metrics, trajectories, _ = evaluate_episodes(
         engine,
