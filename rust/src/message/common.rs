@@ -30,7 +30,8 @@ impl Outcome {
 /// The first offset at or after `at` (and before `end`) that is not Python whitespace.
 pub(super) fn skip_ws(text: &str, mut at: usize, end: usize) -> usize {
     while at < end {
-        match text[at..].chars().next() {
+        // `get`: an offset inside a character is never whitespace (and never a panic).
+        match text.get(at..).and_then(|rest| rest.chars().next()) {
             Some(c) if is_space(c) => at += c.len_utf8(),
             _ => break,
         }

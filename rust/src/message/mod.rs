@@ -959,6 +959,58 @@ mod tests {
     }
 
     #[test]
+    fn multibyte_text_after_any_marker_never_panics() {
+        let markers = [
+            "<tool_call>",
+            "<function=",
+            "<function=f>",
+            "<parameter=a>",
+            "<tool_call>f",
+            "<arg_key>",
+            "<arg_value>",
+            "<|python_tag|>",
+            "<|python_start|>",
+            "[TOOL_CALLS]",
+            "[TOOL_CALLS]f",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁calls▁begin｜>",
+            "<｜DSML｜function_calls>",
+            "<｜DSML｜invoke",
+            "<｜DSML｜parameter name=\"a\"",
+            "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>",
+            "<|tool_calls_section_begin|>",
+            "<|channel|>",
+            "<|start|>",
+            "<|message|>",
+            "<|tool_call|>",
+            "<|action_start|>",
+            "<|plugin|>",
+            "<tool_calls>",
+            "functools[",
+            "```json\n",
+            "[",
+            "{",
+            "[{",
+            " [",
+            "{\"name\"",
+            "[{\"name\"",
+            " {\"name\": ",
+        ];
+        for marker in markers {
+            for tail in ["é", "é{", "é[", "[é", "{é", "é>", " é", "\né", "éé<"] {
+                let text = format!("{marker}{tail}{marker}é");
+                let _ = parse(&text);
+                let tools = MessageOptions {
+                    tools: Some(HashSet::from(["f".to_owned()])),
+                    ..MessageOptions::default()
+                };
+                let _ = parse_message(&text, &tools);
+            }
+        }
+    }
+
+    #[test]
     fn restricted_formats_ignore_the_others() {
         let opts = MessageOptions {
             formats: [Format::Mistral].into_iter().collect(),

@@ -188,17 +188,17 @@ pub(super) fn llama4(text: &str, start: usize, window: usize) -> Outcome {
     let at = skip_ws(text, start + LLAMA4.len(), window);
     let refused =
         |reason: String| Outcome::rejected(refused_end(text, at, window, LLAMA4_END), reason);
-    let first = skip_ws(text, at + 1, window);
+    // `[f(...)]` is a pythonic list, `[{...}]` or `{...}` JSON calls.
+    let pythonic = byte_at(text, at, window) == Some(b'[')
+        && byte_at(text, skip_ws(text, at + 1, window), window) != Some(b'{');
     match byte_at(text, at, window) {
-        Some(b'[') if !matches!(byte_at(text, first, window), Some(b'{')) => {
-            match pythonic::read_list(text, at, window) {
-                Ok((after, items)) => Outcome::Block {
-                    end: past(text, after, window, LLAMA4_END),
-                    items,
-                },
-                Err(reason) => refused(reason),
-            }
-        }
+        Some(b'[') if pythonic => match pythonic::read_list(text, at, window) {
+            Ok((after, items)) => Outcome::Block {
+                end: past(text, after, window, LLAMA4_END),
+                items,
+            },
+            Err(reason) => refused(reason),
+        },
         Some(b'[' | b'{') => match json_value(text, at, window, &LENIENT) {
             Ok((value, after)) => Outcome::Block {
                 end: past(text, after, window, LLAMA4_END),
