@@ -1,9 +1,11 @@
 //! `parse_message`: the lenient multi-format parser used to execute calls.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::error::value_error;
+use super::error::{internal_error, value_error};
 use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
 use crate::message::{self, Format, FormatSet, MessageOptions, ParamTypes};
 use crate::pyjson::Value;
@@ -45,7 +47,12 @@ fn parse_message<'py>(
         param_types: param_types.unwrap_or_default(),
     };
     let text = py_str_lossy(text)?;
-    let parsed = without_gil_if_long(py, text.len(), || message::parse_message(&text, &opts));
+    // The parser is written not to panic; should it ever, Python gets a ValueError naming
+    // the function instead of a PanicException.
+    let parsed = without_gil_if_long(py, text.len(), || {
+        catch_unwind(AssertUnwindSafe(|| message::parse_message(&text, &opts)))
+    })
+    .map_err(|_| internal_error("parse_message"))?;
     let calls = PyList::empty(py);
     for call in parsed.calls {
         let dict = PyDict::new(py);
