@@ -530,7 +530,8 @@ def apply_chat_template(
 
     A template that renders tools gets them as ``tools``; for one that does not, a tools
     block goes into the system turn (or, without a system role, the first user turn) and
-    tool calls/results are written as text (see :func:`template_traits`). A template
+    tool calls/results are written as text (see :func:`template_traits`), in the model
+    family's own format (``--tool_format``, or detected: `agentrl.tool_formats`). A template
     without a system role gets leading system text in the first user turn. The thinking
     switch is passed as ``open_thinking`` and ``enable_thinking``. A tokenizer without a
     chat template uses the built-in layout (logged once). Raises :class:`ChatTemplateError`

@@ -4,7 +4,8 @@
 //! call tools without special tokens, but the same fence is also how they show JSON to the
 //! user. So the fence is a call block only if its whole body is JSON (one call object or a
 //! list of them) and some `name` in it is one of the episode's tools; otherwise it is
-//! content.
+//! content. A body that opens like a call (`{"name"` / `[{"name"`) but is not valid JSON is
+//! a refused call.
 
 use std::collections::HashSet;
 
