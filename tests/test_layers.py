@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentrl.rewards",
         "agentrl.models",
         "agentrl.chat",
+        "agentrl.tool_formats",
         "agentrl.data",
         "agentrl.observability",
         "agentrl.envs",
