@@ -196,8 +196,8 @@ def test_the_checker_reports_an_upward_import_with_file_and_line(tmp_path: Path)
     assert unplaced_modules(fake) == ["agentrl.newcomer"]
     found = sorted(map(str, violations(fake)))
     assert found == [
-        "data/loader.py:5 imports agentrl.config: layer tools/rewards/models/chat/data/"
-        "observability/envs -> higher layer config",
+        "data/loader.py:5 imports agentrl.config: layer tools/rewards/models/chat/tool_formats/"
+        "data/observability/envs -> higher layer config",
         "rl/loss.py:2 imports agentrl.models: agentrl.rl is pure math (stdlib, torch, numpy, "
         "agentrl.rl, agentrl.utils)",
     ]
