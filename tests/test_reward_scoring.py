@@ -152,6 +152,18 @@ def test_threads_argument_and_environment(monkeypatch: pytest.MonkeyPatch) -> No
             score_batch([], threads=bad)
 
 
+def test_the_first_bad_record_in_order_is_the_error_on_any_number_of_threads() -> None:
+    # A bad setting (row 5, found when its chunk is scored) before a record that cannot be
+    # read (row 200, found when it is converted): every thread count reports row 5.
+    good = {"task": "Compute 2*3", "gt": ["6"], "completion": "<answer>6</answer>"}
+    records = [dict(good) for _ in range(300)]
+    records[5] = {**good, "config": {"reward_base": "high"}}
+    records[200] = {"task": "Compute 2*3"}
+    for threads in (1, 2, 4):
+        with pytest.raises(ValueError, match="row 5: reward setting"):
+            score_batch(records, threads=threads)
+
+
 def _score_in_child(queue: multiprocessing.Queue, records: list[dict]) -> None:
     disabled = parallelism_disabled()
     rewards = score_batch(records, threads=4).rewards.tolist()
