@@ -107,7 +107,14 @@ def test_a_hung_rank_fails_the_run_with_a_clear_error(run_files, tmp_path):
 def _config(assets: Path, out: Path, name: str, **overrides: Any) -> Any:
     from helpers import short_run_config
 
-    values = dict(total_steps=4, max_gen_len=8, bc_coef=0.0, seed=11, multi_gpu_mode="ddp")
+    values = dict(
+        total_steps=4,
+        scale_total_steps_by_world_size=True,
+        max_gen_len=8,
+        bc_coef=0.0,
+        seed=11,
+        multi_gpu_mode="ddp",
+    )
     return short_run_config(assets, out, name, **{**values, **overrides})
 
 

@@ -81,8 +81,17 @@ def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path
 def _config(assets: Path, out: Path, name: str, **overrides: Any) -> Any:
     from helpers import short_run_config
 
-    values = dict(total_steps=2, max_gen_len=8, bc_coef=0.0, seed=11, multi_gpu_mode="ddp",
-                  learning_rate=LR, accumulation_steps=1, fsdp=1)  # fmt: skip
+    values = dict(
+        total_steps=2,
+        scale_total_steps_by_world_size=True,
+        max_gen_len=8,
+        bc_coef=0.0,
+        seed=11,
+        multi_gpu_mode="ddp",
+        learning_rate=LR,
+        accumulation_steps=1,
+        fsdp=1,
+    )
     return short_run_config(assets, out, name, **{**values, **overrides})
 
 

@@ -181,7 +181,7 @@ def test_compiled_decoding_needs_a_compiler_and_the_torch_engine(monkeypatch) ->
     monkeypatch.setattr(compile_module, "missing_compiler", lambda device: "no C++ compiler")
     with pytest.raises(UsageError, match=r"no C\+\+ compiler.*--rollout_compile 0"):
         TorchEngine(tiny_model(seed=5), tiny_tokenizer(), compile_decode=True)
-    with pytest.raises(UsageError, match="rollout_compile=1 needs rollout_engine='torch'"):
+    with pytest.raises(UsageError, match="rollout_compile=true needs rollout_engine='torch'"):
         resolve("tiny", overrides={"rollout_compile": 1, "rollout_engine": "sglang"})
 
 
