@@ -281,7 +281,7 @@ def run_agentrl(setup: Setup, turns: Turns, log: StepLog, steps: int) -> None:
             log.completion_tokens.append(int(batch.loss_mask.sum().item()))
             log.completions.append(int(batch.num_rows))
             log.prompt_tokens.append(sum(len(t.prompt_ids) for t in batch.trajectories))
-        log.generate_seconds.append(float(getattr(trainer, "rollout_seconds", 0.0)))
+        log.generate_seconds.append(outcome.rollout_seconds)
         if outcome.scores is not None:
             log.rewards.append(float(outcome.scores.rewards.mean()))
         if step < steps:

@@ -11,6 +11,7 @@ from agentrl.data import PromptPool
 from agentrl.data.prompt_pool import PromptPoolError
 from agentrl.envs import TaskParts, rewards_read_gt
 from agentrl.trainer import Trainer
+from agentrl.training.parts import prompt_config
 from agentrl.training.setup import build_tools, load_prompts
 
 
@@ -28,10 +29,10 @@ def _pools(tmp_path, **task):
     data = _records(tmp_path / "data.jsonl")
     config = resolve(preset="tiny", overrides={"data_path": str(data), "save_dir": str(tmp_path)})
     trainer = Trainer(config, **task)
-    trainer.tools = build_tools(config, trainer.parts)
+    tools = build_tools(config, trainer.parts)
     lines: list[str] = []
     train, held_out = load_prompts(
-        trainer._prompt_config(lines.append), trainer.tools, lines.append
+        prompt_config(config, trainer.parts, tools, lines.append), tools, lines.append
     )
     return train, held_out, lines
 

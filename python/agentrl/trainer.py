@@ -21,16 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agentrl.agents.source import agent_evaluator, agent_reward_plan, run_agent
+from agentrl.agents.source import run_agent
 from agentrl.config import TrainConfig
-from agentrl.envs import (
-    EnvironmentFactory,
-    EnvironmentTools,
-    TaskParts,
-    reward_plan,
-    rewards_read_gt,
-    task_parts,
-)
+from agentrl.data import PromptPool
+from agentrl.envs import EnvironmentFactory, TaskParts, task_parts
 from agentrl.errors import EXIT_OK, signal_exit_code
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.observability.trackers import check_installed, tracker_names
@@ -42,30 +36,21 @@ from agentrl.placement import (
     placement_for,
 )
 from agentrl.placement.adapters import adapter_for
+from agentrl.rl.kl_control import BetaController
+from agentrl.rl.optim import Optimization
 from agentrl.rl.pack import EmptyBatchError
+from agentrl.rollout import EpisodeConfig
+from agentrl.tools import ToolRegistry
 from agentrl.training import resume as resume_io
 from agentrl.training.dumps import step_records
 from agentrl.training.dynamic_sampling import fill_batch, informative_groups
-from agentrl.training.evaluation import Evaluator, eval_episode_config
 from agentrl.training.memory import peak_memory_mb
-from agentrl.training.scoring import reward_set
-from agentrl.training.settings import (
-    beta_config,
-    optim_config,
-    planned_total_steps,
-    step_settings,
-    steps_text,
-)
-from agentrl.training.setup import (
-    Models,
-    WarmStartStopped,
-    build_tools,
-    episode_config,
-    load_models,
-    preflight,
-)
+from agentrl.training.parts import RunParts, build_run_parts
+from agentrl.training.settings import steps_text
+from agentrl.training.setup import Models, WarmStartStopped, preflight
 from agentrl.training.signals import StopRequest
-from agentrl.training.step import StepOutcome, pack_batch, train_on_groups
+from agentrl.training.sources import GroupSource
+from agentrl.training.step import StepOutcome, StepSettings, pack_batch, train_on_groups
 from agentrl.utils.atomic import saving
 from agentrl.utils.run_lock import RunLock
 
@@ -93,6 +78,15 @@ class TrainResult:
 
 
 Callback = Callable[["Trainer", int, StepOutcome], None]
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """A step's rollout groups, the seconds drawing them took, dynamic sampling's metrics."""
+
+    groups: list[Any]
+    seconds: float
+    sampling_metrics: dict[str, float]
 
 
 class Trainer:
@@ -145,7 +139,9 @@ class Trainer:
         self.first_eval: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
         self.last_saved_step = -1
-        self.sampling_metrics: dict[str, float] = {}
+        self.resumed_from: Path | None = None
+        # The run's models, tools, prompts, optimizer, source...: built once by run().
+        self.run_parts: RunParts | None = None
         self.trackers, self.tracker_warning = tracker_names(
             config.report_to, tensorboard_dir=config.tensorboard_dir, use_wandb=config.use_wandb
         )
@@ -182,10 +178,10 @@ class Trainer:
                 for step in range(self.counters.step + 1, self.total_steps + 1):
                     if self.placement.agree_on_stop(stop):
                         break
-                    groups = self._next_batch(step)
-                    if groups is None:
+                    drawn = self._next_batch(step)
+                    if drawn is None:
                         break
-                    outcome = self._train(step, groups)
+                    outcome = self._train(step, drawn)
                     self._sync_policy_if_due(outcome)
                     self._log_step(step, outcome)
                     self._evaluate_if_due(step)
@@ -215,69 +211,81 @@ class Trainer:
         (observer.log if observer is not None else print)(message)
 
     def _build(self) -> None:
-        cfg, log, place = self.config, self._early_log, self.placement
-        with place.preparing():  # files shared by every process are made once, first
-            models = load_models(cfg, log, lambda: self.stop.requested)
-            self.tools = build_tools(cfg, self.parts, log)
-            self.train_pool, self.eval_pool = place.load_prompts(
-                self._prompt_config(log), self.tools, log
-            )
-        self.rewards = self._reward_set(log)
-        self.models: Models = self.adapter.apply(models, cfg)
-        place.share_weights(self.models)
-        self.total_steps = planned_total_steps(cfg, len(self.train_pool), place.data_shards)
-        self.settings = step_settings(cfg, self.tools)
-        self.settings.rewards = self.rewards
-        self.settings.user_tools = bool(cfg.tools or cfg.mcp)  # their tools/* metrics
-        updates = self.total_steps * cfg.ppo_epochs * cfg.num_mini_batches
-        self.optimization = place.optimization(self.models.policy, optim_config(cfg), updates)
-        self.beta = place.beta_controller(beta_config(cfg))
-        self.episode = episode_config(cfg)
-        setup = RolloutSetup(
-            cfg, self.models, self.train_pool, self.tools, self.episode, log, self.agent
-        )
-        self.source = place.rollout_source(setup)
-        self.evaluator = Evaluator(
-            self.eval_pool,
-            self.tools,
-            eval_episode_config(self.episode, cfg.eval_temperature, cfg.eval_max_gen_len),
-            cfg.reward,
-            samples=cfg.eval_samples,
-            seed=cfg.eval_seed,
-            generations=cfg.eval_generations,
-            rewards=self.rewards,
-        )
-        if self.agent is not None:
-            self.evaluator = agent_evaluator(
-                self.agent, self.eval_pool, self.evaluator, self.source, cfg
-            )
+        place, log = self.placement, self._early_log
 
-    def _prompt_config(self, log: Callable[[str], None]) -> TrainConfig:
-        """The config the prompts load with: ``require_gt`` applies when a reward needs
-        the ground truth (the built-in tool_use or math_tool), not to the user's own."""
-        cfg = self.config
-        env_reward = isinstance(self.tools, EnvironmentTools) and self.tools.has_reward
-        if not cfg.require_gt or rewards_read_gt(self.parts, env_reward):
-            return cfg
-        log("prompts without ground truth are kept: no reward here reads it (require_gt)")
-        return replace(cfg, require_gt=0)
+        def make_source(models, prompts, tools, episode):  # type: ignore[no-untyped-def]
+            setup = RolloutSetup(self.config, models, prompts, tools, episode, log, self.agent)
+            return place.rollout_source(setup)
 
-    def _reward_set(self, log: Callable[[str], None]) -> Any:
-        """The run's weighted reward functions (None: the built-in tool-use reward alone)."""
-        env_reward = isinstance(self.tools, EnvironmentTools) and self.tools.has_reward
-        if self.agent is not None:
-            parts = self.parts
-            functions, weights, line = agent_reward_plan(parts.reward_funcs, parts.reward_weights)
-            log(line)
-            return reward_set(functions, weights)
-        if self.parts.empty:
-            return None
-        functions, weights, line = reward_plan(self.parts, env_reward)
-        log(line)
-        return reward_set(functions, weights)
+        self.run_parts = build_run_parts(
+            self.config,
+            self.parts,
+            placement=place,
+            adapter=self.adapter,
+            agent=self.agent,
+            make_source=make_source,
+            log=log,
+            should_stop=lambda: self.stop.requested,
+        )
+
+    # The built parts by name, read-only (tests, callbacks and the loop read them).
+
+    @property
+    def _built(self) -> RunParts:
+        if self.run_parts is None:
+            raise RuntimeError("the trainer's parts are built when run() starts")
+        return self.run_parts
+
+    @property
+    def models(self) -> Models:
+        return self._built.models
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self._built.tools
+
+    @property
+    def train_pool(self) -> PromptPool:
+        return self._built.train_pool
+
+    @property
+    def eval_pool(self) -> PromptPool:
+        return self._built.eval_pool
+
+    @property
+    def rewards(self) -> Any:
+        return self._built.rewards
+
+    @property
+    def total_steps(self) -> int:
+        return self._built.total_steps
+
+    @property
+    def settings(self) -> StepSettings:
+        return self._built.settings
+
+    @property
+    def optimization(self) -> Optimization:
+        return self._built.optimization
+
+    @property
+    def beta(self) -> BetaController:
+        return self._built.beta
+
+    @property
+    def episode(self) -> EpisodeConfig:
+        return self._built.episode
+
+    @property
+    def source(self) -> GroupSource:
+        return self._built.source
+
+    @property
+    def evaluator(self) -> Any:
+        return self._built.evaluator
 
     def _resume_if_asked(self) -> None:
-        self.resumed_from: Path | None = None
+        self.resumed_from = None
         if not self.config.from_resume:
             return
         path = resume_io.find_resume_point(self.run_dir)
@@ -370,12 +378,12 @@ class Trainer:
         if not ready:
             self.observer.log(f"rollout queue not filled to {target} groups in time; going on")
 
-    def _draw_groups(self, step: int) -> list[Any]:
-        """The step's groups from the source; with dynamic sampling, informative ones first."""
+    def _draw_groups(self, step: int) -> tuple[list[Any], dict[str, float]]:
+        """The step's groups from the source, with dynamic sampling informative ones first;
+        and dynamic sampling's metrics."""
         rounds = self.config.dynamic_sampling_rounds
-        self.sampling_metrics = {}
         if rounds <= 0:
-            return self.source.next_batch(step)
+            return self.source.next_batch(step), {}
         reward, min_std = self.settings.reward, self.config.adv_min_std
         filled = fill_batch(
             lambda attempt: self.source.next_batch(step, attempt),
@@ -383,30 +391,39 @@ class Trainer:
             rounds,
             lambda groups: informative_groups(groups, reward, step, min_std, self.rewards),
         )
-        self.sampling_metrics = filled.metrics
-        return filled.groups
+        return filled.groups, filled.metrics
 
-    def _next_batch(self, step: int) -> list[Any] | None:
+    def _next_batch(self, step: int) -> _Drawn | None:
         began = time.perf_counter()
-        groups = self._draw_groups(step)
-        self.rollout_seconds = time.perf_counter() - began
+        groups, sampling = self._draw_groups(step)
+        seconds = time.perf_counter() - began
         counts = self.placement.gather(len(groups), "agree on the batch")
         if min(counts) < self.config.batch_size:
             got = counts[0] if len(counts) == 1 else f"per rank: {counts}"
             self.stop.request(f"not enough rollout groups at step {step} ({got})")
             self.observer.log(f"stopping: {self.stop.reason}")
             return None
-        return groups
+        return _Drawn(groups, seconds, sampling)
 
-    def _train(self, step: int, groups: list[Any]) -> StepOutcome:
+    def _train(self, step: int, drawn: _Drawn) -> StepOutcome:
+        """The step's update; its outcome carries the step's timings."""
         began = time.perf_counter()
+        outcome = self._update(step, drawn.groups)
+        return replace(
+            outcome,
+            rollout_seconds=drawn.seconds,
+            train_seconds=time.perf_counter() - began,
+            sampling_metrics=drawn.sampling_metrics,
+        )
+
+    def _update(self, step: int, groups: list[Any]) -> StepOutcome:
         able = self.placement.ranks_able_to_train(lambda: self._packable(groups))
         if not all(able):
             self.counters.step = step
-            self.train_seconds = time.perf_counter() - began
             self.observer.log(f"step {step}: skipped on every rank (ranks packable: {able})")
-            return StepOutcome({"train/skipped": 1.0}, None, None, None,
-                               self.counters.reward_baseline)  # fmt: skip
+            return StepOutcome(
+                {"train/skipped": 1.0}, None, None, None, self.counters.reward_baseline
+            )
         before = self.counters.reward_baseline
         outcome = train_on_groups(
             groups,
@@ -422,7 +439,6 @@ class Trainer:
         self.placement.batch_reward_baseline(outcome, before, decay)
         self.counters.step = step
         self.counters.reward_baseline = outcome.reward_baseline
-        self.train_seconds = time.perf_counter() - began
         if outcome.report is not None and outcome.report.skipped:
             self.observer.log(f"step {step}: update skipped ({outcome.report.skipped})")
         return outcome
@@ -452,7 +468,7 @@ class Trainer:
         metrics = dict(outcome.metrics)
         metrics["policy/version"] = float(self.source.version.get())
         metrics["policy/max_version_gap"] = float(self.config.effective_max_version_gap)
-        metrics.update(self.sampling_metrics)
+        metrics.update(outcome.sampling_metrics)
         metrics.update(getattr(self.source, "step_metrics", dict)())  # an agent's episodes
         metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
         engine_stats = getattr(self.source.engine, "stats", None)
@@ -463,10 +479,10 @@ class Trainer:
             metrics["rollout/template_divergence"] = sum(
                 t.stats.get("template_divergence", 0.0) for t in outcome.batch.trajectories
             )
-        seconds = self.rollout_seconds + self.train_seconds
+        seconds = outcome.rollout_seconds + outcome.train_seconds
         tokens = float(outcome.batch.loss_mask.sum()) if outcome.batch is not None else 0.0
-        metrics["perf/rollout_sec"] = self.rollout_seconds
-        metrics["perf/train_sec"] = self.train_seconds
+        metrics["perf/rollout_sec"] = outcome.rollout_seconds
+        metrics["perf/train_sec"] = outcome.train_seconds
         metrics["perf/tokens_per_sec"] = tokens / max(seconds, 1e-9)
         metrics["perf/peak_mem_mb"] = peak_memory_mb(self.models.device)
         self.observer.train_step(step, self.placement.gather_metrics(metrics))

@@ -78,6 +78,11 @@ class StepOutcome:
     # Per-turn modes: [rows, turns] advantages (None: one per episode, ``advantages``).
     turn_advantages: torch.Tensor | None = None
     tokens: TokenStats | None = None  # what the trainer saw of each token, for the dumps
+    # The step's timings (drawing its rollout groups, training on them) and dynamic
+    # sampling's metrics: filled in by the trainer, which times the step.
+    rollout_seconds: float = 0.0
+    train_seconds: float = 0.0
+    sampling_metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -424,8 +429,9 @@ def train_on_groups(
         versions = batch.row_versions.float()
         on_device["async/row_version_min"] = versions.min()
         on_device["async/row_version_max"] = versions.max()
-        on_device[_TRAINED_REWARD_MEAN] = rewards.mean()
-        metrics = host_floats(on_device)
+        # The trained rows' mean reward (for the reward baseline) joins the one host read.
+        metrics = host_floats({**on_device, _TRAINED_REWARD_MEAN: rewards.mean()})
+        trained_reward_mean = metrics.pop(_TRAINED_REWARD_MEAN)
         if n == len(plan) - 1:  # the demonstration loss joins the last update
             metrics.update(_bc_pass(batch, settings, models, optimization, step))
         metrics["policy/kl_control"] = beta.control_value(metrics)
@@ -439,7 +445,6 @@ def train_on_groups(
         metrics = {**metrics, **{k: v for k, v in merged.items() if k in every}}
         metrics["train/updates"] = float(sum(r.stepped for r in reports))
     report = combined_report(reports)
-    trained_reward_mean = metrics.pop(_TRAINED_REWARD_MEAN)
     if report.stepped:
         reward_baseline = update_reward_baseline(
             reward_baseline,
