@@ -45,13 +45,13 @@ test-python: dev
 test-fast: dev
 	$(BIN)/python -m pytest -m "not slow"
 
-# tests/test_view_browser.py opens `agentrl view`'s page in headless Chromium (Debian's
+# tests/observability/test_view_browser.py opens `agentrl view`'s page in headless Chromium (Debian's
 # chromium package): installed here when missing; without it the test run stops, saying why.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  sudo=""; if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi; \
 	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium; } \
-	  || { echo "could not install chromium, which tests/test_view_browser.py needs" >&2; exit 1; }; }
+	  || { echo "could not install chromium, which tests/observability/test_view_browser.py needs" >&2; exit 1; }; }
 
 test: browser test-rust lint test-python
 

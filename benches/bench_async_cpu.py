@@ -76,21 +76,33 @@ def main() -> None:
         # One step more than measured: the first step's time runs from the second stamp.
         overrides["total_steps"] = args.warmup + args.steps + 1
         configs = [(cores, 0), (cores, 1), (1, 0), (1, 1)] if cores > 1 else [(1, 0), (1, 1)]
-        print(f"{cores} usable cores; {args.warmup} warm-up + {args.steps} measured steps each, "
-              "each configuration in a fresh process")  # fmt: skip
-        print(f"{'torch threads':>13} {'async_workers':>13} {'mean s':>8} {'median s':>9} "
-              f"{'vs inline':>9}")  # fmt: skip
+        print(
+            f"{cores} usable cores; {args.warmup} warm-up + {args.steps} measured steps each, "
+            "each configuration in a fresh process"
+        )
+        print(
+            f"{'torch threads':>13} {'async_workers':>13} {'mean s':>8} {'median s':>9} "
+            f"{'vs inline':>9}"
+        )
         baseline = None
         for threads, workers in configs:
-            spec = {"name": f"{threads}t/{workers}w", "threads": threads,
-                    "async_workers": workers, "overrides": overrides}  # fmt: skip
+            spec = {
+                "name": f"{threads}t/{workers}w",
+                "threads": threads,
+                "async_workers": workers,
+                "overrides": overrides,
+            }
             steps = run_child(spec)[args.warmup :]
             mean = statistics.mean(steps)
             baseline = baseline or mean
-            print(f"{threads:13d} {workers:13d} {mean:8.3f} {statistics.median(steps):9.3f} "
-                  f"{mean / baseline:8.2f}x")  # fmt: skip
-        print("vs inline: mean step time over that of rollout inline with all cores as threads "
-              "(above 1: slower)")  # fmt: skip
+            print(
+                f"{threads:13d} {workers:13d} {mean:8.3f} {statistics.median(steps):9.3f} "
+                f"{mean / baseline:8.2f}x"
+            )
+        print(
+            "vs inline: mean step time over that of rollout inline with all cores as threads "
+            "(above 1: slower)"
+        )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,16 @@ def measure(way: str, rows: int, length: int, trained: int) -> float:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                         head_dim=32, tie_word_embeddings=True)  # fmt: skip
+    config = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        tie_word_embeddings=True,
+    )
     model = Qwen3ForCausalLM(config).train()
     ids = torch.randint(0, VOCAB, (rows, length))
     attn = torch.ones_like(ids)
@@ -72,12 +79,24 @@ def main() -> int:
         return 0
     peaks = {}
     for way in ("full", "agentrl"):
-        command = [sys.executable, __file__, "--way", way, "--rows", str(args.rows),
-                   "--length", str(args.length), "--trained", str(args.trained)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--way",
+            way,
+            "--rows",
+            str(args.rows),
+            "--length",
+            str(args.length),
+            "--trained",
+            str(args.trained),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         peaks[way] = float(done.stdout.split()[-1])
-    print(f"{args.rows} rows x {args.length} tokens, {args.trained} trained per row, "
-          f"vocabulary {VOCAB}; peak memory above the model, forward + backward:")  # fmt: skip
+    print(
+        f"{args.rows} rows x {args.length} tokens, {args.trained} trained per row, "
+        f"vocabulary {VOCAB}; peak memory above the model, forward + backward:"
+    )
     print(f"  full float32 logits, every position: {peaks['full']:>8.0f} MiB")
     print(f"  agentrl training forward:            {peaks['agentrl']:>8.0f} MiB")
     print(f"  ratio: {peaks['full'] / max(peaks['agentrl'], 1.0):.1f}x")

@@ -117,27 +117,53 @@ def expression_rows(corpus: list[dict[str, Any]]) -> list[Row]:
     values = [float(row["eval"]) for row in corpus if "eval" in row]
     extracted = [e for row in corpus for e in row["extracted"]]
     rows = [
-        Row("expr", "extract / golden texts", parsing.extract_expressions, texts,
-            "extract_arithmetic_expressions"),
-        Row("expr", "extract / one long document", parsing.extract_expressions, [document],
-            "extract_arithmetic_expressions"),
-        Row("expr", "canonicalize / golden texts", parsing.canonicalize_expression, texts,
-            "canonicalize_expression"),
+        Row(
+            "expr",
+            "extract / golden texts",
+            parsing.extract_expressions,
+            texts,
+            "extract_arithmetic_expressions",
+        ),
+        Row(
+            "expr",
+            "extract / one long document",
+            parsing.extract_expressions,
+            [document],
+            "extract_arithmetic_expressions",
+        ),
+        Row(
+            "expr",
+            "canonicalize / golden texts",
+            parsing.canonicalize_expression,
+            texts,
+            "canonicalize_expression",
+        ),
         Row("expr", "safe_eval / golden texts", parsing.safe_eval, texts, "safe_eval_math"),
-        Row("expr", "safe_eval / extracted exprs", parsing.safe_eval, extracted,
-            "safe_eval_math"),
-        Row("expr", "format_number / golden values", parsing.format_number, values,
-            "format_number"),
-    ]  # fmt: skip
+        Row("expr", "safe_eval / extracted exprs", parsing.safe_eval, extracted, "safe_eval_math"),
+        Row(
+            "expr", "format_number / golden values", parsing.format_number, values, "format_number"
+        ),
+    ]
     for name, (text, cap) in adversarial_texts().items():
         rows.append(
-            Row("expr", f"extract / 1 MB {name}", parsing.extract_expressions, [text],
-                "extract_arithmetic_expressions", ref_cap=cap)
-        )  # fmt: skip
+            Row(
+                "expr",
+                f"extract / 1 MB {name}",
+                parsing.extract_expressions,
+                [text],
+                "extract_arithmetic_expressions",
+                ref_cap=cap,
+            )
+        )
     rows.append(
-        Row("expr", "safe_eval / 1 MB operator chain", parsing.safe_eval,
-            ["1+" * (MB // 2) + "1"], "safe_eval_math")
-    )  # fmt: skip
+        Row(
+            "expr",
+            "safe_eval / 1 MB operator chain",
+            parsing.safe_eval,
+            ["1+" * (MB // 2) + "1"],
+            "safe_eval_math",
+        )
+    )
     return rows
 
 
@@ -164,14 +190,25 @@ def toolcall_rows() -> list[Row]:
         "many small calls": (small_call * (MB // len(small_call)), None),
     }
     rows = [
-        Row("tool", "parse_tool_calls / golden texts", parsing.parse_tool_calls, texts,
-            "parse_tool_calls"),
-    ]  # fmt: skip
+        Row(
+            "tool",
+            "parse_tool_calls / golden texts",
+            parsing.parse_tool_calls,
+            texts,
+            "parse_tool_calls",
+        ),
+    ]
     for name, (text, cap) in adversarial.items():
         rows.append(
-            Row("tool", f"parse_tool_calls / 1 MB {name}", parsing.parse_tool_calls, [text],
-                "parse_tool_calls", ref_cap=cap)
-        )  # fmt: skip
+            Row(
+                "tool",
+                f"parse_tool_calls / 1 MB {name}",
+                parsing.parse_tool_calls,
+                [text],
+                "parse_tool_calls",
+                ref_cap=cap,
+            )
+        )
     return rows
 
 
@@ -216,11 +253,22 @@ def message_rows() -> list[Row]:
     declared = ["get_weather", "calculate_math"]
     ours = partial(parsing.parse_message, tools=declared)
     return [
-        Row("msg", "parse_message / typical two-call turns", ours, two_call_messages(),
-            baseline=regex_json_calls),
-        Row("msg", "parse_message / 1 MB unclosed <tool_call>{", ours,
-            ["<tool_call>{" * (MB // 12)], ref_cap=20_000, baseline=regex_json_calls),
-    ]  # fmt: skip
+        Row(
+            "msg",
+            "parse_message / typical two-call turns",
+            ours,
+            two_call_messages(),
+            baseline=regex_json_calls,
+        ),
+        Row(
+            "msg",
+            "parse_message / 1 MB unclosed <tool_call>{",
+            ours,
+            ["<tool_call>{" * (MB // 12)],
+            ref_cap=20_000,
+            baseline=regex_json_calls,
+        ),
+    ]
 
 
 def build_rows(corpus: list[dict[str, Any]]) -> list[Row]:

@@ -257,9 +257,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--device", default="cpu")
     ap.add_argument(
-        "--parts", default="loop,first-turn,reuse,compiled", help="which of loop (a, b), "
-        "first-turn (c), reuse (d), compiled (e) to run"
-    )  # fmt: skip
+        "--parts",
+        default="loop,first-turn,reuse,compiled",
+        help="which of loop (a, b), first-turn (c), reuse (d), compiled (e) to run",
+    )
     ap.add_argument("--reuse-turns", default="2,4", help="turns per episode for (d)")
     ap.add_argument("--reuse-repeats", type=int, default=2, help="timed runs per setting in (d)")
     ap.add_argument(
@@ -322,9 +323,10 @@ def main() -> int:
             )
         if "reuse" in parts:
             for turns in [int(t) for t in args.reuse_turns.split(",") if t.strip()]:
-                engines = {reuse: TorchEngine(model, tok, device=args.device, seed=0,
-                                              kv_reuse=reuse)
-                           for reuse in (True, False)}  # fmt: skip
+                engines = {
+                    reuse: TorchEngine(model, tok, device=args.device, seed=0, kv_reuse=reuse)
+                    for reuse in (True, False)
+                }
                 f = bench_engines(engines, samples, args, parser, turns)
                 on, off = f[True], f[False]
                 speedup = off["seconds"] / on["seconds"]
@@ -338,9 +340,12 @@ def main() -> int:
                     flush=True,
                 )
         if "compiled" in parts:
-            engines = {compiled: TorchEngine(model, tok, device=args.device, seed=0,
-                                             compile_decode=compiled)
-                       for compiled in (True, False)}  # fmt: skip
+            engines = {
+                compiled: TorchEngine(
+                    model, tok, device=args.device, seed=0, compile_decode=compiled
+                )
+                for compiled in (True, False)
+            }
             f = bench_engines(engines, samples, args, parser, args.max_turns)
             fast, eager = f[True], f[False]
             print(

@@ -70,8 +70,17 @@ def reference_scorer() -> Callable[[dict[str, Any]], tuple[float, Any]] | None:
     args = reference_arguments(reference)
 
     def scored(r: dict[str, Any]) -> tuple[float, Any]:
-        reward, details = score(args, "", r["completion"], r["gt"], None, r["tool_events"],
-                                r["unfinished"], None, r["messages"])[:2]  # fmt: skip
+        reward, details = score(
+            args,
+            "",
+            r["completion"],
+            r["gt"],
+            None,
+            r["tool_events"],
+            r["unfinished"],
+            None,
+            r["messages"],
+        )[:2]
         return reward, details
 
     return scored
@@ -206,8 +215,10 @@ def main() -> None:
         runs: dict[int, Run] = interleaved_best(
             threads, args.repeat, lambda t: run_score(src, dst, t), lambda r: r.wall_s
         )
-        print(f"{'agentrl score':18} {'wall traj/s':>12} {'CPU traj/s':>11} {'peak RSS':>9}"
-              f" {'wall vs ref':>12} {'CPU vs ref':>11}")  # fmt: skip
+        print(
+            f"{'agentrl score':18} {'wall traj/s':>12} {'CPU traj/s':>11} {'peak RSS':>9}"
+            f" {'wall vs ref':>12} {'CPU vs ref':>11}"
+        )
         for t, run in runs.items():
             wall_rate, cpu_rate = args.rows / run.wall_s, args.rows / run.cpu_s
             ratios = (
@@ -215,13 +226,17 @@ def main() -> None:
                 if reference
                 else f"{'-':>12} {'-':>11}"
             )
-            print(f"{t} thread(s){'':8} {wall_rate:12,.0f} {cpu_rate:11,.0f}"
-                  f" {run.peak_rss_mb:7.0f}MB {ratios}")  # fmt: skip
+            print(
+                f"{t} thread(s){'':8} {wall_rate:12,.0f} {cpu_rate:11,.0f}"
+                f" {run.peak_rss_mb:7.0f}MB {ratios}"
+            )
             if run.exit_code != 0:
                 raise SystemExit(f"agentrl score exited with {run.exit_code}")
             if end_to_end is not None:
-                print(f"{'':18} {'':12} {'':11} {'':9} {wall_rate / end_to_end:11.1f}x"
-                      f" {cpu_rate / end_to_end:10.1f}x  (vs the loop end to end)")  # fmt: skip
+                print(
+                    f"{'':18} {'':12} {'':11} {'':9} {wall_rate / end_to_end:11.1f}x"
+                    f" {cpu_rate / end_to_end:10.1f}x  (vs the loop end to end)"
+                )
         if 1 in runs and 2 in runs:
             print(f"1 -> 2 threads: {runs[1].wall_s / runs[2].wall_s:.2f}x (wall clock)")
             # The child's fixed start-up (Python, its imports, the printed summary): the
@@ -239,16 +254,20 @@ def main() -> None:
         )
         library = {t: run.wall_s for t, run in timed.items()}
         for t, wall in library.items():
-            print(f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall, "
-                  f"{timed[t].cpu_s / wall:.2f} cores busy")  # fmt: skip
+            print(
+                f"score_file(), {t} thread(s): {args.rows / wall:,.0f} traj/s wall, "
+                f"{timed[t].cpu_s / wall:.2f} cores busy"
+            )
         if 1 in library and 2 in library:
             print(f"score_file() 1 -> 2 threads: {library[1] / library[2]:.2f}x (wall clock)")
             # Two threads do the same work as one; what it costs in CPU time tells a loss
             # of overlap (idle cores) from each core running slower beside the other
             # (shared caches and memory, a lower clock with both cores busy).
             extra = timed[2].cpu_s / timed[1].cpu_s
-            print(f"  CPU seconds, 2 threads over 1: {extra:.2f}x; with both cores busy all "
-                  f"the time the ratio could reach 2 / {extra:.2f} = {2 / extra:.2f}x")  # fmt: skip
+            print(
+                f"  CPU seconds, 2 threads over 1: {extra:.2f}x; with both cores busy all "
+                f"the time the ratio could reach 2 / {extra:.2f} = {2 / extra:.2f}x"
+            )
         if reference is not None:
             _check_rewards(dst, reference[1])
 
@@ -257,9 +276,11 @@ def main() -> None:
             big_rows = int(args.rows * args.memory_mb * 1e6 / size)
             big_size = write_corpus(src, big_rows, golden, args.group)
             memory = run_score(src, dst, max(threads))
-            print(f"memory: {big_size / 1e6:.0f} MB input ({big_rows:,} lines), "
-                  f"{max(threads)} threads: peak RSS {memory.peak_rss_mb:.0f} MB, "
-                  f"{big_rows / memory.wall_s:,.0f} traj/s")  # fmt: skip
+            print(
+                f"memory: {big_size / 1e6:.0f} MB input ({big_rows:,} lines), "
+                f"{max(threads)} threads: peak RSS {memory.peak_rss_mb:.0f} MB, "
+                f"{big_rows / memory.wall_s:,.0f} traj/s"
+            )
         print_targets(args.rows, runs, library, reference, memory, args.memory_mb)
 
 
@@ -289,25 +310,37 @@ def print_targets(
     rate = rows / runs[top].wall_s
     if reference is not None:
         ratio = rate / reference[0]
-        print(f"  >= 50x the reference loop (agentrl score, {top} threads, start-up included,"
-              f" against the scoring-only loop): {ratio:.1f}x, "
-              f"{_verdict(ratio >= 50)}")  # fmt: skip
-    print(f"  >= 110,000 traj/s (agentrl score, {top} threads): {rate:,.0f}, "
-          f"{_verdict(rate >= 110_000)}")  # fmt: skip
+        print(
+            f"  >= 50x the reference loop (agentrl score, {top} threads, start-up included,"
+            f" against the scoring-only loop): {ratio:.1f}x, "
+            f"{_verdict(ratio >= 50)}"
+        )
+    print(
+        f"  >= 110,000 traj/s (agentrl score, {top} threads): {rate:,.0f}, "
+        f"{_verdict(rate >= 110_000)}"
+    )
     if 1 in library and 2 in library:
         scaling = library[1] / library[2]
-        print(f"  >= 1.8x from 1 to 2 threads (score_file, file in, file out): {scaling:.2f}x, "
-              f"{_verdict(scaling >= 1.8)}")  # fmt: skip
+        print(
+            f"  >= 1.8x from 1 to 2 threads (score_file, file in, file out): {scaling:.2f}x, "
+            f"{_verdict(scaling >= 1.8)}"
+        )
     if 1 in runs and 2 in runs:
         command = runs[1].wall_s / runs[2].wall_s
-        print(f"     the command with its start-up: {command:.2f}x ({_verdict(command >= 1.8)};"
-              f" see print_targets)")  # fmt: skip
+        print(
+            f"     the command with its start-up: {command:.2f}x ({_verdict(command >= 1.8)};"
+            f" see print_targets)"
+        )
     if memory is not None and memory_mb >= 1000:
-        print(f"  < 300 MB resident on a 1 GB input: {memory.peak_rss_mb:.0f} MB on "
-              f"{memory_mb} MB, {_verdict(memory.peak_rss_mb < 300)}")  # fmt: skip
+        print(
+            f"  < 300 MB resident on a 1 GB input: {memory.peak_rss_mb:.0f} MB on "
+            f"{memory_mb} MB, {_verdict(memory.peak_rss_mb < 300)}"
+        )
     elif memory is not None:
-        print(f"  < 300 MB resident on a 1 GB input: not measured ({memory.peak_rss_mb:.0f} MB"
-              f" on {memory_mb} MB; --memory-mb 1000 measures it)")  # fmt: skip
+        print(
+            f"  < 300 MB resident on a 1 GB input: not measured ({memory.peak_rss_mb:.0f} MB"
+            f" on {memory_mb} MB; --memory-mb 1000 measures it)"
+        )
 
 
 def _check_rewards(dst: Path, reference: list[float]) -> None:

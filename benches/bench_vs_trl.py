@@ -322,8 +322,9 @@ def trl_reward(reward_config: Any, log: StepLog) -> Callable[..., list[float]]:
     ) -> list[float]:
         calls["n"] += 1
         records = []
-        for text, msgs, specs, truth in zip(completions, messages_json, tools_json, gt,
-                                            strict=True):  # fmt: skip
+        for text, msgs, specs, truth in zip(
+            completions, messages_json, tools_json, gt, strict=True
+        ):
             messages = [*json.loads(msgs), {"role": "assistant", "content": text}]
             records.append(
                 {
@@ -463,9 +464,13 @@ def output_to(chatter: Path | None) -> Any:
 
 
 def paired_child(
-    who: str, setup: Setup, args: argparse.Namespace, turns: Turns, results: Any,
+    who: str,
+    setup: Setup,
+    args: argparse.Namespace,
+    turns: Turns,
+    results: Any,
     chatter: Path | None,
-) -> None:  # fmt: skip
+) -> None:
     """One framework's loop in a process of its own, taking turns with the other's; its
     step log (or the traceback that ended it) goes back through ``results``."""
     import traceback
@@ -492,9 +497,12 @@ def run_in_processes(
     context = multiprocessing.get_context("spawn")
     turns = Turns(args.first, context)
     results = context.Queue()
-    children = [context.Process(target=paired_child, name=who,
-                                args=(who, setup, args, turns, results, chatter))
-                for who in SIDES]  # fmt: skip
+    children = [
+        context.Process(
+            target=paired_child, name=who, args=(who, setup, args, turns, results, chatter)
+        )
+        for who in SIDES
+    ]
     for child in children:
         child.start()
     logs: dict[str, StepLog] = {}
@@ -507,8 +515,9 @@ def run_in_processes(
             if gone and results.empty():
                 for child in children:
                     child.kill()
-                raise RuntimeError(f"{gone[0].name}'s process ended ({gone[0].exitcode}) "
-                                   "without a result") from None  # fmt: skip
+                raise RuntimeError(
+                    f"{gone[0].name}'s process ended ({gone[0].exitcode}) without a result"
+                ) from None
             continue
         logs[who] = log
         if error is not None:
@@ -607,13 +616,33 @@ def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str,
     peaks: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
     for who in (NOBODY, AGENTRL, TRL):
-        command = [sys.executable, __file__, "--memory-child", who,
-                   "--steps", str(alone_steps(args)), "--warmup", str(args.warmup),
-                   "--threads", str(torch.get_num_threads())]  # fmt: skip
-        for name in ("prompts", "prompts_per_step", "group_size", "max_new_tokens",
-                     "temperature", "top_p", "top_k", "repetition_penalty",
-                     "learning_rate", "beta", "seed", "rollout_compile",
-                     "trl_cache"):  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--memory-child",
+            who,
+            "--steps",
+            str(alone_steps(args)),
+            "--warmup",
+            str(args.warmup),
+            "--threads",
+            str(torch.get_num_threads()),
+        ]
+        for name in (
+            "prompts",
+            "prompts_per_step",
+            "group_size",
+            "max_new_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "repetition_penalty",
+            "learning_rate",
+            "beta",
+            "seed",
+            "rollout_compile",
+            "trl_cache",
+        ):
             command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [x for x in done.stdout.splitlines() if x.startswith(MEMORY_TAG)]
@@ -631,8 +660,10 @@ def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str,
 
 def report_alone(args: argparse.Namespace, seconds: dict[str, list[float]]) -> float:
     """Median seconds per step of each framework alone; returns TRL's over agentrl's."""
-    print(f"each alone in a fresh process ({args.warmup} warm-up + {alone_steps(args)} "
-          f"measured steps, {torch.get_num_threads()} torch threads):")  # fmt: skip
+    print(
+        f"each alone in a fresh process ({args.warmup} warm-up + {alone_steps(args)} "
+        f"measured steps, {torch.get_num_threads()} torch threads):"
+    )
     medians = {who: _median(seconds[who]) for who in (AGENTRL, TRL)}
     for who, value in medians.items():
         print(f"  {who:<8} {value:.3f} s/step")
@@ -770,9 +801,11 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     print(COLUMNS)
     # Step i of each framework ran back to back, so their ratio is little moved by load.
     paired = statistics.median(
-        t / a for a, t in zip(logs[AGENTRL].seconds[args.warmup :],
-                              logs[TRL].seconds[args.warmup :], strict=False)
-    )  # fmt: skip
+        t / a
+        for a, t in zip(
+            logs[AGENTRL].seconds[args.warmup :], logs[TRL].seconds[args.warmup :], strict=False
+        )
+    )
     verdict = "yes" if ratio >= 1.0 else "NO"
     print(
         f"speed-up, TRL s/step over agentrl s/step: {ratio:.2f}x (median of per-step pairs: "
@@ -796,10 +829,15 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     for line in (generation_line(args), *DIFFERENT):
         print(f"  - {line}")
     if args.json:
-        payload = {"ratio": ratio, "paired_ratio": paired, "cpu_ratio": cpu_ratio,
-                   "rest_ratio": rest_ratio,
-                   "load_average": load, "args": vars(args),
-                   **rows}  # fmt: skip
+        payload = {
+            "ratio": ratio,
+            "paired_ratio": paired,
+            "cpu_ratio": cpu_ratio,
+            "rest_ratio": rest_ratio,
+            "load_average": load,
+            "args": vars(args),
+            **rows,
+        }
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return ratio
 
@@ -860,8 +898,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="measured steps of each framework alone in a fresh process (0: no such run "
         "unless --memory-steps asks for one)",
     )
-    p.add_argument("--memory-child", choices=(AGENTRL, TRL, NOBODY), default="",
-                   help=argparse.SUPPRESS)  # fmt: skip
+    p.add_argument(
+        "--memory-child", choices=(AGENTRL, TRL, NOBODY), default="", help=argparse.SUPPRESS
+    )
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 1:
         p.error("--steps and --warmup must be at least 1")
@@ -895,18 +934,23 @@ def main(argv: list[str] | None = None) -> int:
         setup = build_inputs(args, workdir)
         print(f"inputs built in {time.perf_counter() - began:.1f}s in {workdir}")
         chatter = workdir / "frameworks.log"
-        print(f"running {args.warmup}+{args.steps} steps of each, taking turns, in "
-              f"{'two processes' if args.pairing == 'processes' else 'two threads of one process'}"
-              f" (their own output: {'below' if args.verbose else chatter})",
-              flush=True)  # fmt: skip
+        print(
+            f"running {args.warmup}+{args.steps} steps of each, taking turns, in "
+            f"{'two processes' if args.pairing == 'processes' else 'two threads of one process'}"
+            f" (their own output: {'below' if args.verbose else chatter})",
+            flush=True,
+        )
         if args.pairing == "processes":
             logs = run_in_processes(args, setup, None if args.verbose else chatter)
         else:
             logs = run_in_threads(args, setup, None if args.verbose else chatter)
         report(args, setup, logs)
         if alone_steps(args) > 0:
-            print(f"each framework alone: {args.warmup} + {alone_steps(args)} steps in a fresh "
-                  "process ...", flush=True)  # fmt: skip
+            print(
+                f"each framework alone: {args.warmup} + {alone_steps(args)} steps in a fresh "
+                "process ...",
+                flush=True,
+            )
             peaks, seconds = measure_alone(args)
             alone_ratio = report_alone(args, seconds)
             if args.memory_steps > 0:

@@ -93,7 +93,7 @@ else
     SIZES=(--batch_size 2 --num_generations 2 --num_threads 1)
     export OMP_NUM_THREADS=1
     step environment "$PY" -c "import torch; print(torch.__version__, 'cpu dry run')"
-    step cuda-tests "$PY" -m pytest "$ROOT/tests/test_memory.py" -m cuda -q \
+    step cuda-tests "$PY" -m pytest "$ROOT/tests/training/test_memory.py" -m cuda -q \
         -p no:cacheprovider -rs
 fi
 

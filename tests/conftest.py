@@ -8,6 +8,7 @@ Markers: ``slow`` marks tests that take more than about two seconds on a laptop 
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ import pytest
 import torch
 from helpers import small_tokenizer as shared_small_tokenizer
 from helpers import write_run_files
+
+# The test folders (one per layer) hold modules that other tests import by name (shared
+# stand-ins such as test_rollout_episodes.ScriptedEngine): each folder is on the path.
+for _folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir()):
+    if _folder.name not in ("data", "__pycache__") and str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 # The suite's models are tiny: one intra-op thread is fastest, and on a shared machine a
 # second spinning OpenMP thread makes every small matmul many times slower.

@@ -42,7 +42,7 @@ SMALL_SPEC = TinySpec(
 SHORT_RUN: dict[str, Any] = dict(
     filter_mode="all",
     # One optimizer update per step (the preset makes four), so that tests can compare a
-    # step's gradient with one computed another way; tests/test_ppo_updates.py covers more.
+    # step's gradient with one computed another way; tests/rl/test_ppo_updates.py covers more.
     num_mini_batches=1,
     batch_size=2,
     num_generations=2,
@@ -90,8 +90,12 @@ def short_run_config(files: Path, save_dir: Path, name: str, **overrides: Any) -
     ``overrides``; the run writes to ``save_dir/name``."""
     from agentrl.config import resolve
 
-    values = dict(model=str(files / "model"), data_path=str(files / "prompts.jsonl"),
-                  save_dir=str(save_dir), save_weight=name)  # fmt: skip
+    values = dict(
+        model=str(files / "model"),
+        data_path=str(files / "prompts.jsonl"),
+        save_dir=str(save_dir),
+        save_weight=name,
+    )
     return resolve(preset="tiny", overrides={**values, **SHORT_RUN, **overrides})
 
 
@@ -133,10 +137,17 @@ def tiny_llama(seed: int = 0) -> Any:
 
     tok = tiny_tokenizer()
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        initializer_range=0.2, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-    )  # fmt: skip
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=0.2,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return LlamaForCausalLM(config).eval()
@@ -182,8 +193,10 @@ def typed(value: Any, *, nonfinite_as_text: bool = False) -> Any:
         items = [typed(v, nonfinite_as_text=nonfinite_as_text) for v in value]
         return (type(value).__name__, items)
     if isinstance(value, dict):
-        return ("dict", [(k, typed(v, nonfinite_as_text=nonfinite_as_text))
-                         for k, v in value.items()])  # fmt: skip
+        return (
+            "dict",
+            [(k, typed(v, nonfinite_as_text=nonfinite_as_text)) for k, v in value.items()],
+        )
     raise TypeError(f"unexpected {type(value).__name__} in JSON-like data")
 
 
@@ -236,8 +249,14 @@ def launch_torchrun(
     cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(script), *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     began = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

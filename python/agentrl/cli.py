@@ -48,9 +48,18 @@ EXIT_CODES_HELP = (
 
 # OS errors that say "this path cannot be used as given": the command line is wrong.
 PATH_ERRNOS = frozenset(
-    {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
-     errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP}
-)  # fmt: skip
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EEXIST,
+        errno.EROFS,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
 # OS errors of a run that failed on the way, through no fault in the code.
 RUNTIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 

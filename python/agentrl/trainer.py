@@ -293,9 +293,14 @@ class Trainer:
             self._early_log(f"from_resume=1 but no checkpoint in {self.run_dir}: starting fresh")
         else:
             self.counters = resume_io.restore_run(
-                path, self.models, self.optimization, self.beta, self.source,
-                weights=self.adapter, reference_too=bool(self.config.ref_from_rl_checkpoint),
-            )  # fmt: skip
+                path,
+                self.models,
+                self.optimization,
+                self.beta,
+                self.source,
+                weights=self.adapter,
+                reference_too=bool(self.config.ref_from_rl_checkpoint),
+            )
             self.resumed_from = path
             self.last_saved_step = self.counters.step
         steps = self.placement.gather(self.counters.step, "agree on the resume step")
@@ -335,8 +340,11 @@ class Trainer:
     def _banner(self) -> str:
         cfg, m = self.config, self.models
         params = sum(p.numel() for p in m.policy.parameters()) / 1e6
-        start = f"resumed at step {self.counters.step} from {self.resumed_from}; " if (
-            self.resumed_from) else ""  # fmt: skip
+        start = (
+            f"resumed at step {self.counters.step} from {self.resumed_from}; "
+            if (self.resumed_from)
+            else ""
+        )
         rounds = cfg.dynamic_sampling_rounds
         dynamic = f", dynamic sampling up to {rounds} extra round(s)" if rounds else ""
         return (
@@ -372,8 +380,7 @@ class Trainer:
 
     def _start_rollout(self) -> None:
         cfg = self.config
-        target = cfg.prefill_queue_groups or min(cfg.effective_max_queue_groups,
-                                                 2 * cfg.batch_size)  # fmt: skip
+        target = cfg.prefill_queue_groups or min(cfg.effective_max_queue_groups, 2 * cfg.batch_size)
         ready = self.source.start(target, cfg.prefill_timeout_sec)
         if not ready:
             self.observer.log(f"rollout queue not filled to {target} groups in time; going on")
@@ -473,8 +480,13 @@ class Trainer:
         metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
         engine_stats = getattr(self.source.engine, "stats", None)
         if isinstance(engine_stats, dict):  # cumulative engine counters (cache, sanitising)
-            metrics.update({f"rollout/{k}": float(v) for k, v in engine_stats.items()
-                            if isinstance(v, int | float)})  # fmt: skip
+            metrics.update(
+                {
+                    f"rollout/{k}": float(v)
+                    for k, v in engine_stats.items()
+                    if isinstance(v, int | float)
+                }
+            )
         if outcome.batch is not None:  # tool turns whose re-rendering differs from the ids
             metrics["rollout/template_divergence"] = sum(
                 t.stats.get("template_divergence", 0.0) for t in outcome.batch.trajectories
@@ -512,9 +524,16 @@ class Trainer:
             return None
         if self.counters.step == self.last_saved_step:
             return resume_io.find_resume_point(self.run_dir)
-        path = resume_io.save_run(self.run_dir, self.counters, self.models, self.optimization,
-                                  self.beta, self.source, self.config.keep_last,
-                                  weights=self.adapter)  # fmt: skip
+        path = resume_io.save_run(
+            self.run_dir,
+            self.counters,
+            self.models,
+            self.optimization,
+            self.beta,
+            self.source,
+            self.config.keep_last,
+            weights=self.adapter,
+        )
         if path is None:
             self.observer.log("checkpoint skipped: the weights are not finite")
         else:
@@ -580,8 +599,14 @@ def run_training(
     if placement.is_rollout_rank:
         began = time.perf_counter()
         placement.rollout_worker(config).run()
-        return TrainResult(run_dir=config.run_dir, steps_done=0, total_steps=0, stopped=None,
-                           wall_seconds=time.perf_counter() - began, is_main=False)  # fmt: skip
+        return TrainResult(
+            run_dir=config.run_dir,
+            steps_done=0,
+            total_steps=0,
+            stopped=None,
+            wall_seconds=time.perf_counter() - began,
+            is_main=False,
+        )
     return Trainer(
         config,
         callbacks,

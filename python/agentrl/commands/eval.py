@@ -22,15 +22,39 @@ from agentrl.config import add_config_arguments, config_from_args
 # The training options an evaluation reads: the policy, the prompts and tools, the episode
 # limits and the eval decoding.
 EVAL_OPTIONS = (
-    "model", "tokenizer", "chat_template", "tool_format", "device", "dtype", "num_threads",
+    "model",
+    "tokenizer",
+    "chat_template",
+    "tool_format",
+    "device",
+    "dtype",
+    "num_threads",
     "seed",
-    "data_path", "data_split", "prompt_column", "answer_column", "tools_column",
-    "require_gt", "filter_mode", "inject_answer_instruction", "tool_subset",
-    "time_mode", "augment_calculator_alias",
-    "max_turns", "max_context_len", "max_gen_len", "top_p", "top_k", "repetition_penalty",
-    "eval_samples", "eval_seed", "eval_temperature", "eval_generations", "eval_max_gen_len",
-    "agent", "agent_timeout",
-)  # fmt: skip
+    "data_path",
+    "data_split",
+    "prompt_column",
+    "answer_column",
+    "tools_column",
+    "require_gt",
+    "filter_mode",
+    "inject_answer_instruction",
+    "tool_subset",
+    "time_mode",
+    "augment_calculator_alias",
+    "max_turns",
+    "max_context_len",
+    "max_gen_len",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "eval_samples",
+    "eval_seed",
+    "eval_temperature",
+    "eval_generations",
+    "eval_max_gen_len",
+    "agent",
+    "agent_timeout",
+)
 
 
 def eval_config(args: argparse.Namespace) -> Any:

@@ -50,8 +50,7 @@ class ColumnMap:
         )
 
     def check(self, columns: list[str], source: str) -> None:
-        for kind, name in (("prompt", self.prompt), ("answer", self.answer),
-                           ("tools", self.tools)):  # fmt: skip
+        for kind, name in (("prompt", self.prompt), ("answer", self.answer), ("tools", self.tools)):
             if name and name not in columns:
                 raise DatasetFileError(
                     f"{source}: no column {name!r} for --{kind}_column; columns: "
@@ -84,8 +83,9 @@ def _load(path: Path, split: str) -> Any:
         raise DatasetFileError(
             f"{path}: reading parquet/arrow/dataset directories needs the datasets package"
         ) from None
-    if path.is_dir() and ((path / "dataset_info.json").is_file() or
-                          (path / "dataset_dict.json").is_file()):  # fmt: skip
+    if path.is_dir() and (
+        (path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()
+    ):
         loaded = datasets.load_from_disk(str(path))
         if isinstance(loaded, datasets.DatasetDict):
             if split not in loaded:

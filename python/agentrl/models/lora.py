@@ -129,8 +129,13 @@ def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modul
     try:
         wrapped = peft.get_peft_model(model, config)
     except ValueError as exc:
-        names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
-                        if isinstance(m, torch.nn.Linear)})  # fmt: skip
+        names = sorted(
+            {
+                n.rsplit(".", 1)[-1]
+                for n, m in model.named_modules()
+                if isinstance(m, torch.nn.Linear)
+            }
+        )
         layers = ", ".join(names)
         raise UsageError(
             f"lora_target_modules: {exc} (linear layers of this model: {layers})"

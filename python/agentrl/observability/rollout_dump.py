@@ -258,8 +258,11 @@ def dump_files(run_dir: str | os.PathLike[str]) -> list[Path]:
     folder = Path(run_dir) / DUMP_DIR
     if not folder.is_dir():
         return []
-    found = [(m.group(1), int(m.group(2)), p) for p in folder.iterdir()
-             if (m := _STEP_FILE.match(p.name))]  # fmt: skip
+    found = [
+        (m.group(1), int(m.group(2)), p)
+        for p in folder.iterdir()
+        if (m := _STEP_FILE.match(p.name))
+    ]
     return [p for _, _, p in sorted(found, key=lambda item: (item[0] != "step", item[1]))]
 
 

@@ -107,14 +107,21 @@ def sample_table(records: Sequence[Mapping[str, Any]], rows: int = TABLE_ROWS) -
     """The table rows for a dump: the first ``rows`` episodes, completion text shortened."""
     table = []
     for record in records[:rows]:
-        turns = [m.get("content", "") for m in record.get("messages", [])
-                 if m.get("role") == "assistant"]  # fmt: skip
+        turns = [
+            m.get("content", "") for m in record.get("messages", []) if m.get("role") == "assistant"
+        ]
         completion = "\n".join(str(t) for t in turns)[:_TEXT_CHARS]
-        table.append([
-            record.get("step"), record.get("group"), _rounded(record.get("reward")),
-            _rounded(record.get("advantage")), record.get("finish_reason"),
-            len(record.get("tool_calls", [])), completion,
-        ])  # fmt: skip
+        table.append(
+            [
+                record.get("step"),
+                record.get("group"),
+                _rounded(record.get("reward")),
+                _rounded(record.get("advantage")),
+                record.get("finish_reason"),
+                len(record.get("tool_calls", [])),
+                completion,
+            ]
+        )
     return table
 
 

@@ -38,8 +38,7 @@ def placement_for(config: TrainConfig, ctx: DistContext | None = None) -> Placem
     ``ctx`` is given) and takes the layout ``config.multi_gpu_mode`` names."""
     sharded = bool(config.fsdp)
     if ctx is None and launched_by_torchrun(one_rank_too=sharded):
-        ctx = init_distributed(config.dist_backend, config.dist_timeout_sec,
-                               one_rank_too=sharded)  # fmt: skip
+        ctx = init_distributed(config.dist_backend, config.dist_timeout_sec, one_rank_too=sharded)
     if config.fsdp and config.multi_gpu_mode != "ddp":
         raise ValueError("fsdp=1 shards the data-parallel layout: use multi_gpu_mode ddp")
     if config.fsdp and ctx is None:

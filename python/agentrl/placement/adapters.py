@@ -71,8 +71,9 @@ class LoraAdapter:
         policy = apply_lora(models.policy, self.settings)
         policy.train()
         forward = torch.compile(policy) if config.use_compile else policy
-        return dataclasses.replace(models, policy=policy, forward=forward,
-                                   reference=ReferenceView(policy))  # fmt: skip
+        return dataclasses.replace(
+            models, policy=policy, forward=forward, reference=ReferenceView(policy)
+        )
 
     def checkpointed(self, policy: torch.nn.Module) -> torch.nn.Module:
         return AdapterCheckpointView(policy)

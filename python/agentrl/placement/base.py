@@ -68,10 +68,10 @@ class RolloutSetup:
             from agentrl.agents.source import agent_source
 
             cfg = self.config
-            return agent_source(self.agent, engine, self.prompts, self.episode, cfg, seed=seed,
-                                log=self.log)
-        return local_source(engine, self.prompts, self.tools, self.episode, self.config,
-                            seed=seed)  # fmt: skip
+            return agent_source(
+                self.agent, engine, self.prompts, self.episode, cfg, seed=seed, log=self.log
+            )
+        return local_source(engine, self.prompts, self.tools, self.episode, self.config, seed=seed)
 
 
 class Placement(Protocol):
@@ -176,8 +176,10 @@ class SingleProcess:
 
     def check(self, config: TrainConfig) -> None:
         if config.fsdp:
-            raise ValueError("fsdp=1 shards over the ranks of a torchrun launch "
-                             "(torchrun --nproc_per_node=N ..., N >= 1)")  # fmt: skip
+            raise ValueError(
+                "fsdp=1 shards over the ranks of a torchrun launch "
+                "(torchrun --nproc_per_node=N ..., N >= 1)"
+            )
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:

@@ -200,8 +200,9 @@ class DataParallel(OnRanks):
         report = outcome.report
         if report is None or not report.stepped:
             return
-        (mean,) = self.ctx.mean([outcome.metrics.get("reward/mean", 0.0)],
-                                what="average the reward")  # fmt: skip
+        (mean,) = self.ctx.mean(
+            [outcome.metrics.get("reward/mean", 0.0)], what="average the reward"
+        )
         baseline = update_reward_baseline(before, mean, decay, report.opt_step)
         outcome.reward_baseline = baseline
         outcome.metrics["reward/baseline"] = baseline

@@ -74,8 +74,9 @@ def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
     spec = Path(models.spec)
     if (spec / "config.json").is_file():
         return spec
-    return export_policy(models.rollout, models.tokenizer, config.run_dir / "rollout_start",
-                         fmt="hf")  # fmt: skip
+    return export_policy(
+        models.rollout, models.tokenizer, config.run_dir / "rollout_start", fmt="hf"
+    )
 
 
 __all__ = ["rollout_engine", "torch_engine_options", "vllm_start_dir"]

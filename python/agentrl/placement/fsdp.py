@@ -192,8 +192,10 @@ class FullyShardedDataParallel(DataParallel):
     def check(self, config: TrainConfig) -> None:
         super().check(config)
         if config.lora_rank > 0:
-            raise ValueError("fsdp=1 shards every weight; LoRA (lora_rank > 0) trains a few: "
-                             "use multi_gpu_mode ddp without fsdp for LoRA")  # fmt: skip
+            raise ValueError(
+                "fsdp=1 shards every weight; LoRA (lora_rank > 0) trains a few: "
+                "use multi_gpu_mode ddp without fsdp for LoRA"
+            )
         if config.use_compile:
             raise ValueError("fsdp=1 with use_compile=1 is not supported: set use_compile 0")
 

@@ -42,8 +42,16 @@ from agentrl.trajectory import PolicyVersion, RolloutGroup
 # Longest single wait of one fetch round: rank 0 gets control back at least this often.
 FETCH_ROUND_S = 10.0
 # Rollout-rank statistics forwarded to rank 0 with every fetch.
-FORWARDED_STATS = ("queued", "queue_capacity", "produced", "stale_drop", "errors",
-                   "last_rollout_time", "avg_tokens_per_traj", "workers_alive")  # fmt: skip
+FORWARDED_STATS = (
+    "queued",
+    "queue_capacity",
+    "produced",
+    "stale_drop",
+    "errors",
+    "last_rollout_time",
+    "avg_tokens_per_traj",
+    "workers_alive",
+)
 
 Log = Callable[[str], None]
 
@@ -72,8 +80,9 @@ def weight_manifest(state: Mapping[str, torch.Tensor]) -> list[WeightSpec]:
     return out
 
 
-def send_weights(ctx: DistContext, state: Mapping[str, torch.Tensor],
-                 manifest: list[WeightSpec]) -> None:  # fmt: skip
+def send_weights(
+    ctx: DistContext, state: Mapping[str, torch.Tensor], manifest: list[WeightSpec]
+) -> None:
     tensors = [state[s.name].detach() for s in manifest if s.alias_of is None]
     ctx.broadcast_tensors([t.contiguous() for t in tensors], src=0, what="send policy weights")
 
@@ -85,11 +94,15 @@ def receive_weights(
     for s in manifest:
         buf = cache.get(s.name)
         dtype = getattr(torch, s.dtype)
-        if s.alias_of is None and (buf is None or tuple(buf.shape) != s.shape
-                                   or buf.dtype != dtype):  # fmt: skip
+        if s.alias_of is None and (
+            buf is None or tuple(buf.shape) != s.shape or buf.dtype != dtype
+        ):
             cache[s.name] = torch.empty(s.shape, dtype=dtype, device=ctx.comm_device)
-    ctx.broadcast_tensors([cache[s.name] for s in manifest if s.alias_of is None], src=0,
-                          what="receive policy weights")  # fmt: skip
+    ctx.broadcast_tensors(
+        [cache[s.name] for s in manifest if s.alias_of is None],
+        src=0,
+        what="receive policy weights",
+    )
     return {s.name: cache[s.alias_of or s.name] for s in manifest}
 
 
@@ -125,8 +138,13 @@ class GatheredSource:
         self.log = log
         self.producers = ctx.world_size - 1
         self.pending: deque[RolloutGroup] = deque()
-        self.counters = {"stale_drop": 0.0, "fetch_rounds": 0.0, "gathered": 0.0,
-                         "last_train_wait": 0.0, "syncs": 0.0}  # fmt: skip
+        self.counters = {
+            "stale_drop": 0.0,
+            "fetch_rounds": 0.0,
+            "gathered": 0.0,
+            "last_train_wait": 0.0,
+            "syncs": 0.0,
+        }
         self.remote: list[dict[str, float]] = []
         self.stopped = False
 
@@ -289,8 +307,11 @@ class RolloutWorker:
             return True
         if kind == "fetch":
             _, per_rank, wait_s = command
-            groups = self.rollout.get_batch(int(per_rank), timeout=float(wait_s)) if (
-                self.started) else []  # fmt: skip
+            groups = (
+                self.rollout.get_batch(int(per_rank), timeout=float(wait_s))
+                if (self.started)
+                else []
+            )
             stats = self.rollout.snapshot_stats()
             payload = (groups, {k: float(stats[k]) for k in FORWARDED_STATS if k in stats})
             self.ctx.gather_objects(payload, dst=0, what="send rollout groups")

@@ -136,8 +136,11 @@ class DistContext:
         self, metrics: Mapping[str, Any], what: str = "metrics"
     ) -> dict[str, float]:
         """Every numeric metric averaged over the ranks that reported it (keys may differ)."""
-        local = {k: float(v) for k, v in metrics.items()
-                 if isinstance(v, int | float) and math.isfinite(float(v))}  # fmt: skip
+        local = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and math.isfinite(float(v))
+        }
         gathered = self.all_gather_objects(local, what)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}

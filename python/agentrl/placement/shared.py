@@ -56,8 +56,7 @@ def prompts_config(config: TrainConfig, rank: int) -> TrainConfig:
     if rank == 0 or config.data_path:
         return config
     generated = config.run_dir / "data" / "train_prompts.jsonl"
-    return dataclasses.replace(config, data_path=str(generated), eval_ratio=0.0,
-                               eval_data_path="")  # fmt: skip
+    return dataclasses.replace(config, data_path=str(generated), eval_ratio=0.0, eval_data_path="")
 
 
 __all__ = ["PREPARE_TIMEOUT_S", "OnRanks", "prompts_config", "rank_0_first"]

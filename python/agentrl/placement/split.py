@@ -44,8 +44,9 @@ def split_version_gap(config: TrainConfig) -> int:
     rollout ranks lag more than an in-process worker does, so the bound is wider."""
     if config.max_version_gap >= 0:
         return int(config.max_version_gap)
-    return max(int(config.max_head_offpolicyness),
-               min(max(2, int(config.policy_sync_interval) * 2), 4))  # fmt: skip
+    return max(
+        int(config.max_head_offpolicyness), min(max(2, int(config.policy_sync_interval) * 2), 4)
+    )
 
 
 class TrainerRolloutSplit(OnRanks, SingleProcess):
@@ -68,8 +69,10 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         if config.rollout_engine != "torch":
             raise UsageError("trainer_rollout rolls out with the torch engine on ranks 1..N-1")
         if config.agent:
-            raise UsageError("--agent plays its episodes in the training process: use "
-                             "multi_gpu_mode ddp (or one process), not trainer_rollout")
+            raise UsageError(
+                "--agent plays its episodes in the training process: use "
+                "multi_gpu_mode ddp (or one process), not trainer_rollout"
+            )
 
     @contextlib.contextmanager
     def preparing(self) -> Iterator[None]:
@@ -103,12 +106,19 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
 
         ctx.barrier(WAIT_FOR_RANK_0, PREPARE_TIMEOUT_S)
         cfg = prompts_config(config, ctx.rank)
-        device = ctx.device if ctx.device.type == "cuda" else resolve_device(
-            None if cfg.device == "auto" else cfg.device)  # fmt: skip
-        model, tokenizer = load_policy(model_spec(cfg), "float32", device,
-                                       tokenizer=cfg.tokenizer or None,
-                                       chat_template=cfg.chat_template,
-                                       tool_format=cfg.tool_format)  # fmt: skip
+        device = (
+            ctx.device
+            if ctx.device.type == "cuda"
+            else resolve_device(None if cfg.device == "auto" else cfg.device)
+        )
+        model, tokenizer = load_policy(
+            model_spec(cfg),
+            "float32",
+            device,
+            tokenizer=cfg.tokenizer or None,
+            chat_template=cfg.chat_template,
+            tool_format=cfg.tool_format,
+        )
         model = frozen_copy(model)
         if hasattr(model, "config"):
             model.config.use_cache = True

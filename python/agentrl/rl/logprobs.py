@@ -145,8 +145,13 @@ class _LogitsLogps(torch.autograd.Function):
         grad_logps = grad_logps.float()
         for start in range(0, logits.size(0), ctx.chunk):
             end = min(start + ctx.chunk, logits.size(0))
-            grad = _slice_grad(logits[start:end], targets[start:end], lse[start:end],
-                               grad_logps[start:end], ctx.temperature)  # fmt: skip
+            grad = _slice_grad(
+                logits[start:end],
+                targets[start:end],
+                lse[start:end],
+                grad_logps[start:end],
+                ctx.temperature,
+            )
             grad_logits[start:end] = grad.to(logits.dtype)
         return grad_logits, None, None, None, None
 
@@ -178,8 +183,7 @@ class _LinearLogps(torch.autograd.Function):
             for start in range(0, n, chunk):
                 end = min(start + chunk, n)
                 raw = F.linear(hidden[start:end], weight)
-                picked, norm, ent = _slice_stats(raw, targets[start:end], temperature,
-                                                 with_entropy)  # fmt: skip
+                picked, norm, ent = _slice_stats(raw, targets[start:end], temperature, with_entropy)
                 logps[start:end], lse[start:end] = picked, norm
                 if ent is not None:
                     entropy[start:end] = ent
@@ -200,14 +204,21 @@ class _LinearLogps(torch.autograd.Function):
             end = min(start + ctx.chunk, hidden.size(0))
             piece = hidden[start:end]
             raw = F.linear(piece, weight)
-            grad = _slice_grad(raw, targets[start:end], lse[start:end],
-                               grad_logps[start:end], ctx.temperature).to(raw.dtype)  # fmt: skip
+            grad = _slice_grad(
+                raw, targets[start:end], lse[start:end], grad_logps[start:end], ctx.temperature
+            ).to(raw.dtype)
             if grad_hidden is not None:
                 grad_hidden[start:end] = torch.matmul(grad, weight.to(grad.dtype)).to(hidden.dtype)
             if want_weight:
                 grad_weight += torch.matmul(grad.t(), piece.to(grad.dtype)).float()
-        return (grad_hidden, grad_weight.to(weight.dtype) if want_weight else None,
-                None, None, None, None)  # fmt: skip
+        return (
+            grad_hidden,
+            grad_weight.to(weight.dtype) if want_weight else None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def _checked_targets(targets: torch.Tensor, vocab: int) -> torch.Tensor:

@@ -167,8 +167,9 @@ def master_weights(params: Sequence[torch.nn.Parameter]) -> list[torch.Tensor] |
     None when every weight is already float32."""
     if all(p.dtype == torch.float32 for p in params):
         return None
-    return [p if p.dtype == torch.float32 else p.detach().float().requires_grad_(True)
-            for p in params]  # fmt: skip
+    return [
+        p if p.dtype == torch.float32 else p.detach().float().requires_grad_(True) for p in params
+    ]
 
 
 def _grads_finite(params: Sequence[torch.nn.Parameter]) -> bool:
@@ -284,21 +285,22 @@ class Optimization:
         stepped, norm = self._clip_and_step()
         if not stepped:
             logger.warning("optimizer step skipped: non-finite accumulated gradient")
-            return StepReport(False, "non-finite gradient norm", norm, self._loss, self.opt_step,
-                              self.lr)  # fmt: skip
+            return StepReport(
+                False, "non-finite gradient norm", norm, self._loss, self.opt_step, self.lr
+            )
         self.opt_step += 1
         return StepReport(True, None, norm, self._loss, self.opt_step, self.lr)
 
     def _clip_and_step(self) -> tuple[bool, float]:
         """`clip_and_step` on the weights, or on the float32 masters and back."""
         if self.masters is None:
-            return clip_and_step(self.params, self.optimizer, self.scheduler,
-                                 self.config.grad_clip)  # fmt: skip
+            return clip_and_step(self.params, self.optimizer, self.scheduler, self.config.grad_clip)
         for p, master in zip(self.params, self.masters, strict=True):
             grad, p.grad = p.grad, None
             master.grad = None if grad is None else grad.float()
-        stepped, norm = clip_and_step(self.masters, self.optimizer, self.scheduler,
-                                      self.config.grad_clip)  # fmt: skip
+        stepped, norm = clip_and_step(
+            self.masters, self.optimizer, self.scheduler, self.config.grad_clip
+        )
         if stepped:
             with torch.no_grad():
                 for p, master in zip(self.params, self.masters, strict=True):

@@ -168,13 +168,18 @@ def filled_layers(
         if any(not layer.is_initialized for layer in cache.layers):
             return None
         own = length - prefix_length(cache)
-        layers = [(layer.keys[pick, ..., :own, :], layer.values[pick, ..., :own, :])
-                  for layer in cache.layers]  # fmt: skip
+        layers = [
+            (layer.keys[pick, ..., :own, :], layer.values[pick, ..., :own, :])
+            for layer in cache.layers
+        ]
         if not isinstance(cache, SharedPrefixCache):
             return layers
-        return [(_behind(keys, own_keys), _behind(values, own_values))
-                for (keys, values), (own_keys, own_values)
-                in zip(cache.shared_prefix, layers, strict=True)]  # fmt: skip
+        return [
+            (_behind(keys, own_keys), _behind(values, own_values))
+            for (keys, values), (own_keys, own_values) in zip(
+                cache.shared_prefix, layers, strict=True
+            )
+        ]
     if not is_plain(cache) or any(layer.keys is None for layer in cache.layers):
         return None
     return [(layer.keys[pick], layer.values[pick]) for layer in cache.layers]
@@ -198,16 +203,21 @@ def as_fixed(cache: Any, length: int, room: int, shared: int = 0) -> Any | None:
     if isinstance(cache, SharedPrefixCache):
         prefix = cache.shared_prefix
         shared = cache.prefix_length
-        rows = [(layer.keys[..., : length - shared, :], layer.values[..., : length - shared, :])
-                for layer in cache.layers]  # fmt: skip
+        rows = [
+            (layer.keys[..., : length - shared, :], layer.values[..., : length - shared, :])
+            for layer in cache.layers
+        ]
     else:
         layers = filled_layers(cache, length)
         if layers is None:
             return None
-        prefix = [(keys[0, :, :shared].contiguous(), values[0, :, :shared].contiguous())
-                  for keys, values in layers]  # fmt: skip
-        rows = [(keys[..., shared:length, :], values[..., shared:length, :])
-                for keys, values in layers]  # fmt: skip
+        prefix = [
+            (keys[0, :, :shared].contiguous(), values[0, :, :shared].contiguous())
+            for keys, values in layers
+        ]
+        rows = [
+            (keys[..., shared:length, :], values[..., shared:length, :]) for keys, values in layers
+        ]
     own = length - shared
     fixed_layers = [StaticLayer(max_cache_len=own + max(1, room)) for _ in rows]
     for layer, (keys, values) in zip(fixed_layers, rows, strict=True):

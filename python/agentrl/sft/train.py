@@ -351,24 +351,31 @@ def train_sft(
         if run.step % cfg.log_interval == 0 or run.step == cfg.steps:
             now = time.perf_counter()
             record = {
-                "step": run.step, "loss": sum(window) / len(window),
-                "lr": run.opt.param_groups[0]["lr"], "grad_norm": grad_norm,
+                "step": run.step,
+                "loss": sum(window) / len(window),
+                "lr": run.opt.param_groups[0]["lr"],
+                "grad_norm": grad_norm,
                 "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
-                "elapsed_s": now - start, "epoch": run.stream.epoch,
-            }  # fmt: skip
+                "elapsed_s": now - start,
+                "epoch": run.stream.epoch,
+            }
             metrics.write(record)
             if bar is not None:
-                bar.set_postfix(loss=f"{record['loss']:.3f}",
-                                tok_s=f"{record['tokens_per_s']:.0f}",
-                                lr=f"{record['lr']:.1e}")  # fmt: skip
+                bar.set_postfix(
+                    loss=f"{record['loss']:.3f}",
+                    tok_s=f"{record['tokens_per_s']:.0f}",
+                    lr=f"{record['lr']:.1e}",
+                )
             window, window_tokens, window_start = [], 0, now
         if bar is not None:
             bar.update(1)
         if run.due(cfg.eval_interval) and periodic:
             scores = run.evaluate(periodic)
             metrics.write({"step": run.step, **scores})
-            log(f"step {run.step}: exact match {scores['eval/exact_match']:.3f} "
-                f"on {len(periodic)} tasks")  # fmt: skip
+            log(
+                f"step {run.step}: exact match {scores['eval/exact_match']:.3f} "
+                f"on {len(periodic)} tasks"
+            )
         if run.due(cfg.save_interval):
             run.save()
         if run.out_of_time():

@@ -328,13 +328,15 @@ def load_sharded_checkpoint(
     pending = int(rest.get("pending", 0)) > 0
     target = _sharded_state(model, optimizer, False)
     if pending:
-        target["grads"] = {n: torch.zeros_like(p) for n, p in model.named_parameters()
-                           if p.requires_grad}  # fmt: skip
+        target["grads"] = {
+            n: torch.zeros_like(p) for n, p in model.named_parameters() if p.requires_grad
+        }
     dcp.load(target, checkpoint_id=str(path / SHARDED_DIR))
     set_model_state_dict(model, target["model"])
     set_optimizer_state_dict(model, optimizer, target["optim"])
     for name, p in model.named_parameters():
         grad = target.get("grads", {}).get(name)
         p.grad = grad if pending and grad is not None else None
-    return Checkpoint(path=path, resume=ResumeState(**state["resume"]), optimization=rest,
-                      rng=state["rng"])  # fmt: skip
+    return Checkpoint(
+        path=path, resume=ResumeState(**state["resume"]), optimization=rest, rng=state["rng"]
+    )

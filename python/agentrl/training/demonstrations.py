@@ -49,8 +49,9 @@ def canonical_tool_call(name: str, arguments: Mapping[str, Any], style: str = "c
     writes for an assistant ``tool_calls`` entry (see :mod:`agentrl.chat`).
     """
     if style == "compact":
-        body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False,
-                          separators=(",", ":"))  # fmt: skip
+        body = json.dumps(
+            {"name": name, "arguments": dict(arguments)}, ensure_ascii=False, separators=(",", ":")
+        )
         return "<tool_call>" + body + "</tool_call>"
     if style == "template":
         args = json.dumps(dict(arguments), ensure_ascii=False)

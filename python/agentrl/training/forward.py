@@ -274,8 +274,13 @@ def _shared_hidden(
     suffix_attn = attention_mask.gather(1, take) * inside
     suffix_pos = absolute
     attn = torch.cat([prefix_attn[rows], suffix_attn], dim=1)
-    out = body(input_ids=suffix_ids, attention_mask=attn, position_ids=suffix_pos,
-               use_cache=True, **{cache_kwarg: cache})  # fmt: skip
+    out = body(
+        input_ids=suffix_ids,
+        attention_mask=attn,
+        position_ids=suffix_pos,
+        use_cache=True,
+        **{cache_kwarg: cache},
+    )
     hidden = out.last_hidden_state
     # Back to columns from ``start``: column c is row r's continuation column
     # c - (row_len[r] - start); before it lies the row's prompt, after it padding.
@@ -309,9 +314,13 @@ def masked_logps(
         with split.mode(), amp():
             hidden = _decoder_hidden(split.body, input_ids, attention_mask, prefixes)
             hidden = hidden[:, :-1][where]
-            logps, entropy = linear_token_logps(hidden, split.head.weight, targets,
-                                                temperature=temperature,
-                                                with_entropy=with_entropy)  # fmt: skip
+            logps, entropy = linear_token_logps(
+                hidden,
+                split.head.weight,
+                targets,
+                temperature=temperature,
+                with_entropy=with_entropy,
+            )
     else:
         kwargs, aux_scale = moe_kwargs(model)
         head = None if _is_compiled(model) else output_head(model)
@@ -321,8 +330,9 @@ def masked_logps(
         if calls[0] != 1:
             raise RuntimeError(f"the output layer ran {calls[0]} times in one forward")
         logits = out.logits if head is not None else out.logits[:, :-1][where]
-        logps, entropy = token_logps(logits, targets, temperature=temperature,
-                                     with_entropy=with_entropy)  # fmt: skip
+        logps, entropy = token_logps(
+            logits, targets, temperature=temperature, with_entropy=with_entropy
+        )
         aux = scaled_aux_loss(out, aux_scale)
     return ForwardOutput(_spread(logps, where), _spread(entropy, where), aux)
 

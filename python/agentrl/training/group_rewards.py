@@ -55,8 +55,12 @@ def calculate_rewards_and_advantages(
     mean, std = group_moments(values, ids)
     advantages = group_advantages(values, ids, epsilon=GROUP_STD_EPSILON)
     stats = torch.stack([values.mean(), values.std(unbiased=False), mean.mean(), std.mean()])
-    names = ("total_rewards_mean", "total_rewards_std", "grouped_rewards_mean",
-             "grouped_rewards_std")  # fmt: skip
+    names = (
+        "total_rewards_mean",
+        "total_rewards_std",
+        "grouped_rewards_mean",
+        "grouped_rewards_std",
+    )
     metrics = {**combined.metrics, **dict(zip(names, stats.tolist(), strict=True))}
     for key, value in metrics.items():
         if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:

@@ -96,8 +96,10 @@ def _cpu_threads(config: TrainConfig) -> int:
 
 def check_data_files(config: TrainConfig) -> None:
     """Fail now, in one line, when a prompt file the config names is not a readable file."""
-    for option, path in (("--data_path", config.data_path),
-                         ("--eval_data_path", config.eval_data_path)):  # fmt: skip
+    for option, path in (
+        ("--data_path", config.data_path),
+        ("--eval_data_path", config.eval_data_path),
+    ):
         if path:
             check_readable_file(path, option)
 
@@ -214,10 +216,14 @@ def load_models(
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
     if config.dtype == "auto":
         log(auto_dtype(device).describe())
-    policy, tokenizer = load_policy(spec, weight_dtype(config, device), device,
-                                    tokenizer=config.tokenizer or None,
-                                    chat_template=config.chat_template,
-                                    tool_format=config.tool_format)  # fmt: skip
+    policy, tokenizer = load_policy(
+        spec,
+        weight_dtype(config, device),
+        device,
+        tokenizer=config.tokenizer or None,
+        chat_template=config.chat_template,
+        tool_format=config.tool_format,
+    )
     policy.train()
     policy.requires_grad_(True)
     if hasattr(policy, "config"):
@@ -228,8 +234,17 @@ def load_models(
     if config.gradient_checkpointing:
         enable_gradient_checkpointing(policy)
     forward = torch.compile(policy) if config.use_compile else policy
-    return Models(policy, forward, reference, rollout, tokenizer, device,  # type: ignore[arg-type]
-                  autocast_factory(device, config.dtype), spec, warm_seconds)  # fmt: skip
+    return Models(
+        policy,
+        forward,
+        reference,
+        rollout,
+        tokenizer,
+        device,  # type: ignore[arg-type]
+        autocast_factory(device, config.dtype),
+        spec,
+        warm_seconds,
+    )
 
 
 def kl_off(config: TrainConfig) -> bool:

@@ -174,9 +174,16 @@ def local_source(
     """Rollout in this process: inline when ``async_workers`` is 0, else background threads."""
     version = PolicyVersion(0)
     if config.async_workers == 0:
-        return InlineSource(engine, prompts, tools, episode,
-                            num_generations=config.num_generations,
-                            batch_size=config.batch_size, seed=seed, version=version)  # fmt: skip
+        return InlineSource(
+            engine,
+            prompts,
+            tools,
+            episode,
+            num_generations=config.num_generations,
+            batch_size=config.batch_size,
+            seed=seed,
+            version=version,
+        )
     rollout = AsyncRollout(
         engine,
         prompts,

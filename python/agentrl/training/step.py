@@ -176,9 +176,18 @@ def update_plan(
 def select_rows(batch: PackedBatch, rows: torch.Tensor) -> PackedBatch:
     """The batch restricted to ``rows``: its row tensors and trajectories (groups stay whole,
     so ``group_ids`` keep pointing at them)."""
-    tensors = ("input_ids", "attention_mask", "response_mask", "loss_mask", "behavior_logps",
-               "token_versions", "token_turns", "seq_lens", "group_ids",
-               "row_versions")  # fmt: skip
+    tensors = (
+        "input_ids",
+        "attention_mask",
+        "response_mask",
+        "loss_mask",
+        "behavior_logps",
+        "token_versions",
+        "token_turns",
+        "seq_lens",
+        "group_ids",
+        "row_versions",
+    )
     picked = {name: getattr(batch, name)[rows] for name in tensors}
     trajectories = [batch.trajectories[i] for i in rows.tolist()]
     return replace(batch, trajectories=trajectories, **picked)
@@ -306,17 +315,30 @@ def _policy_pass(
         tau = settings.logprob_temperature
         # rows_host lives on the CPU: reading it is no device sync.
         prefixes = prefix_plan(batch, rows_host.numpy().tolist(), settings.max_total_len)
-        out = masked_logps(models.forward, ids, attn, rows_mask, with_entropy=True,
-                           autocast=models.autocast, temperature=tau,
-                           prefixes=prefixes)  # fmt: skip
+        out = masked_logps(
+            models.forward,
+            ids,
+            attn,
+            rows_mask,
+            with_entropy=True,
+            autocast=models.autocast,
+            temperature=tau,
+            prefixes=prefixes,
+        )
         if keep is not None:
             keep(rows, out.logps, out.entropy)
         ref = None
         if models.reference is not models.policy:  # the policy stands in when KL is off
             with torch.no_grad():
-                ref = masked_logps(models.reference, ids, attn, rows_mask,
-                                   autocast=models.autocast, temperature=tau,
-                                   prefixes=prefixes)  # fmt: skip
+                ref = masked_logps(
+                    models.reference,
+                    ids,
+                    attn,
+                    rows_mask,
+                    autocast=models.autocast,
+                    temperature=tau,
+                    prefixes=prefixes,
+                )
         result = policy_loss(
             out.logps,
             batch.behavior_logps[rows, : width - 1],
@@ -348,9 +370,12 @@ def _policy_pass(
 
 
 def _bc_pass(
-    batch: PackedBatch, settings: StepSettings, models: Models, optimization: Optimization,
+    batch: PackedBatch,
+    settings: StepSettings,
+    models: Models,
+    optimization: Optimization,
     step: int,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """The behaviour-cloning auxiliary loss on this batch's prompts (one row per group)."""
     firsts = [g.trajectories[0] for g in batch.groups]
     tok = models.tokenizer
@@ -463,8 +488,17 @@ def train_on_groups(
     if turn_advantages is not None:  # an episode's mean over its turns, for the dumps
         counts = turns.mask.sum(1).clamp(min=1)
         episode_advantages = (turn_advantages * turns.mask).sum(1).detach() / counts
-    return StepOutcome(metrics, report, scores, batch, reward_baseline, episode_advantages,
-                       current_version, turn_advantages, tokens)  # fmt: skip
+    return StepOutcome(
+        metrics,
+        report,
+        scores,
+        batch,
+        reward_baseline,
+        episode_advantages,
+        current_version,
+        turn_advantages,
+        tokens,
+    )
 
 
 def turn_rewards(scores: Scores, batch: PackedBatch, device: torch.device) -> TurnRewards:

@@ -141,11 +141,16 @@ def correction_for(
     if not config.use_decoupled_ppo:
         return no_correction(behavior_logps, mask)
     return behaviour_correction(
-        behavior_logps, logps, mask, token_versions=token_versions,
-        current_version=current_version, method=config.prox_logp_method,
-        weight_cap=config.behav_imp_weight_cap, m2_threshold=config.m2_threshold,
+        behavior_logps,
+        logps,
+        mask,
+        token_versions=token_versions,
+        current_version=current_version,
+        method=config.prox_logp_method,
+        weight_cap=config.behav_imp_weight_cap,
+        m2_threshold=config.m2_threshold,
         log_ratio_clip=config.log_ratio_clip,
-    )  # fmt: skip
+    )
 
 
 def policy_loss(
@@ -170,8 +175,9 @@ def policy_loss(
     token, detached) is only reported.
     """
     objective = objective_for_level(config.importance_sampling_level)
-    fix = correction_for(config, logps, behavior_logps, mask.float(), token_versions,
-                         current_version)  # fmt: skip
+    fix = correction_for(
+        config, logps, behavior_logps, mask.float(), token_versions, current_version
+    )
     out = objective(logps, fix.anchor_logps, advantages, fix.mask, config.clip)
     per_token = fix.weights * out.per_token_loss
     if ref_logps is not None:
@@ -189,8 +195,17 @@ def policy_loss(
         global_tokens=global_tokens,
     )
     clip = config.clip
-    metrics = policy_metrics(logps, finite_logps(behavior_logps), out.ratio, advantages,
-                             fix.mask, kl, saturated, clip.low, clip.high)  # fmt: skip
+    metrics = policy_metrics(
+        logps,
+        finite_logps(behavior_logps),
+        out.ratio,
+        advantages,
+        fix.mask,
+        kl,
+        saturated,
+        clip.low,
+        clip.high,
+    )
     metrics.update(fix.stats)
     metrics["loss/policy"] = loss.detach()
     metrics.update(masked_stats(out.ratio, fix.mask, "policy/ratio"))

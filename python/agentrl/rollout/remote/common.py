@@ -173,8 +173,10 @@ class LiveRowsEngine(BatchEngine):
             )
             made = dict(zip(live, outs, strict=True))
         self._calls += 1
-        return [made[i] if i in made else empty_generation(version, len(row))
-                for i, row in enumerate(rows)]  # fmt: skip
+        return [
+            made[i] if i in made else empty_generation(version, len(row))
+            for i, row in enumerate(rows)
+        ]
 
 
 __all__ = [

@@ -40,9 +40,17 @@ class ServerEngine(LiveRowsEngine):
     SERVER_NAME = "rollout server"
     LAUNCH_HINT = ""
     # Counters every server engine keeps; a subclass adds its own after these.
-    COMMON_STATS = ("sequences", "generate_calls", "http_requests", "generated_tokens",
-                    "prompt_tokens", "nonfinite_logps", "weight_updates",
-                    "weight_updates_skipped", "weight_bytes_sent")  # fmt: skip
+    COMMON_STATS = (
+        "sequences",
+        "generate_calls",
+        "http_requests",
+        "generated_tokens",
+        "prompt_tokens",
+        "nonfinite_logps",
+        "weight_updates",
+        "weight_updates_skipped",
+        "weight_bytes_sent",
+    )
 
     client: JsonHttpClient
     group_factory: GroupFactory

@@ -219,8 +219,9 @@ class SGLangEngine(ServerEngine):
             "group_name": name,
             "backend": self.weight_sync,
         }
-        answer = self.client.post_json("/init_weights_update_group", payload, attempts=1,
-                                       timeout_s=self.weight_sync_timeout_s)  # fmt: skip
+        answer = self.client.post_json(
+            "/init_weights_update_group", payload, attempts=1, timeout_s=self.weight_sync_timeout_s
+        )
         require_success(answer, "/init_weights_update_group")
 
     def _update_request(self, specs: TensorSpecs, version: int) -> None:
@@ -232,8 +233,12 @@ class SGLangEngine(ServerEngine):
             "flush_cache": True,
             "weight_version": str(version),
         }
-        answer = self.client.post_json("/update_weights_from_distributed", payload, attempts=1,
-                                       timeout_s=self.weight_sync_timeout_s)  # fmt: skip
+        answer = self.client.post_json(
+            "/update_weights_from_distributed",
+            payload,
+            attempts=1,
+            timeout_s=self.weight_sync_timeout_s,
+        )
         require_success(answer, "/update_weights_from_distributed")
 
     def close(self) -> None:
@@ -245,8 +250,9 @@ class SGLangEngine(ServerEngine):
             return
         self.group_name = None
         try:
-            answer = self.client.post_json("/destroy_weights_update_group", {"group_name": name},
-                                           attempts=1, timeout_s=30.0)  # fmt: skip
+            answer = self.client.post_json(
+                "/destroy_weights_update_group", {"group_name": name}, attempts=1, timeout_s=30.0
+            )
             require_success(answer, "/destroy_weights_update_group")
         except RemoteEngineError:
             self.stats["group_destroy_failures"] += 1

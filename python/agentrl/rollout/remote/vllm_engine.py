@@ -56,9 +56,17 @@ def require_vllm() -> Any:
 _MODEL_PATHS = (
     ("llm_engine", "model_executor", "driver_worker", "worker", "model_runner", "model"),
     ("llm_engine", "model_executor", "driver_worker", "model_runner", "model"),
-    ("llm_engine", "engine_core", "engine_core", "model_executor", "driver_worker", "worker",
-     "model_runner", "model"),
-)  # fmt: skip
+    (
+        "llm_engine",
+        "engine_core",
+        "engine_core",
+        "model_executor",
+        "driver_worker",
+        "worker",
+        "model_runner",
+        "model",
+    ),
+)
 
 
 class VLLMEngine(LiveRowsEngine):

@@ -56,8 +56,9 @@ def _write_weights(
 
     # Independent contiguous CPU copies: safetensors refuses tensors that share storage
     # (tied embeddings), and GPU tensors must come to host memory anyway.
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()
-               if torch.is_tensor(v)}  # fmt: skip
+    tensors = {
+        k: v.detach().to("cpu").contiguous().clone() for k, v in state.items() if torch.is_tensor(v)
+    }
     save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
     if model_config is not None and hasattr(model_config, "save_pretrained"):
         model_config.save_pretrained(str(tmp))

@@ -1,0 +1,1 @@
+"""Stand-ins the tests run against: loopback rollout servers, written runs."""

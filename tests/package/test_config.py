@@ -1,0 +1,238 @@
+"""The trainer config: every compatible flag under its name and default, files, flags, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from agentrl.config import (
+    COMPAT_ONLY,
+    OPTION_NAMES,
+    TrainConfig,
+    add_config_arguments,
+    config_from_args,
+    read_toml,
+    resolve,
+)
+from agentrl.rewards import RewardConfig
+
+COMPAT_FLAGS = json.loads(
+    (Path(__file__).parents[1] / "data" / "compat_train_flags.json").read_text()
+)
+
+
+def _parse(argv: list[str]) -> TrainConfig:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    return config_from_args(parser.parse_args(argv))
+
+
+def test_every_compatible_flag_is_an_option_with_its_default():
+    flat = resolve(preset="compat").flat()
+    assert len(COMPAT_FLAGS) == 141
+    for name, default in COMPAT_FLAGS.items():
+        assert name in flat, name
+        if name != "device":  # "auto": CUDA when present, which is what the flag meant
+            assert flat[name] == default, name
+
+
+def test_every_compatible_flag_is_accepted_on_the_command_line():
+    argv = []
+    for name, default in COMPAT_FLAGS.items():
+        if name in ("use_reward_model", "device"):
+            continue
+        argv += [f"--{name}", str(default)]
+    config = _parse(["--preset", "compat", *argv])
+    flat = config.flat()
+    for name, default in COMPAT_FLAGS.items():
+        if name not in ("use_reward_model", "device"):
+            assert flat[name] == default, name
+
+
+def test_reward_options_land_in_the_reward_config():
+    config = _parse(["--reward_exact_match_weight", "5", "--format_enforce_mode", "hard"])
+    assert isinstance(config.reward, RewardConfig)
+    assert config.reward.reward_exact_match_weight == 5.0
+    assert config.reward.format_enforce_mode == "hard"
+    assert config.flat()["reward_scale"] == 3.0
+    assert "current_step" not in OPTION_NAMES
+
+
+def test_flags_override_the_file_which_overrides_the_preset(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'preset = "compat"\nbatch_size = 3\n[optim]\nlearning_rate = 1\n'
+        '[reward]\nreward_base = 0.5\n[loss]\nloss_reduction = "dapo"\n'
+    )
+    config = _parse(["--config", str(path), "--batch_size", "5", "--data", "x.jsonl"])
+    assert config.batch_size == 5
+    assert config.learning_rate == 1.0 and isinstance(config.learning_rate, float)
+    assert config.reward.reward_base == 0.5
+    assert config.loss_reduction == "dapo"
+    assert config.data_path == "x.jsonl"
+    assert config.save_dir == "../out"  # the compat preset, from the file
+
+
+def test_default_preset_is_the_built_in_cpu_run():
+    config = resolve()
+    assert config.model == "runs/tiny-sft" and config.data_path == ""
+    assert config.device == "cpu" and not config.use_wandb
+
+
+def test_resolved_config_round_trips_through_toml(tmp_path):
+    config = _parse(["--epsilon_high", "0.28", "--use_wandb", "false", "--top_k", "7"])
+    path = tmp_path / "resolved.toml"
+    path.write_text(config.to_toml())
+    again = resolve(preset="compat", config_file=path)
+    assert again == config
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"batch_size": 0}, "batch_size=0: expected at least 1"),
+        ({"loss_reduction": "mean"}, "loss_reduction='mean': expected one of token"),
+        ({"use_decoupled_ppo": 2}, "use_decoupled_ppo=2: expected true or false"),
+        ({"top_p": 0.0}, "top_p=0.0"),
+        ({"learning_rate": float("nan")}, "finite"),
+        ({"max_turns": 1.5}, "max_turns=1.5: expected an integer"),
+        ({"adam_beta2": 1.5}, "adam_beta2=1.5: expected a value in [0, 1]"),
+        ({"adam_epsilon": 0.0}, "adam_epsilon=0.0: expected a positive number"),
+        ({"dynamic_sampling_rounds": -1}, "dynamic_sampling_rounds=-1: expected 0 or more"),
+        ({"eval_generations": 0}, "eval_generations=0: expected at least 1"),
+        ({"beta_min": 0.5, "beta_max": 0.1}, "beta_min=0.5 is above beta_max=0.1"),
+        ({"use_reward_model": 1}, "use_reward_model=True"),
+        ({"learning_rat": 1e-3}, "did you mean 'learning_rate'"),
+        ({"reward_base": "x"}, "reward_base"),
+    ],
+)
+def test_bad_values_are_errors_that_name_the_option(values, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve(preset="compat", overrides=values)
+
+
+def test_toml_errors_name_the_file_and_place(tmp_path):
+    wrong_table = tmp_path / "a.toml"
+    wrong_table.write_text("[optim]\nepsilon = 0.1\n")
+    with pytest.raises(ValueError, match=r"a.toml: \[optim\] epsilon belongs in \[loss\]"):
+        read_toml(wrong_table)
+    unknown_table = tmp_path / "b.toml"
+    unknown_table.write_text("[model_stuff]\nx = 1\n")
+    with pytest.raises(ValueError, match=r"unknown table \[model_stuff\]"):
+        read_toml(unknown_table)
+    broken = tmp_path / "c.toml"
+    broken.write_text("batch_size = = 2\n")
+    with pytest.raises(ValueError, match=r"c\.toml: invalid TOML"):
+        read_toml(broken)
+    with pytest.raises(ValueError, match="cannot read"):
+        read_toml(tmp_path / "missing.toml")
+
+
+def test_unknown_preset_is_an_error():
+    with pytest.raises(ValueError, match="unknown preset 'huge'"):
+        resolve(preset="huge")
+
+
+def test_derived_staleness_bound_and_queue_follow_the_compatible_rule():
+    config = resolve(preset="compat")
+    assert config.effective_max_version_gap == 1  # max_head_offpolicyness
+    assert config.effective_max_queue_groups == 2 * config.batch_size
+    assert config.replace(max_version_gap=3).effective_max_queue_groups == 4 * config.batch_size
+
+
+@pytest.mark.parametrize("name", sorted(COMPAT_ONLY))
+def test_compat_only_options_accept_their_default_and_reject_the_rest(name):
+    default = getattr(resolve(preset="compat"), name)
+    assert getattr(resolve(preset="compat", overrides={name: default}), name) == default
+    if isinstance(default, bool):
+        other = not default
+    else:
+        other = default + 1 if isinstance(default, int) else default + "-other"
+    with pytest.raises(ValueError) as caught:
+        resolve(preset="compat", overrides={name: other})
+    message = str(caught.value)
+    assert f"{name}={other!r}" in message and COMPAT_ONLY[name] in message
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == name]
+    assert "compatibility only" in action.help and COMPAT_ONLY[name] in action.help
+
+
+def test_an_option_subset_adds_only_those_flags():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, ["model", "eval_samples", "reward_base"])
+    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    assert flags == {
+        "--help",
+        "--config",
+        "--preset",
+        "--model",
+        "--eval_samples",
+        "--eval_tasks",
+        "--reward_base",
+    }
+    with pytest.raises(ValueError, match="did you mean 'eval_samples'"):
+        add_config_arguments(argparse.ArgumentParser(), ["eval_sample"])
+
+
+def test_the_advantage_stage_reads_the_reward_baseline_settings():
+    """reward_scale / reward_ema_decay are reward settings (the scorer's list); the
+    advantage stage's own defaults, for library calls, equal them."""
+    from agentrl.rewards.config import RewardConfig
+    from agentrl.rl.advantages import AdvantageConfig
+
+    for name in ("reward_scale", "reward_ema_decay"):
+        assert getattr(AdvantageConfig(), name) == getattr(RewardConfig(), name)
+    config = resolve(overrides={"reward_scale": 2.5})
+    assert config.part(AdvantageConfig).reward_scale == 2.5
+
+
+def test_each_option_is_declared_once_by_one_component():
+    from agentrl.config import COMPONENTS
+    from agentrl.utils.options import option_fields
+
+    seen: dict[str, str] = {}
+    for component in COMPONENTS:
+        for f in option_fields(component):
+            assert f.name not in seen, f"{f.name}: {seen.get(f.name)} and {component.__name__}"
+            seen[f.name] = component.__name__
+    own = {f.name for f in fields(TrainConfig) if f.metadata.get("option")}
+    assert own == set(seen)
+
+
+def test_episode_and_sampling_defaults_are_the_rollout_options():
+    from agentrl.rollout.episodes import EpisodeConfig
+    from agentrl.rollout.options import RolloutConfig
+
+    episode, rollout = EpisodeConfig(), RolloutConfig()
+    assert (episode.max_turns, episode.max_new_tokens, episode.max_context_len) == (
+        rollout.max_turns,
+        rollout.max_gen_len,
+        rollout.max_context_len,
+    )
+    assert (episode.sampling.temperature, episode.sampling.top_p) == (
+        rollout.temperature,
+        rollout.top_p,
+    )
+
+
+def test_booleans_are_booleans_and_take_0_or_1():
+    config = resolve(overrides={"fsdp": 0, "progress": 1, "require_gt": False})
+    assert config.fsdp is False and config.progress is True and config.require_gt is False
+    flags = [f.name for f in fields(TrainConfig) if isinstance(f.default, int)]
+    ints_that_are_flags = [n for n in flags if not isinstance(getattr(config, n), bool)]
+    assert "fsdp" not in ints_that_are_flags
+
+
+def test_product_defaults_hold_no_reference_paths_and_compat_restores_them():
+    from agentrl.config import COMPAT_DEFAULTS
+
+    plain = TrainConfig()
+    assert plain.save_dir == "runs" and plain.data_path == "" and not plain.use_wandb
+    compat = resolve(preset="compat")
+    for name, value in COMPAT_DEFAULTS.items():
+        assert getattr(compat, name) == value
