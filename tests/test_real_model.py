@@ -1,0 +1,41 @@
+"""`make real-model`'s parts without the model: the ``real`` preset is options only (any
+--model), and the recipe finds its GGUF from the installed package or says how to get it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+
+import pytest
+from agentrl.config import resolve
+from agentrl.config.presets import PRESETS
+
+RECIPE = Path(__file__).resolve().parents[1] / "benches" / "real_model.py"
+
+
+def _recipe():
+    spec = importlib.util.spec_from_file_location("real_model", RECIPE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_real_preset_names_no_model_and_detects_the_dtype():
+    assert not PRESETS["real"]["model"]
+    cfg = resolve(preset="real", overrides={"model": "some/dir"})
+    assert (cfg.model, cfg.save_weight, cfg.dtype) == ("some/dir", "dir-rl", "auto")
+    assert cfg.max_context_len >= 1024 and cfg.num_mini_batches == 1
+    assert resolve(preset="tiny").dtype == "float32"
+
+
+def test_a_missing_model_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch):
+    recipe = _recipe()
+
+    def missing(name: str):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(SystemExit, match="make real-model"):
+        recipe.packaged_gguf()
