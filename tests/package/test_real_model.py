@@ -11,7 +11,7 @@ import pytest
 from agentrl.config import resolve
 from agentrl.config.presets import PRESETS
 
-RECIPE = Path(__file__).resolve().parents[1] / "benches" / "real_model.py"
+RECIPE = Path(__file__).resolve().parents[2] / "benches" / "real_model.py"
 
 
 def _recipe():
