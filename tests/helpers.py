@@ -247,7 +247,11 @@ def launch_torchrun(
     out.mkdir(parents=True, exist_ok=True)
     torchrun = Path(sys.executable).with_name("torchrun")
     cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(script), *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    # The script lives in a layer folder; its ranks import `helpers` from tests/.
+    path = os.pathsep.join(
+        p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
     began = time.monotonic()
     proc = subprocess.Popen(
         cmd,
