@@ -208,6 +208,11 @@ def _new_root(settings: dict, guarantees: dict) -> None:
     devices = [(d, os.open(d, os.O_PATH | os.O_CLOEXEC)) for d in _DEVICES if os.path.exists(d)]
     root = "/tmp"
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    # The private /tmp first: a source under /tmp (a venv or checkout there) is bound
+    # inside it, read-only, instead of being covered by it.
+    os.mkdir(root + "/tmp")
+    size = f"size={settings['disk_mb']}m"
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=1777")
     ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
     for path, source in sources:
         target = root + path
@@ -225,9 +230,6 @@ def _new_root(settings: dict, guarantees: dict) -> None:
             pass
         _mount(f"/proc/self/fd/{source}", root + path, None, MS_BIND, "")
         os.close(source)
-    os.mkdir(root + "/tmp")
-    size = f"size={settings['disk_mb']}m"
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=1777")
     os.mkdir(root + WORKDIR, 0o700)
     if settings["uid"] is not None:
         os.chown(root + WORKDIR, settings["uid"], settings["uid"])
