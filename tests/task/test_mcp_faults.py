@@ -146,3 +146,22 @@ def test_a_run_with_only_mcp_tools_logs_their_metrics(server_script, run_files, 
     assert "tools/calls_per_episode" in train[0] and train[0]["tools/mcp/restarts"] == 0
     assert (tmp_path / "run" / "mcp-0.log").read_text().startswith("server starting")
     assert EXIT_DATA == 1
+
+
+def test_the_restart_limit_is_the_runs_option(server_script, tmp_path):
+    from agentrl.config import resolve
+    from agentrl.tools.mcp import _SERVERS
+    from agentrl.training.setup import build_tools
+
+    overrides = {"mcp": f"{sys.executable} {server_script}", "mcp_max_restarts": 0}
+    config = resolve(preset="tiny", overrides={**overrides, "save_dir": str(tmp_path)})
+    said: list[str] = []
+    registry = build_tools(config, log=said.append)
+    server = _SERVERS[-1]
+    try:
+        assert server.max_restarts == 0
+        with pytest.raises(ToolServerFailed, match=r"after 0 restart\(s\), its limit"):
+            registry.execute({"name": "add", "arguments": {"die": True}})
+        assert not said  # stopped at once: never started again
+    finally:
+        server.close()

@@ -51,6 +51,9 @@ class DataConfig:
         "", "episode environment factory, pkg.module:Factory (one object per episode)"
     )
     mcp: str = option("", "stdio MCP server commands whose tools the policy gets ('; '-separated)")
+    mcp_max_restarts: int = option(
+        3, "times an exited MCP server is started again before the run stops", check=">=0"
+    )
     # The sandboxed `python` tool (--tools python, agentrl.tools.python_sandbox).
     python_timeout: float = option(10.0, "python tool: wall-clock seconds per call", check=">0")
     python_memory_mb: int = option(512, "python tool: address space of each process (MB)")

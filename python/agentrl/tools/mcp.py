@@ -9,10 +9,11 @@ result otherwise, and a failed call always says why.
 
 A server that exits is noticed on the next call that fails: its exit status is said once
 on the console, the call fails saying so, and the server is started again, up to
-:data:`MAX_RESTARTS` times in a run (``tools/mcp/restarts`` in the step metrics); one more
-exit stops the run with one line (:class:`ToolServerFailed`). Each server's stderr goes to
-``<run dir>/mcp-<n>.log`` when the run gives a directory, never to agentrl's console.
-The server runs under ``/bin/sh``, which records its exit status.
+``--mcp_max_restarts`` times in a run (default :data:`MAX_RESTARTS`; ``tools/mcp/restarts``
+in the step metrics); one more exit stops the run with one line (:class:`ToolServerFailed`).
+Each server's stderr goes to ``<run dir>/mcp-<n>.log`` when the run gives a directory,
+never to agentrl's console. The server runs under ``/bin/sh``, which records its exit
+status.
 """
 
 from __future__ import annotations
@@ -286,15 +287,23 @@ def mcp_tools(
     timeout: float = 10.0,
     log_dir: str | os.PathLike[str] | None = None,
     log: Callable[[str], None] = print,
+    max_restarts: int = MAX_RESTARTS,
 ) -> tuple[list[Tool], list[MCPServer]]:
     """Start every server; (their tools, the servers to close). ``log_dir``: where their
-    stderr goes (None: this process's stderr); ``log`` hears of servers that exit."""
+    stderr goes (None: this process's stderr); ``log`` hears of servers that exit;
+    ``max_restarts``: how often each is started again (``--mcp_max_restarts``)."""
     servers: list[MCPServer] = []
     try:
         for index, command in enumerate(commands):
-            servers.append(
-                MCPServer(command, timeout=timeout, log_dir=log_dir, log=log, index=index)
+            server = MCPServer(
+                command,
+                timeout=timeout,
+                log_dir=log_dir,
+                log=log,
+                max_restarts=max_restarts,
+                index=index,
             )
+            servers.append(server)
     except BaseException:
         for server in servers:
             server.close()

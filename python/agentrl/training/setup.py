@@ -316,7 +316,13 @@ def build_tools(
         from agentrl.tools.mcp import mcp_tools
 
         commands = split_list(config.mcp, ";")
-        served, _ = mcp_tools(commands, timeout=builtin.timeout, log_dir=config.run_dir, log=log)
+        served, _ = mcp_tools(
+            commands,
+            timeout=builtin.timeout,
+            log_dir=config.run_dir,
+            log=log,
+            max_restarts=config.mcp_max_restarts,
+        )
         parts = replace(parts, tools=[*parts.tools, *served])
     if parts.tools or parts.environment is not None:
         for name in builtin.supported_names():
