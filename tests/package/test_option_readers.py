@@ -70,6 +70,7 @@ READ_BY: dict[str, str] = {
     "max_head_offpolicyness": "agentrl.placement.split:split_version_gap",
     "max_version_gap": "agentrl.rollout.async_rollout:AsyncRollout.__init__",
     "max_queue_groups": "agentrl.placement.split:TrainerRolloutSplit.rollout_worker",
+    "mcp_max_restarts": "agentrl.training.setup:build_tools",
     "python_allow_network": "agentrl.tools.python_sandbox:limits_from_options",
     "python_memory_mb": "agentrl.tools.python_sandbox:limits_from_options",
     "python_timeout": "agentrl.tools.python_sandbox:limits_from_options",
