@@ -1,5 +1,6 @@
-"""Chat rendering (built-in MiniMind/Qwen layout, Jinja twin, tokenizer templates) and the
-text a tool turn adds to a multi-turn rollout, on a tiny BPE tokenizer built locally."""
+"""Chat rendering (the built-in MiniMind/Qwen layout, declared once as a Jinja template;
+tokenizer templates) and the text a tool turn adds to a multi-turn rollout, on a tiny BPE
+tokenizer built locally."""
 
 from __future__ import annotations
 
@@ -102,12 +103,25 @@ CONVERSATIONS = [
 @pytest.mark.parametrize("tools", [None, TOOLS])
 @pytest.mark.parametrize("generation", [True, False])
 @pytest.mark.parametrize("open_thinking", [True, False])
-def test_builtin_renderer_equals_the_jinja_template(
+def test_render_chat_equals_a_tokenizer_carrying_the_template(
     tokenizer, conversation, tools, generation, open_thinking
 ) -> None:
     ours = render_chat(conversation, tools, generation, open_thinking)
     jinja = apply_chat_template(tokenizer, conversation, tools, generation, open_thinking)
     assert ours == jinja
+
+
+def test_the_builtin_layout_is_declared_once(monkeypatch) -> None:
+    """render_chat has no layout of its own: it renders CHAT_TEMPLATE, so an edit to the
+    template is an edit to everything the built-in layout renders."""
+    from agentrl.chat import builtin
+
+    msgs = [{"role": "user", "content": "hi"}]
+    before = render_chat(msgs)
+    edited = builtin.CHAT_TEMPLATE.replace("'<|im_start|>user\\n'", "'<|im_start|>human\\n'")
+    assert edited != builtin.CHAT_TEMPLATE
+    monkeypatch.setattr(builtin, "CHAT_TEMPLATE", edited)
+    assert render_chat(msgs) == before.replace("<|im_start|>user\n", "<|im_start|>human\n")
 
 
 def test_layout_of_a_tool_conversation() -> None:

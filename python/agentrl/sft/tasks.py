@@ -50,8 +50,8 @@ def tool_env(tokenizer: Any) -> ToolEnv:
     from agentrl.tools import builtin_registry
 
     registry = builtin_registry(time_mode="fixed")
-    # The built-in template has a pure-Python twin that renders the same text several
-    # times faster than Jinja; SFT renders every conversation once per assistant turn.
+    # render_chat renders the built-in template from its compiled form, without the
+    # tokenizer's per-call overhead; SFT renders every conversation once per assistant turn.
     builtin_layout = getattr(tokenizer, "chat_template", None) == CHAT_TEMPLATE
 
     def render(messages: list[dict[str, Any]], tools: Any, generation: bool) -> str:

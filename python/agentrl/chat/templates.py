@@ -1,13 +1,10 @@
-"""Rendering conversations for a model, and the text a tool turn adds to a rollout context.
+"""Rendering through a tokenizer's chat template, telling the model about its tools.
 
 A tokenizer that ships a chat template renders with it (that is the format its model was
 trained on); when that template does not render the tools it is given, the tools block goes
 into the system turn (or the first user turn) in the template's own role markers, see
-:func:`apply_chat_template`. Otherwise the built-in template is used: MiniMind's
-Qwen-style layout with ``<|im_start|>``/``<|im_end|>`` turns, a ``# Tools`` block in the
-system turn, a ``<think>`` block in every assistant turn, tool calls as ``<tool_call>``
-JSON blocks and consecutive tool results grouped into one user turn of ``<tool_response>`` blocks.
-:data:`CHAT_TEMPLATE` is the same layout as a Jinja template, for tokenizers we build.
+:func:`apply_chat_template`. A tokenizer without one renders the built-in layout
+(`agentrl.chat.builtin`).
 
 During a multi-turn rollout the policy's context only grows: :func:`observation_text` is
 the text a tool turn adds after the model's own tokens (the turn's closing markers, the tool
@@ -24,280 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrl.chat.builtin import CHAT_TEMPLATE, render_chat, tools_block
+from agentrl.chat.messages import Message, MessageError, normalize_message, normalize_messages
 from agentrl.errors import UserError
-from agentrl.tool_formats import protocol_text, render_calls, render_results, tool_format_of
+from agentrl.tool_formats import render_calls, render_results, tool_format_of
 
-logger = logging.getLogger(__name__)
-
-Message = dict[str, Any]
-
-# Tokens of the chat layout, in MiniMind's id order (ids 0-2 are the special tokens;
-# the tool and thinking markers are ordinary added tokens; the answer tags are agentrl's additions).
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-MARKUP_TOKENS = (
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-    "<answer>",
-    "</answer>",
-)
-
-ROLE_ALIASES = {
-    "human": "user",
-    "gpt": "assistant",
-    "bot": "assistant",
-    "model": "assistant",
-    "function": "tool",
-    "observation": "tool",
-    "ipython": "tool",
-}
-ROLES = ("system", "user", "assistant", "tool")
-
-TOOLS_INTRO = (
-    "# Tools\n\nYou can call the functions below to help with the request. "
-    "Their signatures are listed inside <tools></tools> XML tags:\n<tools>"
-)
-TOOLS_OUTRO = "\n</tools>\n\n" + protocol_text("hermes") + "<|im_end|>\n"
-
-
-def _jinja_literal(text: str) -> str:
-    """``text`` as a single-quoted Jinja string literal."""
-    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
-    return f"'{escaped}'"
-
-
-CHAT_TEMPLATE = (
-    "{%- if open_thinking is defined %}{%- set think_open = open_thinking %}"
-    "{%- elif enable_thinking is defined %}{%- set think_open = enable_thinking %}"
-    "{%- else %}{%- set think_open = false %}{%- endif %}"
-    "{%- if tools %}{{- '<|im_start|>system\\n' }}"
-    "{%- if messages and messages[0].role == 'system' %}"
-    "{{- messages[0].content + '\\n\\n' }}{%- endif %}"
-    "{{- " + _jinja_literal(TOOLS_INTRO) + " }}"
-    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
-    "{{- " + _jinja_literal(TOOLS_OUTRO) + " }}"
-    "{%- elif messages and messages[0].role == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.content is string %}{%- set content = message.content %}"
-    "{%- elif message.content is none %}{%- set content = '' %}"
-    "{%- else %}{%- set content = message.content | tojson %}{%- endif %}"
-    "{%- if message.role == 'system' %}"
-    "{%- if not loop.first %}"
-    "{{- '<|im_start|>system\\n' + content + '<|im_end|>\\n' }}{%- endif %}"
-    "{%- elif message.role == 'user' %}"
-    "{{- '<|im_start|>user\\n' + content + '<|im_end|>\\n' }}"
-    "{%- elif message.role == 'assistant' %}"
-    "{%- set reasoning = '' %}"
-    "{%- if message.reasoning_content is string %}"
-    "{%- set reasoning = message.reasoning_content %}"
-    "{%- elif '</think>' in content %}"
-    "{%- set reasoning = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1]"
-    ".lstrip('\\n') %}"
-    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
-    "{%- endif %}"
-    "{{- '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n'"
-    " + content.lstrip('\\n') }}"
-    "{%- if message.tool_calls %}{%- for call in message.tool_calls %}"
-    "{%- if (loop.first and content) or (not loop.first) %}{{- '\\n' }}{%- endif %}"
-    "{%- if call.function %}{%- set call = call.function %}{%- endif %}"
-    '{{- \'<tool_call>\\n{"name": "\' + call.name + \'", "arguments": \' }}'
-    "{%- if call.arguments is string %}{{- call.arguments }}"
-    "{%- else %}{{- call.arguments | tojson }}{%- endif %}"
-    "{{- '}\\n</tool_call>' }}"
-    "{%- endfor %}{%- endif %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- elif message.role == 'tool' %}"
-    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}"
-    "{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + content + '\\n</tool_response>' }}"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}"
-    "{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if think_open %}{{- '<think>\\n' }}{%- else %}{{- '<think>\\n\\n</think>\\n\\n' }}"
-    "{%- endif %}{%- endif %}"
-)
-
-
-class MessageError(ValueError):
-    """A message that cannot be rendered; ``reason`` is a short machine-readable key."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _content_text(content: Any) -> str:
-    """Message content as text: strings as is, text parts joined, other JSON compact."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, bool | int | float):
-        return str(content)
-    if isinstance(content, list) and all(
-        isinstance(p, dict) and isinstance(p.get("text"), str) for p in content
-    ):
-        return "".join(p["text"] for p in content)
-    try:
-        return _compact_json(content)
-    except (TypeError, ValueError) as exc:
-        raise MessageError("bad_content", f"content is not text or JSON: {exc}") from None
-
-
-def _normalize_tool_calls(raw: Any) -> list[dict[str, Any]]:
-    """Assistant ``tool_calls`` (list, one object, or a JSON string; flat ``{name,
-    arguments}`` as in MiniMind's data or OpenAI's nested form) in the OpenAI form
-    ``{"type": "function", "function": {name, arguments}}`` that HF chat templates read.
-    Arguments given as a JSON object string are decoded."""
-    if raw is None or raw == "" or raw == []:
-        return []
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            raise MessageError("bad_tool_calls", "tool_calls is not valid JSON") from None
-    if isinstance(raw, dict):
-        raw = [raw]
-    if not isinstance(raw, list):
-        raise MessageError("bad_tool_calls", f"tool_calls is a {type(raw).__name__}")
-    calls = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise MessageError("bad_tool_calls", "a tool call is not an object")
-        body = item["function"] if isinstance(item.get("function"), dict) else item
-        name = body.get("name")
-        if not isinstance(name, str) or not name:
-            raise MessageError("bad_tool_calls", "a tool call has no name")
-        arguments = body.get("arguments", {})
-        if isinstance(arguments, str):
-            try:
-                decoded = json.loads(arguments)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, dict):
-                arguments = decoded
-        calls.append({"type": "function", "function": {"name": name, "arguments": arguments}})
-    return calls
-
-
-def normalize_message(message: Any, unknown_role: str = "error") -> Message:
-    """One message as ``{role, content[, tool_calls][, reasoning_content]}``.
-
-    Accepts ``role``/``content`` and ``from``/``value`` keys and common role aliases
-    (``human``, ``gpt``, ``function``, ...). ``unknown_role="user"`` maps any other role to
-    ``user`` (the lenient reading of old datasets); the default raises :class:`MessageError`.
-    """
-    if not isinstance(message, Mapping):
-        raise MessageError("bad_message", f"a message is a {type(message).__name__}, not an object")
-    role = message.get("role", message.get("from", "user"))
-    if not isinstance(role, str):
-        raise MessageError("unknown_role", f"role {role!r} is not a string")
-    role = ROLE_ALIASES.get(role.strip().lower(), role.strip().lower())
-    if role not in ROLES:
-        if unknown_role != "user":
-            raise MessageError("unknown_role", f"unknown role {role!r}")
-        role = "user"
-    content = message.get("content", message.get("value", ""))
-    out: Message = {"role": role, "content": _content_text(content)}
-    if role == "assistant":
-        calls = _normalize_tool_calls(message.get("tool_calls"))
-        if calls:
-            out["tool_calls"] = calls
-        reasoning = message.get("reasoning_content")
-        if isinstance(reasoning, str) and reasoning:
-            out["reasoning_content"] = reasoning
-    return out
-
-
-def normalize_messages(messages: Sequence[Any], unknown_role: str = "error") -> list[Message]:
-    """:func:`normalize_message` over a conversation."""
-    return [normalize_message(m, unknown_role=unknown_role) for m in messages]
-
-
-def _split_reasoning(message: Message) -> tuple[str, str]:
-    content = message.get("content", "")
-    reasoning = message.get("reasoning_content")
-    if isinstance(reasoning, str):
-        return reasoning, content
-    if "</think>" in content:
-        head, _, _ = content.partition("</think>")
-        reasoning = head.rstrip("\n").split("<think>")[-1].lstrip("\n")
-        return reasoning, content.split("</think>")[-1].lstrip("\n")
-    return "", content
-
-
-def render_chat(
-    messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    add_generation_prompt: bool = True,
-    open_thinking: bool = False,
-) -> str:
-    """Render with the built-in layout; identical to :data:`CHAT_TEMPLATE` in Jinja."""
-    msgs = normalize_messages(messages)
-    parts: list[str] = []
-    leading_system = bool(msgs) and msgs[0]["role"] == "system"
-    if tools:
-        parts.append("<|im_start|>system\n")
-        if leading_system:
-            parts.append(msgs[0]["content"] + "\n\n")
-        parts.append(TOOLS_INTRO)
-        for spec in tools:
-            parts.append("\n" + json.dumps(spec, ensure_ascii=False))
-        parts.append(TOOLS_OUTRO)
-    elif leading_system:
-        parts.append("<|im_start|>system\n" + msgs[0]["content"] + "<|im_end|>\n")
-    for index, msg in enumerate(msgs):
-        role = msg["role"]
-        if role == "system":
-            if index > 0:
-                parts.append("<|im_start|>system\n" + msg["content"] + "<|im_end|>\n")
-        elif role == "user":
-            parts.append("<|im_start|>user\n" + msg["content"] + "<|im_end|>\n")
-        elif role == "assistant":
-            reasoning, content = _split_reasoning(msg)
-            parts.append(
-                "<|im_start|>assistant\n<think>\n"
-                + reasoning.strip("\n")
-                + "\n</think>\n\n"
-                + content.lstrip("\n")
-            )
-            for n, call in enumerate(msg.get("tool_calls", [])):
-                if n > 0 or content:
-                    parts.append("\n")
-                call = call["function"]
-                arguments = call["arguments"]
-                if not isinstance(arguments, str):
-                    arguments = json.dumps(arguments, ensure_ascii=False)
-                parts.append(
-                    '<tool_call>\n{"name": "'
-                    + call["name"]
-                    + '", "arguments": '
-                    + arguments
-                    + "}\n</tool_call>"
-                )
-            parts.append("<|im_end|>\n")
-        else:  # tool
-            if index == 0 or msgs[index - 1]["role"] != "tool":
-                parts.append("<|im_start|>user")
-            parts.append("\n<tool_response>\n" + msg["content"] + "\n</tool_response>")
-            if index == len(msgs) - 1 or msgs[index + 1]["role"] != "tool":
-                parts.append("<|im_end|>\n")
-    if add_generation_prompt:
-        parts.append("<|im_start|>assistant\n")
-        parts.append("<think>\n" if open_thinking else "<think>\n\n</think>\n\n")
-    return "".join(parts)
+# Named after the package: where its users look for the chat log lines.
+logger = logging.getLogger("agentrl.chat")
 
 
 class ChatTemplateError(UserError, ValueError):
@@ -307,17 +37,6 @@ class ChatTemplateError(UserError, ValueError):
 BUILTIN_TEMPLATE = "builtin"
 PROBE_TOOL = "agentrl_probe_tool"
 _PROBE_SYSTEM = "agentrl-probe-system-text"
-
-
-def tools_block(tools: Sequence[Mapping[str, Any]], family: str = "hermes") -> str:
-    """The tool list and call protocol as plain text, for a template that renders no tools.
-
-    Same wording as the built-in layout's ``# Tools`` block, without its role markers: the
-    caller places it inside a turn of the model's own template. The protocol shows calls in
-    ``family``'s own format (see `agentrl.tool_formats`).
-    """
-    specs = "".join("\n" + json.dumps(spec, ensure_ascii=False) for spec in tools)
-    return TOOLS_INTRO + specs + "\n</tools>\n\n" + protocol_text(family)
 
 
 def use_chat_template(tokenizer: Any, choice: str) -> None:
@@ -606,22 +325,12 @@ def observation_text(
 
 __all__ = [
     "BUILTIN_TEMPLATE",
-    "CHAT_TEMPLATE",
-    "MARKUP_TOKENS",
-    "ROLES",
-    "ROLE_ALIASES",
-    "SPECIAL_TOKENS",
     "ChatTemplateError",
-    "MessageError",
     "TemplateTraits",
     "apply_chat_template",
     "encode_chat",
-    "normalize_message",
-    "normalize_messages",
     "observation_text",
-    "render_chat",
     "template_name",
     "template_traits",
-    "tools_block",
     "use_chat_template",
 ]
