@@ -1,8 +1,9 @@
 """The RL trainer loop: rollout <-> train, evaluation, checkpoints, clean stops.
 
 :meth:`Trainer.run` reads as the table of contents of a run; every step it names lives
-in its own module under `agentrl.training` (setup, sources, step, evaluation, resume,
-signals) or `agentrl.observability`, with the math in `agentrl.rl`.
+in its own module under `agentrl.training` (parts, sources, dynamic_sampling, step,
+step_metrics, run_log, evaluation, resume, signals) or `agentrl.observability`, with the
+math in `agentrl.rl`.
 
 One trainer serves every layout. Where the parts of the run live is its placement
 (`agentrl.placement`: one process, data parallel, trainer/rollout split) and which
@@ -17,16 +18,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from agentrl.agents.source import run_agent
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.envs import EnvironmentFactory, TaskParts, task_parts
-from agentrl.errors import EXIT_OK, signal_exit_code
-from agentrl.observability import QuietObserver, RunObserver
 from agentrl.observability.trackers import check_installed, tracker_names
 from agentrl.placement import (
     DistributedError,
@@ -38,55 +37,38 @@ from agentrl.placement import (
 from agentrl.placement.adapters import adapter_for
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.optim import Optimization
-from agentrl.rl.pack import EmptyBatchError
 from agentrl.rollout import EpisodeConfig
 from agentrl.tools import ToolRegistry
 from agentrl.training import resume as resume_io
-from agentrl.training.dumps import step_records
-from agentrl.training.dynamic_sampling import fill_batch, informative_groups
-from agentrl.training.memory import peak_memory_mb
+from agentrl.training.dynamic_sampling import DrawnBatch, draw_batch, informative_groups
 from agentrl.training.parts import RunParts, build_run_parts
-from agentrl.training.settings import steps_text
+from agentrl.training.result import TrainResult
+from agentrl.training.run_log import Observer, open_run_log, show_episodes
 from agentrl.training.setup import Models, WarmStartStopped, preflight
 from agentrl.training.signals import StopRequest
 from agentrl.training.sources import GroupSource
-from agentrl.training.step import StepOutcome, StepSettings, pack_batch, train_on_groups
+from agentrl.training.step import StepOutcome, StepSettings, packable, train_on_groups
+from agentrl.training.step_metrics import logged_metrics
 from agentrl.utils.atomic import saving
 from agentrl.utils.run_lock import RunLock
 
-
-@dataclass
-class TrainResult:
-    run_dir: Path
-    steps_done: int
-    total_steps: int
-    stopped: str | None  # why the run ended before total_steps, if it did
-    wall_seconds: float  # the whole run, a warm start it had to train included
-    first_eval: dict[str, float] = field(default_factory=dict)
-    last_eval: dict[str, float] = field(default_factory=dict)
-    report: Path | None = None
-    policy_export: Path | None = None
-    checkpoint: Path | None = None
-    warm_start_seconds: float = 0.0  # the share of wall_seconds spent in `agentrl sft`
-    is_main: bool = True  # the process that reports the run (rank 0 under torchrun)
-    signal: int | None = None  # the signal that stopped the run early, if one did
-
-    @property
-    def exit_code(self) -> int:
-        """0, or 128 + the signal that stopped the run (130 SIGINT, 143 SIGTERM)."""
-        return EXIT_OK if self.signal is None else signal_exit_code(self.signal)
-
-
 Callback = Callable[["Trainer", int, StepOutcome], None]
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class _Drawn:
-    """A step's rollout groups, the seconds drawing them took, dynamic sampling's metrics."""
+class _Built(Generic[T]):
+    """A read-only attribute of the trainer: the built part (`RunParts`) of the same name."""
 
-    groups: list[Any]
-    seconds: float
-    sampling_metrics: dict[str, float]
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, trainer: Trainer | None, owner: type | None = None) -> T:
+        if trainer is None:  # the class's attribute: this descriptor
+            return self  # type: ignore[return-value]
+        return getattr(trainer._built, self.name)
+
+    def __set__(self, trainer: Trainer, value: object) -> None:
+        raise AttributeError(f"{self.name} is a built part of the run: read-only")
 
 
 class Trainer:
@@ -229,60 +211,24 @@ class Trainer:
         )
 
     # The built parts by name, read-only (tests, callbacks and the loop read them).
+    models: _Built[Models] = _Built()
+    tools: _Built[ToolRegistry] = _Built()
+    train_pool: _Built[PromptPool] = _Built()
+    eval_pool: _Built[PromptPool] = _Built()
+    rewards: _Built[Any] = _Built()
+    total_steps: _Built[int] = _Built()
+    settings: _Built[StepSettings] = _Built()
+    optimization: _Built[Optimization] = _Built()
+    beta: _Built[BetaController] = _Built()
+    episode: _Built[EpisodeConfig] = _Built()
+    source: _Built[GroupSource] = _Built()
+    evaluator: _Built[Any] = _Built()
 
     @property
     def _built(self) -> RunParts:
         if self.run_parts is None:
             raise RuntimeError("the trainer's parts are built when run() starts")
         return self.run_parts
-
-    @property
-    def models(self) -> Models:
-        return self._built.models
-
-    @property
-    def tools(self) -> ToolRegistry:
-        return self._built.tools
-
-    @property
-    def train_pool(self) -> PromptPool:
-        return self._built.train_pool
-
-    @property
-    def eval_pool(self) -> PromptPool:
-        return self._built.eval_pool
-
-    @property
-    def rewards(self) -> Any:
-        return self._built.rewards
-
-    @property
-    def total_steps(self) -> int:
-        return self._built.total_steps
-
-    @property
-    def settings(self) -> StepSettings:
-        return self._built.settings
-
-    @property
-    def optimization(self) -> Optimization:
-        return self._built.optimization
-
-    @property
-    def beta(self) -> BetaController:
-        return self._built.beta
-
-    @property
-    def episode(self) -> EpisodeConfig:
-        return self._built.episode
-
-    @property
-    def source(self) -> GroupSource:
-        return self._built.source
-
-    @property
-    def evaluator(self) -> Any:
-        return self._built.evaluator
 
     def _resume_if_asked(self) -> None:
         self.resumed_from = None
@@ -311,52 +257,17 @@ class Trainer:
             )
 
     def _open_observer(self) -> None:
-        """Rank 0's observer reports the run; other processes get a quiet one."""
-        cfg = self.config
-        if not self.placement.is_main:
-            self.observer: RunObserver | QuietObserver = QuietObserver()
-            return
-        self.observer = RunObserver(
-            self.run_dir,
-            self.total_steps,
+        """Rank 0's observer reports the run, opening with its banner; other processes get
+        a quiet one."""
+        self.observer: Observer = open_run_log(
+            self.config,
+            self._built,
+            self.trackers,
+            self.tracker_warning,
+            is_main=self.placement.is_main,
+            data_shards=self.placement.data_shards,
             start_step=self.counters.step,
-            resumed=self.resumed_from is not None,
-            progress=bool(cfg.progress),
-            log_interval=cfg.log_interval,
-            debug_interval=cfg.debug_interval,
-            report=bool(cfg.report),
-            report_to=self.trackers,
-            tracker_dir=cfg.tensorboard_dir,
-            tracker_project=cfg.wandb_project,
-            dump_rollouts=cfg.dump_rollouts,
-            max_turns=cfg.max_turns,
-            run_name=cfg.save_weight,
-            config=cfg.flat(),
-        )
-        self.observer.log(self._banner())
-        if self.tracker_warning:
-            self.observer.log(self.tracker_warning)
-
-    def _banner(self) -> str:
-        cfg, m = self.config, self.models
-        params = sum(p.numel() for p in m.policy.parameters()) / 1e6
-        start = (
-            f"resumed at step {self.counters.step} from {self.resumed_from}; "
-            if (self.resumed_from)
-            else ""
-        )
-        rounds = cfg.dynamic_sampling_rounds
-        dynamic = f", dynamic sampling up to {rounds} extra round(s)" if rounds else ""
-        return (
-            f"{start}model {m.spec} ({params:.2f}M params) on {m.device}; "
-            f"{len(self.train_pool)} train / {len(self.evaluator.indices)} eval prompts; "
-            f"{steps_text(cfg, self.total_steps, self.placement.data_shards)} x "
-            f"{cfg.batch_size} prompts x G={cfg.num_generations}; "
-            f"rollout {'inline' if cfg.async_workers == 0 else f'{cfg.async_workers} worker(s)'}"
-            f", max_version_gap {cfg.effective_max_version_gap}{dynamic}"
-            f"; advantage {cfg.advantage_mode}, "
-            f"loss {cfg.loss_reduction}, decoupled {cfg.use_decoupled_ppo}, beta {self.beta.beta}"
-            f", bc {cfg.bc_coef}; writing to {self.run_dir}"
+            resumed_from=self.resumed_from,
         )
 
     # ------------------------------------------------------------------ per step
@@ -385,34 +296,26 @@ class Trainer:
         if not ready:
             self.observer.log(f"rollout queue not filled to {target} groups in time; going on")
 
-    def _draw_groups(self, step: int) -> tuple[list[Any], dict[str, float]]:
-        """The step's groups from the source, with dynamic sampling informative ones first;
-        and dynamic sampling's metrics."""
-        rounds = self.config.dynamic_sampling_rounds
-        if rounds <= 0:
-            return self.source.next_batch(step), {}
-        reward, min_std = self.settings.reward, self.config.adv_min_std
-        filled = fill_batch(
-            lambda attempt: self.source.next_batch(step, attempt),
-            self.config.batch_size,
-            rounds,
-            lambda groups: informative_groups(groups, reward, step, min_std, self.rewards),
+    def _next_batch(self, step: int) -> DrawnBatch | None:
+        """The step's groups (see `agentrl.training.dynamic_sampling`), or None to stop when
+        a rank has fewer than a batch."""
+        cfg, reward = self.config, self.settings.reward
+        drawn = draw_batch(
+            self.source,
+            step,
+            cfg.batch_size,
+            cfg.dynamic_sampling_rounds,
+            lambda groups: informative_groups(groups, reward, step, cfg.adv_min_std, self.rewards),
         )
-        return filled.groups, filled.metrics
-
-    def _next_batch(self, step: int) -> _Drawn | None:
-        began = time.perf_counter()
-        groups, sampling = self._draw_groups(step)
-        seconds = time.perf_counter() - began
-        counts = self.placement.gather(len(groups), "agree on the batch")
-        if min(counts) < self.config.batch_size:
+        counts = self.placement.gather(len(drawn.groups), "agree on the batch")
+        if min(counts) < cfg.batch_size:
             got = counts[0] if len(counts) == 1 else f"per rank: {counts}"
             self.stop.request(f"not enough rollout groups at step {step} ({got})")
             self.observer.log(f"stopping: {self.stop.reason}")
             return None
-        return _Drawn(groups, seconds, sampling)
+        return drawn
 
-    def _train(self, step: int, drawn: _Drawn) -> StepOutcome:
+    def _train(self, step: int, drawn: DrawnBatch) -> StepOutcome:
         """The step's update; its outcome carries the step's timings."""
         began = time.perf_counter()
         outcome = self._update(step, drawn.groups)
@@ -424,7 +327,9 @@ class Trainer:
         )
 
     def _update(self, step: int, groups: list[Any]) -> StepOutcome:
-        able = self.placement.ranks_able_to_train(lambda: self._packable(groups))
+        able = self.placement.ranks_able_to_train(
+            lambda: packable(groups, self.settings, self.models)
+        )
         if not all(able):
             self.counters.step = step
             self.observer.log(f"step {step}: skipped on every rank (ranks packable: {able})")
@@ -450,13 +355,6 @@ class Trainer:
             self.observer.log(f"step {step}: update skipped ({outcome.report.skipped})")
         return outcome
 
-    def _packable(self, groups: list[Any]) -> bool:
-        try:
-            pack_batch(groups, self.settings, self.models)
-        except EmptyBatchError:
-            return False
-        return True
-
     def _sync_policy_if_due(self, outcome: StepOutcome) -> None:
         report = outcome.report
         if report is None or not report.stepped:
@@ -472,40 +370,10 @@ class Trainer:
             self.counters.rollout_current = True
 
     def _log_step(self, step: int, outcome: StepOutcome) -> None:
-        metrics = dict(outcome.metrics)
-        metrics["policy/version"] = float(self.source.version.get())
-        metrics["policy/max_version_gap"] = float(self.config.effective_max_version_gap)
-        metrics.update(outcome.sampling_metrics)
-        metrics.update(getattr(self.source, "step_metrics", dict)())  # an agent's episodes
-        metrics.update({f"async/{k}": float(v) for k, v in self.source.stats().items()})
-        engine_stats = getattr(self.source.engine, "stats", None)
-        if isinstance(engine_stats, dict):  # cumulative engine counters (cache, sanitising)
-            metrics.update(
-                {
-                    f"rollout/{k}": float(v)
-                    for k, v in engine_stats.items()
-                    if isinstance(v, int | float)
-                }
-            )
-        if outcome.batch is not None:  # tool turns whose re-rendering differs from the ids
-            metrics["rollout/template_divergence"] = sum(
-                t.stats.get("template_divergence", 0.0) for t in outcome.batch.trajectories
-            )
-        seconds = outcome.rollout_seconds + outcome.train_seconds
-        tokens = float(outcome.batch.loss_mask.sum()) if outcome.batch is not None else 0.0
-        metrics["perf/rollout_sec"] = outcome.rollout_seconds
-        metrics["perf/train_sec"] = outcome.train_seconds
-        metrics["perf/tokens_per_sec"] = tokens / max(seconds, 1e-9)
-        metrics["perf/peak_mem_mb"] = peak_memory_mb(self.models.device)
+        cfg, models = self.config, self.models
+        metrics = logged_metrics(outcome, self.source, cfg.effective_max_version_gap, models.device)
         self.observer.train_step(step, self.placement.gather_metrics(metrics))
-        if outcome.scores is not None and outcome.batch is not None:
-            rewards = outcome.scores.rewards.tolist()
-            self.observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
-        if self.observer.dump_due(step):
-            records = step_records(outcome, step, self.config.max_turns, self.models.tokenizer)
-            dropped = getattr(self.source, "dropped_records", None)  # an agent's failures
-            records += dropped(step, len(records)) if dropped is not None else []
-            self.observer.dump("train", step, records)
+        show_episodes(self.observer, step, outcome, self.source, cfg.max_turns, models.tokenizer)
 
     def _evaluate_if_due(self, step: int) -> None:
         interval = self.config.eval_interval

@@ -7,11 +7,12 @@ extra rounds, until the step holds ``batch_size`` informative groups (reward std
 ``adv_min_std``, the threshold the ``mixed`` advantage mode uses). Informative groups come
 first; when the rounds run out, flat groups fill the rest, so a step never trains on
 fewer groups than asked. Informative groups beyond the batch are dropped, as in DAPO,
-and counted.
+and counted. :func:`draw_batch` draws a step's groups, with dynamic sampling or without.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import torch
 from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rl.advantages import group_moments
 from agentrl.training.scoring import score_trajectories
+from agentrl.training.sources import GroupSource
 from agentrl.trajectory import RolloutGroup
 
 
@@ -78,4 +80,33 @@ def fill_batch(
     return FilledBatch(chosen, metrics)
 
 
-__all__ = ["FilledBatch", "fill_batch", "informative_groups"]
+@dataclass(frozen=True)
+class DrawnBatch:
+    """A step's rollout groups, the seconds drawing them took, dynamic sampling's metrics."""
+
+    groups: list[RolloutGroup]
+    seconds: float
+    sampling_metrics: dict[str, float]
+
+
+def draw_batch(
+    source: GroupSource,
+    step: int,
+    batch_size: int,
+    rounds: int,
+    is_informative: Callable[[Sequence[RolloutGroup]], list[bool]],
+) -> DrawnBatch:
+    """Step ``step``'s groups from ``source``, timed: one batch, or with ``rounds`` > 0
+    up to that many extra rounds of dynamic sampling (informative groups first)."""
+    began = time.perf_counter()
+    if rounds <= 0:
+        groups, metrics = source.next_batch(step), {}
+    else:
+        filled = fill_batch(
+            lambda attempt: source.next_batch(step, attempt), batch_size, rounds, is_informative
+        )
+        groups, metrics = filled.groups, filled.metrics
+    return DrawnBatch(groups, time.perf_counter() - began, metrics)
+
+
+__all__ = ["DrawnBatch", "FilledBatch", "draw_batch", "fill_batch", "informative_groups"]

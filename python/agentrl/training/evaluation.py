@@ -43,7 +43,7 @@ from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import ToolRegistry
 from agentrl.training.dumps import add_episode_token_views
 from agentrl.training.scoring import Scores, score_trajectories
-from agentrl.training.step import tool_metrics
+from agentrl.training.step_metrics import tool_metrics
 from agentrl.trajectory import Trajectory
 
 if TYPE_CHECKING:

@@ -4,22 +4,22 @@ pack -> rewards -> advantages -> staleness weights -> (per micro-batch: policy a
 reference log-probs, clipped/decoupled loss with KL penalty, backward) -> behaviour-cloning
 loss -> hard KL stop check -> optimizer step (or skip) -> reward baseline and beta.
 
-Every piece is a function of `agentrl.rl`; this module only wires them and names the
-metrics. Micro-batches add up to the full-batch loss exactly: each contributes its
-reduction numerator over the denominator of the whole batch. Metrics stay on the device
-until :func:`host_floats` reads them all at once, before the optimizer step.
+Every piece is a function of `agentrl.rl`; this module only wires them. How the rows are
+cut into updates and micro-batches is `agentrl.training.minibatch`; the metrics are named
+in `agentrl.training.step_metrics`. Micro-batches add up to the full-batch loss exactly:
+each contributes its reduction numerator over the denominator of the whole batch. Metrics
+stay on the device until ``host_floats`` reads them all at once, before the optimizer step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from agentrl.chat import apply_chat_template
-from agentrl.observability import dashboard_metrics
 from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rl.advantages import (
     AdvantageConfig,
@@ -35,9 +35,23 @@ from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
 from agentrl.tools.mcp import mcp_metrics
 from agentrl.training.demonstrations import compute_bc_aux_loss
-from agentrl.training.forward import SharedPrefixes, masked_logps, shared_prefixes
+from agentrl.training.forward import masked_logps
+from agentrl.training.minibatch import (
+    combined_report,
+    prefix_plan,
+    row_chunks,
+    select_rows,
+    update_plan,
+)
 from agentrl.training.scoring import Scores, score_trajectories
 from agentrl.training.setup import Models
+from agentrl.training.step_metrics import (
+    generation_metrics,
+    host_floats,
+    reward_metrics,
+    tool_metrics,
+    update_metrics,
+)
 from agentrl.trajectory import RolloutGroup
 
 
@@ -141,145 +155,13 @@ def pack_batch(
     )
 
 
-def row_chunks(seq_lens: torch.Tensor, size: int) -> list[torch.Tensor]:
-    """Row indices per micro-batch: all rows at once, or ``size`` rows of similar length.
-
-    Sorting by length before cutting keeps each micro-batch's padding (compute spent on
-    nothing) small; which rows share a micro-batch does not change the loss.
-    """
-    n = int(seq_lens.numel())
-    if size <= 0 or size >= n:
-        return [torch.arange(n, device=seq_lens.device)]
-    order = torch.argsort(seq_lens, descending=True, stable=True)
-    return [order[start : start + size] for start in range(0, n, size)]
-
-
-def update_plan(
-    num_rows: int, settings: StepSettings, step: int, device: torch.device
-) -> list[torch.Tensor | None]:
-    """The rows of each optimizer update of a step (None: the whole batch, one update).
-
-    Each of ``ppo_epochs`` passes shuffles the rows (seeded by step and pass, so a resumed
-    run cuts them the same way) and cuts them into ``num_mini_batches`` near-equal parts.
-    """
-    epochs, parts = max(1, settings.ppo_epochs), max(1, settings.num_mini_batches)
-    if epochs == 1 and parts == 1:
-        return [None]
-    plan: list[torch.Tensor | None] = []
-    for epoch in range(epochs):
-        generator = torch.Generator().manual_seed(1_000_003 * step + epoch)
-        order = torch.randperm(num_rows, generator=generator)
-        plan += [rows.to(device) for rows in torch.tensor_split(order, min(parts, num_rows))]
-    return plan
-
-
-def select_rows(batch: PackedBatch, rows: torch.Tensor) -> PackedBatch:
-    """The batch restricted to ``rows``: its row tensors and trajectories (groups stay whole,
-    so ``group_ids`` keep pointing at them)."""
-    tensors = (
-        "input_ids",
-        "attention_mask",
-        "response_mask",
-        "loss_mask",
-        "behavior_logps",
-        "token_versions",
-        "token_turns",
-        "seq_lens",
-        "group_ids",
-        "row_versions",
-    )
-    picked = {name: getattr(batch, name)[rows] for name in tensors}
-    trajectories = [batch.trajectories[i] for i in rows.tolist()]
-    return replace(batch, trajectories=trajectories, **picked)
-
-
-def combined_report(reports: Sequence[StepReport]) -> StepReport:
-    """One report for a step's updates: stepped if any did, the mean loss, the last state."""
-    last = reports[-1]
-    if len(reports) == 1:
-        return last
-    stepped = [r for r in reports if r.stepped]
-    skipped = None if stepped else next((r.skipped for r in reports if r.skipped), None)
-    norm = stepped[-1].grad_norm if stepped else 0.0
-    loss = sum(r.loss for r in reports) / len(reports)
-    return StepReport(bool(stepped), skipped, norm, loss, last.opt_step, last.lr)
-
-
-def prefix_plan(
-    batch: PackedBatch, rows: Sequence[int], max_total_len: int
-) -> SharedPrefixes | None:
-    """Which of ``rows`` share their prompt (see `agentrl.training.forward`); a row cut
-    to ``max_total_len`` lost the head of its prompt and shares nothing."""
-    prompts: list[Sequence[int] | None] = []
-    lengths: list[int] = []
-    for row in rows:
-        traj = batch.trajectories[row]
-        length = len(traj.prompt_ids) + len(traj.response_ids)
-        prompts.append(traj.prompt_ids if length <= max_total_len else None)
-        lengths.append(length)
-    return shared_prefixes(prompts, lengths)
-
-
-def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:
-    """Every metric as a Python float, with one device-to-host transfer for all tensors.
-
-    Metrics are kept as 0-dim tensors through the step; reading each one on its own
-    would stall the accelerator once per metric per micro-batch. This is the one place
-    a training step reads its tensor metrics.
-    """
-    keys = [k for k, v in metrics.items() if torch.is_tensor(v)]
-    out = {k: float(v) for k, v in metrics.items() if not torch.is_tensor(v)}
-    if keys:
-        stacked = torch.stack([metrics[k].detach().reshape(()).double() for k in keys])
-        out.update(zip(keys, stacked.tolist(), strict=True))
-    return out
-
-
-def _reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
-    r = scores.rewards
-    out = {
-        "reward/mean": float(r.mean()),
-        "reward/min": float(r.min()),
-        "reward/max": float(r.max()),
-        "reward/baseline": float(baseline),
-    }
-    out.update({f"reward_detail/{k}": v for k, v in scores.means.items()})
-    out.update({f"reward_fn/{k}": v for k, v in scores.functions.items()})
-    out.update(dashboard_metrics(scores.means, "train"))
-    return out
-
-
-def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
-    """Tool calls per episode, and per tool its calls per episode and error rate."""
-    n = max(len(trajectories), 1)
-    calls: dict[str, int] = {}
-    failed: dict[str, int] = {}
-    for trajectory in trajectories:
-        for event in trajectory.tool_events:
-            name = str(event.get("name") or "(unparsed)")
-            calls[name] = calls.get(name, 0) + 1
-            failed[name] = failed.get(name, 0) + (0 if event.get("ok") else 1)
-    out = {"tools/calls_per_episode": sum(calls.values()) / n}
-    for name in sorted(calls):
-        out[f"tools/{name}/calls"] = float(calls[name])
-        out[f"tools/{name}/calls_per_episode"] = calls[name] / n
-        out[f"tools/{name}/error_rate"] = failed[name] / calls[name]
-    return out
-
-
-def generation_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
-    """Generated tokens per episode (mean, min, max) and the share of episodes with a turn
-    that ran to its new-token budget (``gen/hit_limit_frac``)."""
-    if not trajectories:
-        return {}
-    tokens = [float(sum(t.response_mask)) for t in trajectories]
-    hit = [float(t.stats.get("length_stops", 0.0) > 0) for t in trajectories]
-    return {
-        "gen/tokens_mean": sum(tokens) / len(tokens),
-        "gen/tokens_min": min(tokens),
-        "gen/tokens_max": max(tokens),
-        "gen/hit_limit_frac": sum(hit) / len(hit),
-    }
+def packable(groups: Sequence[RolloutGroup], settings: StepSettings, models: Models) -> bool:
+    """Whether the step's groups pack into at least one row (see :func:`pack_batch`)."""
+    try:
+        pack_batch(groups, settings, models)
+    except EmptyBatchError:
+        return False
+    return True
 
 
 def _policy_pass(
@@ -398,6 +280,10 @@ def _bc_pass(
     return metrics
 
 
+# The mean reward of the rows trained on, read with the metrics for the reward baseline.
+_TRAINED_REWARD_MEAN = "_trained_reward_mean"
+
+
 def train_on_groups(
     groups: Sequence[RolloutGroup],
     *,
@@ -478,12 +364,12 @@ def train_on_groups(
             report.opt_step,
         )
         beta.update(metrics, report.opt_step)
-    metrics.update(_reward_metrics(scores, reward_baseline))
+    metrics.update(reward_metrics(scores, reward_baseline))
     if settings.rewards is not None or settings.user_tools:  # a user task: how tools are used
         metrics.update(tool_metrics(batch.trajectories))
         metrics.update(mcp_metrics())
     metrics.update(generation_metrics(batch.trajectories))
-    metrics.update(_step_metrics(batch, report, beta, current_version))
+    metrics.update(update_metrics(batch, report, beta, current_version))
     episode_advantages = advantages.detach()
     if turn_advantages is not None:  # an episode's mean over its turns, for the dumps
         counts = turns.mask.sum(1).clamp(min=1)
@@ -509,29 +395,6 @@ def turn_rewards(scores: Scores, batch: PackedBatch, device: torch.device) -> Tu
     return TurnRewards.at_last_turn(scores.rewards.to(device), counts)
 
 
-# The mean reward of the rows trained on, read with the metrics for the reward baseline.
-_TRAINED_REWARD_MEAN = "_trained_reward_mean"
-
-
-def _step_metrics(
-    batch: PackedBatch, report: StepReport, beta: BetaController, current_version: int
-) -> dict[str, float]:
-    """The update's figures, and the batch's drops and staleness (``async/...``: versions
-    behind ``current_version``, per group and per trained token)."""
-    return {
-        **batch.metrics(current_version),
-        "loss/total": report.loss,
-        "train/grad_norm": report.grad_norm,
-        "train/lr": report.lr,
-        "train/beta": beta.beta,
-        "train/beta_ema": beta.ema,
-        "train/opt_step": float(report.opt_step),
-        "train/optimizer_stepped": float(report.stepped),
-        "train/skipped": float(report.skipped is not None),
-        "pack/rows": float(batch.num_rows),
-    }
-
-
 def config_sections(config: Any) -> tuple[LossConfig, AdvantageConfig, BCConfig]:
     """The loss, advantage and BC parts of the run's config (a TrainConfig)."""
     from agentrl.utils.options import part
@@ -548,6 +411,7 @@ __all__ = [
     "generation_metrics",
     "host_floats",
     "pack_batch",
+    "packable",
     "prefix_plan",
     "tool_metrics",
     "train_on_groups",
