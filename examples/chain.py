@@ -25,6 +25,8 @@ import random
 import sys
 from typing import Any
 
+from agentrl.tools import ToolEvent
+
 LETTERS = "abcd"
 STEPS = 3
 SYSTEM = (
@@ -64,16 +66,16 @@ class ChainEnv:
         n = len(self.taken)
         return clue(self.trail[n]) if n < len(self.trail) else END
 
-    def turn_reward(self, turn: int, text: str, events: list[dict[str, Any]]) -> float | None:
+    def turn_reward(self, turn: int, text: str, events: list[ToolEvent]) -> float | None:
         """1.0 when this turn's first call steps to the letter of the clue it answers."""
         if turn >= len(self.trail):
             return None  # the answer after the trail
-        steps = [e for e in events if e.get("name") == "step"]
+        steps = [e for e in events if e.name == "step"]
         if not steps:
             return 0.0
         first = steps[0]
-        letter = str((first.get("args") or {}).get("letter", ""))
-        return 1.0 if first.get("ok") and letter == self.trail[turn] else 0.0
+        letter = str(first.args.get("letter", ""))
+        return 1.0 if first.ok and letter == self.trail[turn] else 0.0
 
     def close(self) -> None:
         self.taken = []

@@ -90,7 +90,7 @@ def reward(
             out.append(None)
             continue
         read = any(
-            e["ok"] and e["name"] == "read" and e["args"].get("doc_id") == source
+            e.ok and e.name == "read" and e.args.get("doc_id") == source
             for e in trajectory.tool_events
         )
         out.append((1.0 if _answer(text).lower() == want.lower() else 0.0) + 0.5 * read)

@@ -72,7 +72,7 @@ def reward(completions: list[str], answer: list[str | None], **kwargs: Any) -> l
         if want is None:
             out.append(None)
             continue
-        ran = any(e["ok"] and e["name"] == "python" for e in trajectory.tool_events)
+        ran = any(e.ok and e.name == "python" for e in trajectory.tool_events)
         out.append((1.0 if _answer(text) == want else 0.0) + 0.2 * ran)
     return out
 

@@ -73,9 +73,9 @@ def reward(completions: list[str], order: list[dict[str, int]], **kwargs: Any) -
     out = []
     for trajectory, wanted in zip(kwargs["trajectories"], order, strict=True):
         receipts = [
-            event["result"]["receipt"]
+            event.result["receipt"]
             for event in trajectory.tool_events
-            if event["ok"] and event["name"] == "checkout"
+            if event.ok and event.name == "checkout"
         ]
         if not receipts:
             out.append(0.0)

@@ -12,14 +12,91 @@ Alignment invariants of a trajectory (`check_alignment`):
   that sampled them (>= 0);
 - observation tokens (tool responses and template glue added by the environment) have
   mask 0, log-prob 0.0 and version -1.
+
+A `ToolEvent` is one executed tool call of an episode, in the shape the reward reads.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+_EVENT_KEYS = ("ok", "name", "args", "result", "canonical")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolEvent(Mapping[str, Any]):
+    """One executed tool call: ``ok``, the tool ``name``, the decoded ``args``, the
+    ``result`` (``{"error": text}`` for a failed call) and ``canonical`` (a well-formed
+    tagged JSON call, as the reward counts it).
+
+    It also reads like the dict events used to be (``event["ok"]``,
+    ``event.get("name")``, ``dict(event)``, ``==`` a dict with the same items), so reward
+    functions and environments written for dicts keep working; it cannot be changed.
+    :meth:`to_dict` (or :func:`event_dicts`) gives the plain dict for JSON.
+    """
+
+    ok: bool
+    name: str
+    args: dict[str, Any]
+    result: Any
+    canonical: bool = False
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _EVENT_KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_EVENT_KEYS)
+
+    def __len__(self) -> int:
+        return len(_EVENT_KEYS)
+
+    @property
+    def error(self) -> str | None:
+        """A failed call's error text (None for a call that succeeded)."""
+        if self.ok:
+            return None
+        result = self.result
+        return str(result.get("error") if isinstance(result, Mapping) else result)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as the plain dict of the golden event files and the reward records."""
+        return {
+            "ok": self.ok,
+            "name": self.name,
+            "args": self.args,
+            "result": self.result,
+            "canonical": self.canonical,
+        }
+
+    @classmethod
+    def of(cls, event: ToolEvent | Mapping[str, Any]) -> ToolEvent:
+        """``event`` itself, or the event a dict with the same keys describes (a trajectory
+        built by hand, a dumped record read back); missing keys read as a failed call."""
+        if isinstance(event, ToolEvent):
+            return event
+        args = event.get("args")
+        return cls(
+            ok=bool(event.get("ok")),
+            name=str(event.get("name") or ""),
+            args=dict(args) if isinstance(args, Mapping) else {},
+            result=event.get("result"),
+            canonical=bool(event.get("canonical")),
+        )
+
+
+def event_dicts(events: Iterable[ToolEvent | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events as plain dicts, where they leave agentrl: JSON files and the Rust reward.
+
+    Dicts (a hand-built trajectory's) pass through unchanged, so the reward sees exactly
+    what it was given.
+    """
+    return [e.to_dict() if isinstance(e, ToolEvent) else e for e in events]  # type: ignore[misc]
 
 
 @dataclass
@@ -36,7 +113,8 @@ class Trajectory:
     response_logps: list[float] = field(default_factory=list)
     response_versions: list[int] = field(default_factory=list)
     turn_outputs: list[str] = field(default_factory=list)
-    tool_events: list[dict[str, Any]] = field(default_factory=list)
+    # The executed calls (dicts given by hand are read with `ToolEvent.of`).
+    tool_events: list[ToolEvent] = field(default_factory=list)
     # Per tool event: the assistant turn that made the call and the wall time of that turn's
     # calls (the calls of one turn run together), for rollout dumps and the episode view.
     tool_turns: list[int] = field(default_factory=list)

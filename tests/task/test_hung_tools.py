@@ -8,7 +8,7 @@ import threading
 import pytest
 from agentrl.errors import RecurringError
 from agentrl.tools import ToolRegistry
-from agentrl.tools import registry as registry_module
+from agentrl.tools import threads as threads_module
 from agentrl.tools.registry import HungToolCalls, hung_tool_threads
 
 
@@ -25,7 +25,7 @@ class Environment:
 
 
 def test_hung_calls_are_capped_and_stop_the_run(monkeypatch):
-    monkeypatch.setattr(registry_module, "MAX_HUNG_THREADS", 4)
+    monkeypatch.setattr(threads_module, "MAX_HUNG_THREADS", 4)
     env = Environment()
     registry = ToolRegistry(timeout=0.05)
     registry.register(env.wait_forever)

@@ -244,9 +244,9 @@ class TaskGenerator:
 
     def _solve(self, calls: list[dict[str, Any]]) -> list[Any] | None:
         events = self.registry.execute_many(calls)
-        if not all(e["ok"] for e in events):
+        if not all(e.ok for e in events):
             return None
-        return [e["result"] for e in events]
+        return [e.result for e in events]
 
     # ---- kinds ----
 

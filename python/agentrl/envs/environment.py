@@ -14,8 +14,9 @@ object may have:
   turn, which makes it a per-turn reward;
 * ``turn_reward(turn, text, tool_events)``: the reward of one assistant turn (a float or
   None), called after each turn once its tool calls ran, with the turn's index (from 0),
-  its text and the events of its calls (``name``, ``args``, ``ok``, ``result``), so a turn
-  can be scored by its tools' results; with ``reward`` too, the episode's scalar reward
+  its text and the events of its calls (`agentrl.trajectory.ToolEvent`: ``event.name``,
+  ``.args``, ``.ok``, ``.result``, also readable as ``event["name"]``), so a turn can be
+  scored by its tools' results; with ``reward`` too, the episode's scalar reward
   counts at its last turn;
 * ``close()``: called exactly once per object, also when the episode fails.
 
@@ -33,6 +34,7 @@ from typing import Any
 
 from agentrl.errors import UserCodeError, code_location, is_user_code, user_code_error
 from agentrl.tools import Tool, ToolRegistry
+from agentrl.trajectory import ToolEvent
 
 EnvironmentFactory = Callable[[], Any]
 
@@ -105,7 +107,7 @@ class OpenEpisode:
     def scores_turns(self) -> bool:
         return callable(getattr(self.env, "turn_reward", None))
 
-    def turn_reward(self, turn: int, text: str, events: list[dict[str, Any]]) -> float | None:
+    def turn_reward(self, turn: int, text: str, events: list[ToolEvent]) -> float | None:
         """The environment's reward of assistant turn ``turn`` (None: no reward method)."""
         function = getattr(self.env, "turn_reward", None)
         if not callable(function):

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrl.trajectory import RolloutGroup
+from agentrl.trajectory import RolloutGroup, event_dicts
 
 _TEXT_LIMIT = 1200
 _RULE = "-" * 100
@@ -48,7 +48,7 @@ def format_debug_sample(
         for turn, text in enumerate(traj.turn_outputs):
             lines.append(f"[debug] assistant turn {turn}:\n{text[:_TEXT_LIMIT]}")
         if traj.tool_events:
-            events = json.dumps(traj.tool_events[:8], ensure_ascii=False, default=str)
+            events = json.dumps(event_dicts(traj.tool_events[:8]), ensure_ascii=False, default=str)
             lines.append(f"[debug] tool events: {events[:_TEXT_LIMIT]}")
         lines.append(_RULE)
     return "\n".join(lines)

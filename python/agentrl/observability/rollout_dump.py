@@ -46,7 +46,7 @@ from typing import Any
 
 from agentrl.errors import UserError
 from agentrl.tools.registry import tool_message
-from agentrl.trajectory import Trajectory
+from agentrl.trajectory import ToolEvent, Trajectory
 from agentrl.utils.atomic import atomic_file
 
 SCHEMA_VERSION = 1
@@ -81,21 +81,18 @@ def finish_reason(traj: Trajectory, max_turns: int) -> str:
 def tool_calls(traj: Trajectory) -> list[dict[str, Any]]:
     """One entry per executed call, in order, with its turn, result or error and time."""
     out = []
-    for i, event in enumerate(traj.tool_events):
-        result = event.get("result")
-        ok = bool(event.get("ok"))
+    for i, event in enumerate(map(ToolEvent.of, traj.tool_events)):
         call: dict[str, Any] = {
             "turn": traj.tool_turns[i] if i < len(traj.tool_turns) else None,
-            "name": str(event.get("name", "")),
-            "arguments": event.get("args", {}),
-            "ok": ok,
+            "name": event.name,
+            "arguments": event.args,
+            "ok": event.ok,
             "seconds": traj.tool_seconds[i] if i < len(traj.tool_seconds) else None,
         }
-        if ok:
-            call["result"] = result
+        if event.ok:
+            call["result"] = event.result
         else:
-            error = result.get("error") if isinstance(result, Mapping) else result
-            call["error"] = str(error)
+            call["error"] = event.error
         out.append(call)
     return out
 

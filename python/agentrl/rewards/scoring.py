@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl import _core
 from agentrl.rewards.config import RewardConfig
+from agentrl.trajectory import ToolEvent, event_dicts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,13 +101,22 @@ def score_batch(
             lines, config_dict(config), threads, explain
         )
     else:
-        rows = [r if isinstance(r, dict) else dict(r) for r in items]
+        rows = [_plain_row(r) for r in items]
         n, details, contributions = _core.reward_score_batch(
             rows, config_dict(config), threads, explain
         )
     columns = _columns(details, DETAIL_KEYS, n)
     terms = _columns(contributions, TERM_KEYS, n) if contributions is not None else None
     return ScoreResult(rewards=columns["reward"], details=columns, contributions=terms)
+
+
+def _plain_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record as the Rust binding reads it: a dict, its `ToolEvent` objects as dicts."""
+    row = record if isinstance(record, dict) else dict(record)
+    events = row.get("tool_events")
+    if isinstance(events, list | tuple) and any(isinstance(e, ToolEvent) for e in events):
+        row = {**row, "tool_events": event_dicts(events)}
+    return row
 
 
 def resolved_threads(threads: int | None = None) -> int:

@@ -2,10 +2,11 @@
 
 ``@tool`` turns a typed Python function into a :class:`Tool` (function + OpenAI-style
 spec). A :class:`ToolRegistry` holds tools and executes parsed tool calls. Executing a call
-never raises: it always returns an event ``{ok, name, args, result, canonical}`` in the
-shape of the golden events, because the rollout appends the event's result to the conversation
-and the reward scores the events; a tool that crashes, hangs or floods the context must
-cost the episode a failed call, not the training run.
+never raises: it always returns a :class:`~agentrl.trajectory.ToolEvent` (``ok``, ``name``,
+``args``, ``result``, ``canonical``) in the shape of the golden events, because the
+rollout appends the event's result to the conversation and the reward scores the events;
+a tool that crashes, hangs or floods the context must cost the episode a failed call, not
+the training run.
 
 User tools run with a timeout and a cap on the size of their JSON result, checked while
 the result is encoded. Sync user tools that can be imported again by name run in worker
@@ -13,6 +14,8 @@ processes (`agentrl.tools.workers`), so a hung one is killed at its timeout and 
 (``SystemExit`` included) is an error event; others (closures, bound methods of episode
 environments) and ``async def`` tools run in a worker thread, async ones on their own
 event loop there. Built-in tools are pure and bounded, so they run inline.
+The threads and the count of hung ones are in `agentrl.tools.threads`; the events, call
+arguments and tool messages in `agentrl.tools.events`.
 """
 
 from __future__ import annotations
@@ -23,10 +26,25 @@ import json
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from agentrl.errors import RecurringError
+from agentrl.tools.events import (
+    ToolEvent,
+    call_arguments,
+    failed_event,
+    tool_message,
+    why,
+)
 from agentrl.tools.signature import bind_arguments, function_schema
+from agentrl.tools.threads import (
+    MAX_HUNG_THREADS,
+    HungToolCalls,
+    Pending,
+    ToolTimeoutError,
+    count_hung,
+    hung_tool_threads,
+)
 from agentrl.tools.workers import (
     ResultTooLarge,
     ToolCallTimeout,
@@ -36,23 +54,6 @@ from agentrl.tools.workers import (
 )
 
 Visibility = Literal["listed", "hidden", "inactive"]
-
-# Longest error text kept in an event (characters of the exception message).
-ERROR_CHARS = 200
-
-
-class ToolEvent(TypedDict):
-    """One executed tool call, in the shape the reward reads."""
-
-    ok: bool
-    name: str
-    args: dict[str, Any]
-    result: Any
-    canonical: bool
-
-
-class ToolTimeoutError(TimeoutError):
-    """A tool did not return within its time limit."""
 
 
 class ToolResultTooLargeError(ValueError):
@@ -117,104 +118,6 @@ def tool(
         )
 
     return build(fn) if fn is not None else build
-
-
-def _why(exc: BaseException) -> str:
-    """A failed call's error text: the exception's message, or its type when it has none."""
-    return str(exc).strip() or type(exc).__name__
-
-
-def _error_event(name: str, args: dict[str, Any], message: str, canonical: bool) -> ToolEvent:
-    return {
-        "ok": False,
-        "name": name,
-        "args": args,
-        "result": {"error": message[:ERROR_CHARS]},
-        "canonical": canonical,
-    }
-
-
-def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
-    """The argument object of a parsed call, decoded leniently.
-
-    ``arguments`` (or ``args``) given as a JSON string is decoded; a string that is not
-    JSON is taken as ``{"expression": text}``; anything that is not an object becomes ``{}``.
-    """
-    raw = call.get("arguments", call.get("args", {}))
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            raw = {"expression": raw}
-    return raw if isinstance(raw, dict) else {}
-
-
-# Calls that ran past their timeout in a thread (which Python cannot stop) and are still
-# running, across every registry of the process: past MAX_HUNG_THREADS the run stops.
-MAX_HUNG_THREADS = 8
-_HUNG: list[tuple[threading.Thread, str]] = []
-_HUNG_LOCK = threading.Lock()
-
-
-class HungToolCalls(RecurringError):
-    """Too many tool calls still run in threads past their timeout: the run stops rather
-    than pile up threads (and what they hold) for the rest of its life."""
-
-
-def hung_tool_threads() -> int:
-    """Threads of timed-out tool calls that are still running."""
-    with _HUNG_LOCK:
-        _HUNG[:] = [(thread, name) for thread, name in _HUNG if thread.is_alive()]
-        return len(_HUNG)
-
-
-def _count_hung(thread: threading.Thread, name: str) -> None:
-    """Note a timed-out call's thread; raise :class:`HungToolCalls` at the cap."""
-    with _HUNG_LOCK:
-        _HUNG[:] = [(t, n) for t, n in _HUNG if t.is_alive()]
-        if thread.is_alive():
-            _HUNG.append((thread, name))
-        if len(_HUNG) < MAX_HUNG_THREADS:
-            return
-        names = sorted({n for _, n in _HUNG})
-    raise HungToolCalls(
-        f"{MAX_HUNG_THREADS} tool calls ({', '.join(names)}) still run past their timeout in "
-        "threads that cannot be stopped: stopping the run. A tool importable by name (a "
-        "module-level function, not a bound method or closure) runs in a worker process "
-        "that is killed at its timeout instead"
-    )
-
-
-class _Pending:
-    """A call started in a worker thread, to be collected with :meth:`wait`."""
-
-    def __init__(self, target: Callable[[], Any], name: str, timeout: float) -> None:
-        self.timeout = timeout
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(target,), name=f"agentrl-tool-{name}", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, target: Callable[[], Any]) -> None:
-        try:
-            self.value = target()
-        except Exception as exc:  # reported as a failed call, never re-raised here
-            self.error = exc
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the tool's, not ours
-            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            self.error = RuntimeError(text)
-        finally:
-            self.done.set()
-
-    def wait(self) -> Any:
-        if not self.done.wait(self.timeout if self.timeout > 0 else None):
-            raise ToolTimeoutError(f"timed out after {self.timeout:g}s")
-        if self.error is not None:
-            raise self.error
-        return self.value
 
 
 class ToolRegistry:
@@ -370,35 +273,33 @@ class ToolRegistry:
             canonical = bool(call.get("canonical", False))
             handle: Any
             if not name:
-                handle = _error_event(name, args, "bad tool call", canonical)
+                handle = failed_event(name, args, "bad tool call", canonical)
             elif valid_names and name not in valid_names:
-                handle = _error_event(name, args, f"tool not allowed: {name}", canonical)
+                handle = failed_event(name, args, f"tool not allowed: {name}", canonical)
             else:
                 try:
                     handle = self._start(name, args)
                 except RecurringError:
                     raise  # the run cannot go on (a tool server past its restart limit)
                 except Exception as exc:
-                    handle = _error_event(name, args, _why(exc), canonical)
+                    handle = failed_event(name, args, why(exc), canonical)
             pending.append((name, args, canonical, handle))
         events: list[ToolEvent] = []
         for name, args, canonical, handle in pending:
-            if isinstance(handle, dict):
-                events.append(handle)  # type: ignore[arg-type]
+            if isinstance(handle, ToolEvent):
+                events.append(handle)
                 continue
             try:
                 result = self._finish(handle)
             except RecurringError:
                 raise
             except Exception as exc:
-                events.append(_error_event(name, args, _why(exc), canonical))
+                events.append(failed_event(name, args, why(exc), canonical))
                 continue
-            events.append(
-                {"ok": True, "name": name, "args": args, "result": result, "canonical": canonical}
-            )
+            events.append(ToolEvent(True, name, args, result, canonical))
         with self._lock:
             self.stats["calls"] += len(events)
-            self.stats["failed"] += sum(1 for e in events if not e["ok"])
+            self.stats["failed"] += sum(1 for e in events if not e.ok)
         return events
 
     async def aexecute_many(
@@ -413,7 +314,7 @@ class ToolRegistry:
         return timeout, cap
 
     def _start(self, name: str, args: dict[str, Any]) -> Any:
-        """Begin a call: an inline tool's result, or a :class:`_Pending` thread."""
+        """Begin a call: an inline tool's result, or a :class:`Pending` thread."""
         item = self._tools.get(name)
         if item is None:
             raise ValueError(f"unknown tool: {name}")
@@ -458,13 +359,13 @@ class ToolRegistry:
                 # The worker enforces the timeout (and is killed past it); the thread
                 # waiting for it gets a second more, so it always sees the worker's answer.
                 wait = timeout + 1.0 if timeout > 0 else 0.0
-                return ("process", item, _Pending(in_process, name, wait))
+                return ("process", item, Pending(in_process, name, wait))
 
             def target() -> Any:
                 return item.fn(args) if kwargs is None else item.fn(**kwargs)
 
         self._count("in_thread")
-        return ("thread", item, _Pending(target, name, timeout))
+        return ("thread", item, Pending(target, name, timeout))
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -480,7 +381,7 @@ class ToolRegistry:
             with self._lock:
                 self.stats["timeouts"] += 1
             if kind == "thread":
-                _count_hung(payload.thread, item.name)
+                count_hung(payload.thread, item.name)
             raise ToolTimeoutError(str(exc)) from None
         except RuntimeError as exc:
             if str(exc).startswith("ResultTooLarge"):
@@ -509,16 +410,6 @@ def execute_tool_call(
 ) -> ToolEvent:
     """One parsed call to one event, never raising."""
     return registry.execute(call, valid_names)
-
-
-def tool_message(result: Any, max_chars: int = 1024) -> str:
-    """The content of the ``tool`` message that carries a result back to the model.
-
-    Compact JSON, non-ASCII kept, cut to ``max_chars`` characters, as the rollout
-    writes it, so that demonstrations and rollouts show the model the same text.
-    """
-    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
-    return text[:max_chars] if max_chars > 0 else text
 
 
 __all__ = [
