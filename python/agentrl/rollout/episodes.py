@@ -32,27 +32,28 @@ appended. The per-trajectory bookkeeping:
 
 from __future__ import annotations
 
-import itertools
-import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentrl.chat import apply_chat_template, observation_text
-from agentrl.envs import EnvironmentTools, OpenEpisode
-from agentrl.errors import UserCodeError
-from agentrl.parsing import parse_message, parse_tool_calls
 from agentrl.rollout.batch_engine import FINISH_LENGTH
+from agentrl.rollout.call_parsing import CallParser, parse_calls
 from agentrl.rollout.engine import Generation
+from agentrl.rollout.episode_env import (
+    close_environments,
+    environment_rewards,
+    open_environments,
+    score_turn,
+)
+from agentrl.rollout.episode_state import EpisodeState
 from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import ToolRegistry, supported_tool_names, tool_message
-from agentrl.trajectory import RolloutGroup, Trajectory
-
-CallParser = Callable[[str, list[dict[str, Any]] | None], list[dict[str, Any]]]
+from agentrl.trajectory import RolloutGroup, ToolEvent, Trajectory
 
 
 class RolloutEngine(Protocol):
@@ -107,139 +108,22 @@ class EpisodeConfig:
             raise ValueError(f"call_parser must be 'lenient' or 'reward', got {self.call_parser!r}")
 
 
-def _call_key(call: Mapping[str, Any]) -> str:
-    return json.dumps(
-        [call.get("name"), call.get("arguments")], sort_keys=True, ensure_ascii=False, default=str
-    )
-
-
-def parse_calls(
-    text: str,
-    tools: list[dict[str, Any]] | None,
-    mode: str = "lenient",
-    tool_format: str = "auto",
-) -> list[dict[str, Any]]:
-    """The calls of one assistant turn, as dicts the tool registry executes.
-
-    Each has ``name``, ``arguments`` and ``canonical`` (True for a well-formed tagged JSON
-    call, as the reward counts it). A block the parser refuses becomes a nameless
-    call with ``parse_error``, so it is executed as a failed "bad tool call", like a tagged
-    block that is not JSON.
-    """
-    reward_calls = parse_tool_calls(text)
-    if mode == "reward":
-        return reward_calls
-    parsed = parse_message(text, tools=tools, tool_format=tool_format)
-    canonical = {_call_key(c) for c in reward_calls if c.get("canonical")}
-    calls = [
-        {"name": c["name"], "arguments": c["arguments"], "canonical": _call_key(c) in canonical}
-        for c in parsed.calls
-    ]
-    calls += [
-        {
-            "name": "",
-            "arguments": {},
-            "parse_error": str(e.get("text", ""))[:512],
-            "canonical": False,
-        }
-        for e in parsed.errors
-    ]
-    if calls:
-        return calls
-    return [c for c in reward_calls if not c.get("canonical")]
-
-
-# Engine cache keys: unique across every batch of every thread sharing an engine.
-_EPISODE_KEYS = itertools.count()
-
-
-class _Episode:
-    """Mutable state of one episode while the batch advances."""
-
-    def __init__(
-        self,
-        sample: Any,
-        tools: list[dict[str, Any]] | None,
-        valid: set[str],
-        think: bool,
-        registry: ToolRegistry,
-    ) -> None:
-        self.sample = sample
-        self.messages: list[dict[str, Any]] = [dict(m) for m in sample["messages"]]
-        self.registry = registry  # the tools this episode's calls run with
-        self.environment: OpenEpisode | None = None
-        self.tools = tools
-        self.valid_names = valid
-        self.open_thinking = think
-        self.prompt_ids: list[int] | None = None
-        self.full_ids: list[int] = []  # the running ids: every token the model saw or made
-        self.context_text = ""
-        self.cache_key = next(_EPISODE_KEYS)
-        self.ids: list[int] = []
-        self.mask: list[int] = []
-        self.logps: list[float] = []
-        self.versions: list[int] = []
-        self.turn_outputs: list[str] = []
-        self.tool_events: list[dict[str, Any]] = []
-        self.tool_turns: list[int] = []
-        self.tool_seconds: list[float] = []
-        self.turn_starts: list[int] = []
-        self.turn_rewards: list[float | None] = []
-        self.unfinished = False
-        self.done = False
-        self.first_version: int | None = None
-        self.pending_calls: list[dict[str, Any]] = []
-        self.kept_end_token = False
-        self.start = time.perf_counter()
-        self.end = self.start
-        self.stats: dict[str, float] = {
-            "turns": 0.0,
-            "generated_tokens": 0.0,
-            "observation_tokens": 0.0,
-            "truncated_contexts": 0.0,
-            "template_divergence": 0.0,
-            "length_stops": 0.0,  # turns that ran to their new-token budget
-            "generate_s": 0.0,
-            "tool_s": 0.0,
-            "render_s": 0.0,
-        }
-
-    def add(self, ids: Sequence[int], logps: Sequence[float] | None, version: int) -> None:
-        """Append generated tokens (``logps`` given) or observation tokens (None)."""
-        self.ids.extend(ids)
-        if logps is None:
-            self.mask.extend([0] * len(ids))
-            self.logps.extend([0.0] * len(ids))
-            self.versions.extend([-1] * len(ids))
-            self.stats["observation_tokens"] += len(ids)
-        else:
-            self.mask.extend([1] * len(ids))
-            self.logps.extend(logps)
-            self.versions.extend([version] * len(ids))
-            self.stats["generated_tokens"] += len(ids)
-
-    def finish(self, unfinished: bool = False) -> None:
-        self.done = True
-        self.unfinished = unfinished
-        self.end = time.perf_counter()
-
-
 def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     if not texts:
         return []
     return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
-def _run_tools(episodes: list[_Episode], workers: int) -> list[list[dict[str, Any]]]:
+def _run_tools(episodes: list[EpisodeState], workers: int) -> list[list[ToolEvent]]:
     """Execute every episode's pending calls; user tools of all episodes run concurrently."""
 
-    def one(ep: _Episode) -> list[dict[str, Any]]:
+    def one(ep: EpisodeState) -> list[ToolEvent]:
         began = time.perf_counter()
         events = list(ep.registry.execute_many(ep.pending_calls, ep.valid_names))
         ep.tool_seconds.extend([time.perf_counter() - began] * len(events))
         return events
 
-    def inline_only(ep: _Episode) -> bool:
+    def inline_only(ep: EpisodeState) -> bool:
         for call in ep.pending_calls:
             item = ep.registry.get(str(call.get("name") or ""))
             if item is not None and not item.inline:
@@ -252,7 +136,7 @@ def _run_tools(episodes: list[_Episode], workers: int) -> list[list[dict[str, An
         return list(pool.map(one, episodes))
 
 
-def _turn_budget(ep: _Episode, config: EpisodeConfig) -> int:
+def _turn_budget(ep: EpisodeState, config: EpisodeConfig) -> int:
     if config.max_response_tokens <= 0:
         return config.max_new_tokens
     return min(config.max_new_tokens, config.max_response_tokens - len(ep.ids))
@@ -291,7 +175,7 @@ def run_episodes(
 
     t_render = time.perf_counter()
     prompts: list[str] = []
-    episodes: list[_Episode] = []
+    episodes: list[EpisodeState] = []
     for sample in samples:
         specs = sample.get("tools") if isinstance(sample, Mapping) else sample["tools"]
         specs = specs or tools.specs()
@@ -299,41 +183,15 @@ def run_episodes(
         prompts.append(apply_chat_template(tokenizer, sample["messages"], specs, True, False))
         for _ in range(g):
             think = rng.random() < config.thinking_ratio
-            episodes.append(_Episode(sample, specs, valid, think, tools))
+            episodes.append(EpisodeState(sample, specs, valid, think, tools))
     try:
-        _open_environments(episodes, tools)
+        open_environments(episodes, tools)
         return _play(engine, episodes, samples, prompts, indices, g, config, parse, t_render)
     finally:
-        _close_environments(episodes)
+        close_environments(episodes)
 
 
-def _open_environments(episodes: list[_Episode], tools: ToolRegistry) -> None:
-    """Give each episode its own environment object (when the tools come with one)."""
-    if not isinstance(tools, EnvironmentTools):
-        return
-    for ep in episodes:
-        ep.environment = tools.open_episode(ep.sample)
-        ep.registry = ep.environment.tools
-        if ep.environment.observation is not None:
-            ep.messages.append({"role": "user", "content": ep.environment.observation})
-
-
-def _close_environments(episodes: list[_Episode]) -> None:
-    """``close()`` every environment opened, each once, even when one of them fails."""
-    error: BaseException | None = None
-    for ep in episodes:
-        if ep.environment is None:
-            continue
-        try:
-            ep.environment.close()
-        except BaseException as exc:
-            error = error or exc
-        ep.environment = None
-    if error is not None:
-        raise error
-
-
-def _first_key(n: int, ep: _Episode, g: int) -> tuple[int, bool]:
+def _first_key(n: int, ep: EpisodeState, g: int) -> tuple[int, bool]:
     """Which first-turn rendering episode ``n`` shares: its sample's, or its own."""
     own = ep.environment is not None and ep.environment.observation is not None
     return (-1 - n if own else n // g, ep.open_thinking)
@@ -341,7 +199,7 @@ def _first_key(n: int, ep: _Episode, g: int) -> tuple[int, bool]:
 
 def _play(
     engine: RolloutEngine,
-    episodes: list[_Episode],
+    episodes: list[EpisodeState],
     samples: Sequence[Any],
     prompts: list[str],
     indices: list[int],
@@ -388,7 +246,7 @@ def _play(
 
 def _play_turn(
     engine: RolloutEngine,
-    episodes: list[_Episode],
+    episodes: list[EpisodeState],
     turn: int,
     config: EpisodeConfig,
     parse: CallParser,
@@ -398,7 +256,7 @@ def _play_turn(
     active = [ep for ep in episodes if not ep.done]
     contexts: list[list[int]] = []
     budgets: list[int] = []
-    running: list[_Episode] = []
+    running: list[EpisodeState] = []
     for ep in active:
         budget = _turn_budget(ep, config)
         if budget <= 0:
@@ -420,7 +278,7 @@ def _play_turn(
     outputs = engine.generate(contexts, config.sampling, max_new_tokens=budgets, **extra)
     gen_s = time.perf_counter() - t0
 
-    with_calls: list[_Episode] = []
+    with_calls: list[EpisodeState] = []
     for ep, out in zip(running, outputs, strict=True):
         ep.stats["generate_s"] += gen_s
         ep.stats["turns"] += 1
@@ -440,7 +298,7 @@ def _play_turn(
         ep.messages.append({"role": "assistant", "content": out.text})
         ep.pending_calls = parse(out.text, ep.tools)
         if not ep.pending_calls:
-            _score_turn(ep, turn, [])
+            score_turn(ep, turn, [])
             ep.finish()
             continue
         ep.unfinished = turn == config.max_turns - 1
@@ -452,7 +310,9 @@ def _play_turn(
     return True
 
 
-def _observe(tokenizer: Any, episodes: list[_Episode], turn: int, config: EpisodeConfig) -> None:
+def _observe(
+    tokenizer: Any, episodes: list[EpisodeState], turn: int, config: EpisodeConfig
+) -> None:
     """Run the episodes' calls and append the tool results to their running ids.
 
     Only the text the template adds after the assistant turn's content is tokenized and
@@ -468,11 +328,11 @@ def _observe(tokenizer: Any, episodes: list[_Episode], turn: int, config: Episod
     rerendered: list[str] = []
     for ep, evs in zip(episodes, events, strict=True):
         ep.stats["tool_s"] += tool_s
-        _score_turn(ep, turn, evs)
+        score_turn(ep, turn, evs)
         ep.tool_events.extend(evs)
         ep.tool_turns.extend([turn] * len(evs))
         results = [
-            {"role": "tool", "content": tool_message(ev["result"], config.tool_result_chars)}
+            {"role": "tool", "content": tool_message(ev.result, config.tool_result_chars)}
             for ev in evs
         ]
         prompt_next = not ep.unfinished
@@ -501,14 +361,6 @@ def _observe(tokenizer: Any, episodes: list[_Episode], turn: int, config: Episod
         ep.stats["render_s"] += render_s / len(episodes)
 
 
-def _score_turn(ep: _Episode, turn: int, events: list[dict[str, Any]]) -> None:
-    """The environment's reward of the turn just played, once its calls ran (if it scores
-    turns)."""
-    if ep.environment is not None and ep.environment.scores_turns:
-        text = ep.turn_outputs[turn] if turn < len(ep.turn_outputs) else ""
-        ep.turn_rewards.append(ep.environment.turn_reward(turn, text, list(events)))
-
-
 def _columns(sample: Any) -> dict[str, Any]:
     """The data record's other columns: a prompt-pool sample's, or a dict sample's keys."""
     if not isinstance(sample, Mapping):
@@ -519,7 +371,7 @@ def _columns(sample: Any) -> dict[str, Any]:
 
 
 def _groups(
-    episodes: list[_Episode],
+    episodes: list[EpisodeState],
     samples: Sequence[Any],
     prompts: list[str],
     indices: list[int],
@@ -558,45 +410,11 @@ def _groups(
             )
             traj.check_alignment()
             if ep.environment is not None:
-                _environment_rewards(traj, ep)
+                environment_rewards(traj, ep)
             trajs.append(traj)
         version = min(t.policy_version for t in trajs)
         groups.append(RolloutGroup(prompts[s], indices[s], version, trajs, time.time()))
     return groups
-
-
-def _environment_rewards(traj: Trajectory, ep: _Episode) -> None:
-    """The environment's rewards: the episode's (a scalar or one per turn) and each turn's.
-
-    Per-turn values (from ``turn_reward`` or a list from ``reward``) go to
-    ``traj.turn_rewards``; with both, the lists add up turn by turn and a scalar episode
-    reward joins the last turn. ``env_reward`` is the episode's total.
-    """
-    assert ep.environment is not None
-    value = ep.environment.reward(traj)
-    turns: list[float | None] | None = (
-        list(ep.turn_rewards) if ep.environment.scores_turns else None
-    )
-    if isinstance(value, list):
-        if len(value) != traj.num_turns:
-            raise UserCodeError(
-                f"environment {type(ep.environment.env).__name__}.reward() returned "
-                f"{len(value)} per-turn rewards for an episode of {traj.num_turns} turn(s)"
-            )
-        turns = value if turns is None else [_add(a, b) for a, b in zip(turns, value, strict=True)]
-        value = None
-    if turns is not None and value is not None:
-        turns = [*turns[:-1], _add(turns[-1] if turns else None, value)]
-    traj.turn_rewards = turns
-    if turns is not None:
-        given = [v for v in turns if v is not None]
-        traj.env_reward = float(sum(given)) if given else None
-    else:
-        traj.env_reward = value
-
-
-def _add(a: float | None, b: float | None) -> float | None:
-    return b if a is None else (a if b is None else a + b)
 
 
 __all__ = ["CallParser", "EpisodeConfig", "RolloutEngine", "parse_calls", "run_episodes"]
