@@ -1,7 +1,7 @@
 """Prompt records from Hugging Face ``datasets`` files: parquet, arrow, JSON arrays, dataset
 directories (``save_to_disk`` output or a folder of data files).
 
-JSONL stays with the line reader of :mod:`agentrl.data.prompt_pool` (per-line error
+JSONL stays with the line reader of :mod:`agentrl.data.jsonl_lines` (per-line error
 reporting, bounded memory); this module turns a table into the same record dicts, one per
 row, with optional column mapping onto the record keys the pool reads.
 """

@@ -34,50 +34,28 @@ import os
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from agentrl.chat import MessageError, normalize_message
 from agentrl.data.dataset_files import ColumnMap, dataset_records, is_dataset_path
-from agentrl.data.instructions import ANSWER_INSTRUCTION
+from agentrl.data.instructions import ANSWER_INSTRUCTION, inject_instruction
+from agentrl.data.jsonl_lines import iter_jsonl_lines
+from agentrl.data.prompt_store import PromptStore, StoredSamples
+from agentrl.data.prompt_tools import PromptTools
+from agentrl.data.samples import (
+    MALFORMED_REASONS,
+    POLICY_OPTIONS,
+    POLICY_REASONS,
+    PromptSample,
+    SkippedLine,
+    SkipRecord,
+    new_stats,
+)
 from agentrl.data.task_text import task_text_from_messages
 from agentrl.errors import UserError
-from agentrl.tools.schema import (
-    MATH_TOOL,
-    ToolSchemaError,
-    append_calculator_alias,
-    merged_tool_names,
-    normalize_tool_schema,
-    parse_tool_schema,
-    resolve_tool_specs,
-    supported_tool_names,
-    tool_name_set,
-)
+from agentrl.tools.schema import MATH_TOOL, normalize_tool_schema, supported_tool_names
 
 FilterMode = Literal["all", "math_only"]
-
-# Reasons a line is malformed (errors under strict=True), and policy skips (never errors).
-MALFORMED_REASONS = (
-    "bad_encoding",
-    "line_too_long",
-    "bad_json",
-    "not_object",
-    "bad_messages",
-    "no_messages",
-    "bad_message",
-    "unknown_role",
-    "bad_content",
-    "bad_tool_calls",
-    "bad_tools",
-    "bad_gt",
-)
-POLICY_REASONS = ("skip_no_gt", "skip_unsupported_tools", "skip_filter")
-# What keeps the prompts a policy filter dropped (the trainer's option for it).
-POLICY_OPTIONS = {
-    "skip_no_gt": "--require_gt 0 keeps them",
-    "skip_unsupported_tools": "--tool_subset or --tools must offer the tools they list",
-    "skip_filter": "--filter_mode all keeps them",
-}
 
 GT_KEYS = ("gt", "answer", "answers", "label")
 PROMPT_KEYS = ("prompt", "question", "query")
@@ -88,204 +66,6 @@ STRUCTURE_KEYS = ("messages", "conversations", "tools", "functions")
 
 class PromptPoolError(UserError, ValueError):
     """A malformed line under ``strict=True``, or a pool with no usable record."""
-
-
-class _Skip(Exception):
-    """Internal: this record is skipped for ``reason``."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-# A sample's own fields, readable by key; any other key is one of the record's columns
-# (a column wins over the bookkeeping fields meta, raw, source and line).
-SAMPLE_FIELDS = ("messages", "tools", "gt", "calls", "columns")
-_BOOKKEEPING = ("meta", "raw", "source", "line")
-
-
-@dataclass
-class PromptSample:
-    """One prompt: the conversation so far, the tools it offers and its ground truth.
-
-    ``calls`` is the reference solution when the record has one (``agentrl gen-data``
-    records list the tool calls that solve the task). It reads like the record it came
-    from: ``sample["secret"]``, ``sample.get("secret")`` and ``"secret" in sample`` see
-    the record's own columns, beside ``messages``, ``tools``, ``gt`` and the other fields.
-    """
-
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None
-    gt: list[str]
-    source: str = ""
-    line: int = 0
-    calls: list[dict[str, Any]] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] | None = None
-    # The record's fields other than the conversation and tools, for reward functions.
-    columns: dict[str, Any] = field(default_factory=dict)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in SAMPLE_FIELDS:
-            return getattr(self, key)
-        if key in self.columns:
-            return self.columns[key]
-        if key in _BOOKKEEPING:
-            return getattr(self, key)
-        where = f"{self.source}:{self.line}: " if self.source else ""
-        known = ", ".join(sorted(self.columns)) or "none"
-        raise KeyError(f"{where}the record has no column {key!r} (its columns: {known})")
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        return key in SAMPLE_FIELDS or key in self.columns or key in _BOOKKEEPING
-
-    def keys(self) -> list[str]:
-        """The sample's fields, then the record's columns."""
-        return [*SAMPLE_FIELDS, *(k for k in self.columns if k not in SAMPLE_FIELDS)]
-
-    @property
-    def task_text(self) -> str:
-        return task_text_from_messages(self.messages)
-
-
-@dataclass(frozen=True)
-class SkippedLine:
-    """Where a skipped line is and why it was skipped."""
-
-    source: str
-    line: int
-    reason: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        tail = f": {self.detail}" if self.detail else ""
-        return f"{self.source}:{self.line}: {self.reason}{tail}"
-
-
-def _new_stats() -> dict[str, int]:
-    stats = {
-        "loaded": 0,
-        "kept": 0,
-        "bad_json": 0,
-        "dropped": 0,
-        "skip_no_gt": 0,
-        "skip_unsupported_tools": 0,
-        "skip_filter": 0,
-        "augmented_calculator_alias": 0,
-        "forced_default_tools": 0,
-        "defaulted_tools": 0,
-    }
-    for reason in MALFORMED_REASONS:
-        stats.setdefault(reason, 0)
-    return stats
-
-
-def _open_binary(path: str) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-
-
-def iter_jsonl_lines(
-    path: str, max_line_bytes: int = 0
-) -> Iterator[tuple[int, str | None, str | None]]:
-    """``(line_number, text, problem)`` for each non-blank line, read in bounded pieces.
-
-    ``problem`` is ``"line_too_long"`` or ``"bad_encoding"`` (then ``text`` is None).
-    A line over ``max_line_bytes`` (0: no limit) is skipped without being held in memory.
-    """
-    with _open_binary(path) as handle:
-        number = 0
-        while True:
-            chunk = handle.readline(max_line_bytes + 1) if max_line_bytes > 0 else handle.readline()
-            if not chunk:
-                return
-            number += 1
-            if max_line_bytes > 0 and len(chunk) > max_line_bytes and not chunk.endswith(b"\n"):
-                # Discard the rest of the line piece by piece.
-                while chunk and not chunk.endswith(b"\n"):
-                    chunk = handle.readline(1 << 20)
-                yield number, None, "line_too_long"
-                continue
-            if number == 1 and chunk.startswith(b"\xef\xbb\xbf"):
-                chunk = chunk[3:]
-            try:
-                text = chunk.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield number, None, f"bad_encoding:{exc.reason} at byte {exc.start}"
-                continue
-            text = text.strip()
-            if text:
-                yield number, text, None
-
-
-class _Store:
-    """Kept prompts: stored lines (their bytes, file and number) decoded on demand by the
-    pool that checked them, and samples held whole (dataset tables, ready-made samples)."""
-
-    def __init__(self, decoder: PromptPool | None) -> None:
-        self.decoder = decoder
-        self.blob = bytearray()
-        self.starts = array("q", [0])
-        self.lines = array("q")
-        self.files = array("H")
-        self.paths: list[str] = []
-        self.whole: dict[int, PromptSample] = {}
-
-    def __len__(self) -> int:
-        return len(self.lines)
-
-    def add_line(self, path: str, number: int, text: str) -> None:
-        if not self.paths or self.paths[-1] != path:
-            self.paths.append(path)
-        self.blob += text.encode("utf-8")
-        self.starts.append(len(self.blob))
-        self.lines.append(number)
-        self.files.append(len(self.paths) - 1)
-
-    def add_sample(self, sample: PromptSample) -> None:
-        self.whole[len(self.lines)] = sample
-        self.starts.append(len(self.blob))
-        self.lines.append(sample.line)
-        self.files.append(0)
-
-    def get(self, key: int) -> PromptSample:
-        sample = self.whole.get(key)
-        if sample is not None:
-            return sample
-        assert self.decoder is not None
-        text = self.blob[self.starts[key] : self.starts[key + 1]].decode("utf-8")
-        sample = self.decoder._normalize(self.decoder._mapped(json.loads(text)), count=False)
-        sample.source, sample.line = self.paths[self.files[key]], self.lines[key]
-        return sample
-
-
-class _Samples(Sequence[PromptSample]):
-    """A pool's prompts in order, decoded as they are read (see the module doc)."""
-
-    def __init__(self, store: _Store, keys: array | range) -> None:
-        self.store = store
-        self.keys = keys
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return [self.store.get(k) for k in self.keys[index]]
-        return self.store.get(self.keys[index])
-
-    def __eq__(self, other: object) -> bool:  # like the list it stands for
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class PromptPool:
@@ -359,10 +139,17 @@ class PromptPool:
         self.registered_tools = dict(registered_tools or {})
         self.split = split
         self.columns = columns or ColumnMap()
-        self._store = _Store(self)
-        self.stats = _new_stats()
+        self._store = PromptStore(self)
+        self.stats = new_stats()
         self.skipped: list[SkippedLine] = []
-        self._tools_cache: dict[str, tuple[Any, dict[str, bool]]] = {}
+        self._tools = PromptTools(
+            default_tools=self.default_tools,
+            force_all_tools=self.force_all_tools,
+            allowed_tools=self.allowed_tools,
+            augment_calculator_alias=self.augment_calculator_alias,
+            registered_tools=self.registered_tools,
+            lenient=self.lenient,
+        )
         self._plain_counters: list[str] | bool | None = None
         self._mapping = self.columns != ColumnMap()
         for one in self.paths:
@@ -386,7 +173,7 @@ class PromptPool:
     @property
     def samples(self) -> Sequence[PromptSample]:
         """The prompts in order (each decoded when read; treat them as read-only)."""
-        return _Samples(self._store, self._keys)
+        return StoredSamples(self._store, self._keys)
 
     def subset(self, indices: Iterable[int], stats: Mapping[str, int] | None = None) -> PromptPool:
         """The prompts at ``indices`` (in that order) as a pool sharing this one's storage:
@@ -404,11 +191,11 @@ class PromptPool:
         """A pool over existing samples (a split or a shard), without reading files."""
         pool = cls.__new__(cls)
         pool.paths = []
-        pool._store = _Store(None)
+        pool._store = PromptStore(None)
         for sample in samples:
             pool._store.add_sample(sample)
         pool._keys = range(len(pool._store))
-        pool.stats = dict(stats) if stats else _new_stats()
+        pool.stats = dict(stats) if stats else new_stats()
         pool.stats["kept"] = len(pool._keys)
         pool.skipped = []
         return pool
@@ -472,12 +259,16 @@ class PromptPool:
             self._add(path, number, record)
         return not (self.max_samples > 0 and len(self._store) >= self.max_samples)
 
+    def decode_record(self, record: Any) -> PromptSample:
+        """A stored record's sample, built by the code that checked it (nothing counted)."""
+        return self._normalize(self._mapped(record), count=False)
+
     def _mapped(self, record: Any) -> Any:
         """``record`` through the column mapping (``--prompt_column`` etc.), when one is set."""
         if self._mapping and isinstance(record, dict):
             missing = self.columns.missing(record)
             if missing:
-                raise _Skip("no_messages", f"no field {missing!r} (column mapping)")
+                raise SkipRecord("no_messages", f"no field {missing!r} (column mapping)")
             record = self.columns.apply(record)
         return record
 
@@ -488,7 +279,7 @@ class PromptPool:
             record = self._mapped(record)
             if text is None or not self._plain(record):
                 sample = self._normalize(record)
-        except _Skip as skip:
+        except SkipRecord as skip:
             self._skip(path, number, skip.reason, skip.detail)
             return
         if text is None:
@@ -540,32 +331,8 @@ class PromptPool:
         names = supported_tool_names(self._resolve_tools(None, count=False))
         if self.allowed_tools and any(n not in self.allowed_tools for n in names):
             return False
-        _, flags = self._tools_cache["null"]
+        _, flags = self._tools.resolve(None)
         return [counter for counter, hit in flags.items() if hit]
-
-    def _tools_field(self, value: Any) -> list[dict[str, Any]] | None:
-        value = self._with_registered(value)
-        if self.lenient:
-            return normalize_tool_schema(value)
-        try:
-            return parse_tool_schema(value)
-        except ToolSchemaError as exc:
-            raise _Skip("bad_tools", str(exc)) from None
-
-    def _with_registered(self, value: Any) -> Any:
-        """A tools list whose entries that only name a registered tool get its spec."""
-        if not self.registered_tools or not isinstance(value, list):
-            return value
-        out = []
-        for item in value:
-            name = item if isinstance(item, str) else None
-            if isinstance(item, dict):
-                inner = item.get("function") if isinstance(item.get("function"), dict) else item
-                if "parameters" not in inner and isinstance(inner.get("name"), str):
-                    name = inner["name"]
-            spec = self.registered_tools.get(name) if name is not None else None
-            out.append(json.loads(json.dumps(spec)) if spec is not None else item)
-        return out
 
     def _messages(
         self, record: dict[str, Any]
@@ -581,11 +348,13 @@ class PromptPool:
             elif isinstance(prompt, list):
                 source = prompt
             elif prompt is not None:
-                raise _Skip("bad_messages", f"prompt is a {type(prompt).__name__}")
+                raise SkipRecord("bad_messages", f"prompt is a {type(prompt).__name__}")
         if source is None or source == []:
-            raise _Skip("no_messages", "no messages, conversations or prompt")
+            raise SkipRecord("no_messages", "no messages, conversations or prompt")
         if not isinstance(source, list):
-            raise _Skip("bad_messages", f"conversation is a {type(source).__name__}, not a list")
+            raise SkipRecord(
+                "bad_messages", f"conversation is a {type(source).__name__}, not a list"
+            )
         tools: list[dict[str, Any]] | None = None
         messages = []
         unknown = "user" if self.lenient else "error"
@@ -595,10 +364,10 @@ class PromptPool:
             try:
                 message = normalize_message(item, unknown_role=unknown)
             except MessageError as exc:
-                raise _Skip(exc.reason, exc.detail) from None
+                raise SkipRecord(exc.reason, exc.detail) from None
             for key in ("tools", "functions"):
                 if isinstance(item, Mapping) and item.get(key) is not None:
-                    tools = self._tools_field(item[key]) or tools
+                    tools = self._tools.read(item[key]) or tools
             messages.append(message)
         if messages and messages[-1]["role"] == "assistant":
             last = messages[-1]
@@ -609,7 +378,7 @@ class PromptPool:
             if users:
                 messages = messages[: users[-1] + 1]
         if not messages:
-            raise _Skip("no_messages", "the conversation is empty")
+            raise SkipRecord("no_messages", "the conversation is empty")
         return messages, tools
 
     @staticmethod
@@ -622,7 +391,7 @@ class PromptPool:
         out = []
         for item in items:
             if isinstance(item, dict | list):
-                raise _Skip("bad_gt", f"ground truth item is a {type(item).__name__}")
+                raise SkipRecord("bad_gt", f"ground truth item is a {type(item).__name__}")
             text = str(item)
             if text.strip():
                 out.append(text)
@@ -631,39 +400,8 @@ class PromptPool:
     def _resolve_tools(
         self, tools: list[dict[str, Any]] | None, count: bool = True
     ) -> list[dict[str, Any]] | None:
-        """The tools a prompt offers after defaults, forcing, the allow-list and the alias.
-
-        Prompts with identical tools share one resolved list (datasets repeat the same
-        tools on every line), which keeps a large pool small; treat ``sample.tools`` as
-        read-only. The tool counters are still counted per prompt.
-        """
-        key = "null" if tools is None else json.dumps(tools, ensure_ascii=False, default=str)
-        cached = self._tools_cache.get(key)
-        if cached is None:
-            allowed = set(self.allowed_tools) if self.allowed_tools else None
-            alias = self.augment_calculator_alias
-            own_count = len(merged_tool_names(tools, None, alias, allowed))
-            default_count = len(merged_tool_names(self.default_tools, None, alias, allowed))
-            resolved = resolve_tool_specs(
-                tools, self.default_tools, self.force_all_tools, alias, allowed
-            )
-            resolved_count = len(tool_name_set(resolved))
-            flags = {
-                "defaulted_tools": own_count <= 0 < default_count and resolved_count > 0,
-                "forced_default_tools": self.force_all_tools and resolved_count > own_count,
-                "augmented_calculator_alias": False,
-            }
-            if alias:
-                had_alias = "calculator" in tool_name_set(resolved)
-                resolved = append_calculator_alias(resolved)
-                flags["augmented_calculator_alias"] = (
-                    not had_alias and "calculator" in tool_name_set(resolved)
-                )
-            if len(self._tools_cache) >= 4096:
-                self._tools_cache.clear()
-            cached = (resolved, flags)
-            self._tools_cache[key] = cached
-        resolved, flags = cached
+        """The tools a prompt offers (`PromptTools.resolve`), counted per prompt."""
+        resolved, flags = self._tools.resolve(tools)
         for counter, hit in flags.items():
             if hit and count:
                 self.stats[counter] += 1
@@ -671,27 +409,27 @@ class PromptPool:
 
     def _normalize(self, record: Any, count: bool = True) -> PromptSample:
         if not isinstance(record, dict):
-            raise _Skip("not_object", f"line is a JSON {type(record).__name__}, not an object")
+            raise SkipRecord("not_object", f"line is a JSON {type(record).__name__}, not an object")
         tools_value = record.get("tools")
         if tools_value is None or tools_value == "" or tools_value == []:
             tools_value = record.get("functions")
-        tools = self._tools_field(tools_value)
+        tools = self._tools.read(tools_value)
         gt = self._ground_truth(record)
         messages, message_tools = self._messages(record)
         tools = message_tools or tools
 
         tools = self._resolve_tools(tools, count)
         if self.require_gt and not gt:
-            raise _Skip("skip_no_gt", "no ground truth")
+            raise SkipRecord("skip_no_gt", "no ground truth")
         names = supported_tool_names(tools)
         if self.allowed_tools and any(n not in self.allowed_tools for n in names):
             bad = next(n for n in names if n not in self.allowed_tools)
-            raise _Skip("skip_unsupported_tools", f"tool {bad!r} is not available")
+            raise SkipRecord("skip_unsupported_tools", f"tool {bad!r} is not available")
         if self.filter_mode == "math_only":
             from agentrl.parsing import extract_expressions
 
             if not extract_expressions(task_text_from_messages(messages), 1):
-                raise _Skip("skip_filter", "no arithmetic expression in the task")
+                raise SkipRecord("skip_filter", "no arithmetic expression in the task")
         if self.inject_answer_instruction and MATH_TOOL in names:
             messages = inject_instruction(messages, self.instruction)
         calls = record.get("calls")
@@ -704,23 +442,6 @@ class PromptPool:
             raw=record if self.keep_raw else None,
             columns={k: v for k, v in record.items() if k not in STRUCTURE_KEYS},
         )
-
-
-def inject_instruction(
-    messages: list[dict[str, Any]], instruction: str = ANSWER_INSTRUCTION
-) -> list[dict[str, Any]]:
-    """Messages with the answer instruction in the first system turn (one is added if none).
-
-    A system turn that already names ``calculate_math`` and ``<answer>`` is left alone.
-    """
-    out = [dict(m) for m in messages]
-    for message in out:
-        if message.get("role") == "system":
-            content = str(message.get("content", "")).strip()
-            if MATH_TOOL not in content or "<answer>" not in content:
-                message["content"] = (content + "\n" + instruction).strip()
-            return out
-    return [{"role": "system", "content": instruction}, *out]
 
 
 __all__ = [
