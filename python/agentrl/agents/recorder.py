@@ -11,8 +11,9 @@ history; a request that repeats nothing earlier (the agent rewrote its history) 
 rendered whole and starts a new sequence (`agentrl.agents.assemble`).
 
 Replies carry the tool calls agentrl's parser finds (`agentrl.parsing.parse_message`) in
-the OpenAI shape. The engine calls of all episodes go through one :class:`Batcher`, which
-gathers concurrent requests into one ``generate`` call.
+the OpenAI shape. The engine calls of all episodes go through one
+`agentrl.agents.batcher.Batcher`, which gathers concurrent requests into one ``generate``
+call.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentrl.agents.batcher import Batcher
 from agentrl.chat import (
     MessageError,
     apply_chat_template,
@@ -364,135 +366,6 @@ def response_body(record: CallRecord, model: str) -> dict[str, Any]:
             "total_tokens": len(record.prompt_ids) + completion,
         },
     }
-
-
-@dataclass
-class _Job:
-    prompt: list[int]
-    params: SamplingParams
-    budget: int
-    n: int
-    key: Hashable | None
-    done: threading.Event = field(default_factory=threading.Event)
-    result: list[Generation] | None = None
-    error: BaseException | None = None
-
-
-class Batcher:
-    """Gathers the requests of concurrent episodes into batched ``engine.generate`` calls.
-
-    A batch goes to the engine as soon as every live episode has a request waiting
-    (``live()``), or ``window_s`` after the last request arrived (at most ``max_wait_s``
-    after the first): an agent busy with its own tools does not hold the others up.
-    Requests with different sampling settings go in separate calls.
-    """
-
-    def __init__(
-        self,
-        engine: Any,
-        live: Callable[[], int],
-        *,
-        window_s: float = 0.05,
-        max_wait_s: float = 0.25,
-    ) -> None:
-        self.engine = engine
-        self.live = live
-        self.window_s, self.max_wait_s = window_s, max_wait_s
-        self.reuse = bool(getattr(engine, "kv_reuse", False))
-        self._pending: list[_Job] = []
-        self._cond = threading.Condition()
-        self._stopped = False
-        self.generate_calls = 0
-        self.rows = 0
-        self._thread = threading.Thread(
-            target=self._loop, name="agentrl-agent-batcher", daemon=True
-        )
-        self._thread.start()
-
-    def submit(
-        self, prompt: list[int], params: SamplingParams, budget: int, n: int, key: Hashable | None
-    ) -> list[Generation]:
-        """Generate ``n`` completions of ``prompt`` (blocks until the batch is done)."""
-        job = _Job(prompt, params, budget, n, key if self.reuse else None)
-        with self._cond:
-            if self._stopped:
-                raise RuntimeError("the endpoint's engine is stopped")
-            self._pending.append(job)
-            self._cond.notify_all()
-        job.done.wait()
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
-
-    def wake(self) -> None:
-        """Re-check the flush condition (an episode ended, so fewer are live)."""
-        with self._cond:
-            self._cond.notify_all()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            jobs, self._pending = self._pending, []
-            self._cond.notify_all()
-        for job in jobs:
-            job.error = RuntimeError("the endpoint's engine is stopped")
-            job.done.set()
-        self._thread.join(timeout=5)
-
-    def _take(self) -> list[_Job] | None:
-        with self._cond:
-            while not self._pending and not self._stopped:
-                self._cond.wait()
-            if self._stopped:
-                return None
-            first = last = time.monotonic()
-            count = len(self._pending)
-            while not self._stopped:
-                now = time.monotonic()
-                if len(self._pending) >= max(self.live(), 1):
-                    break
-                if now - last >= self.window_s or now - first >= self.max_wait_s:
-                    break
-                self._cond.wait(
-                    timeout=min(self.window_s - (now - last), self.max_wait_s - (now - first))
-                )
-                if len(self._pending) != count:
-                    count, last = len(self._pending), time.monotonic()
-            jobs, self._pending = self._pending, []
-            return jobs
-
-    def _loop(self) -> None:
-        while True:
-            jobs = self._take()
-            if jobs is None:
-                return
-            by_params: dict[SamplingParams, list[_Job]] = {}
-            for job in jobs:
-                by_params.setdefault(replace(job.params, max_new_tokens=0), []).append(job)
-            for params, group in by_params.items():
-                self._run(params, group)
-
-    def _run(self, params: SamplingParams, jobs: Sequence[_Job]) -> None:
-        rows = [job.prompt for job in jobs for _ in range(job.n)]
-        budgets = [job.budget for job in jobs for _ in range(job.n)]
-        extra: dict[str, Any] = {}
-        if self.reuse and any(job.key is not None for job in jobs):
-            extra["cache_keys"] = [job.key for job in jobs for _ in range(job.n)]
-        try:
-            outputs = self.engine.generate(rows, params, max_new_tokens=budgets, **extra)
-            self.generate_calls += 1
-            self.rows += len(rows)
-        except BaseException as exc:  # every waiting request gets the engine's error
-            for job in jobs:
-                job.error = exc
-                job.done.set()
-            return
-        at = 0
-        for job in jobs:
-            job.result = list(outputs[at : at + job.n])
-            at += job.n
-            job.done.set()
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Every episode gets its own endpoint (`agentrl.agents.server`) and recorder; a plain agent
 runs in its own thread, ``async`` agents run together on one event loop. All of their
-requests meet in one `agentrl.agents.recorder.Batcher`, so the engine samples for them in
+requests meet in one `agentrl.agents.batcher.Batcher`, so the engine samples for them in
 batches. An episode is dropped, with its error kept, when its agent raises, runs past
 ``timeout`` (its endpoint is closed: later calls get 410; a plain agent's thread cannot be
 stopped and is left to finish on its own, a daemon thread) or returns no reward. The
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.agents.assemble import trajectories
+from agentrl.agents.batcher import Batcher
 from agentrl.agents.endpoint import (
     AgentFn,
     AgentReward,
@@ -30,7 +31,7 @@ from agentrl.agents.endpoint import (
     is_async_agent,
     reward_of,
 )
-from agentrl.agents.recorder import Batcher, EpisodeRecorder, Limits
+from agentrl.agents.recorder import EpisodeRecorder, Limits
 from agentrl.agents.server import EndpointServer, EpisodeGone
 from agentrl.errors import first_line, user_code_error
 from agentrl.trajectory import RolloutGroup, Trajectory
