@@ -290,16 +290,15 @@ def test_os_errors_on_paths_are_user_errors_and_other_ones_are_bugs():
 # ------------------------------------------------------------------ real processes
 
 
-def _cli_process(*argv: object, **popen: object) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")])
-        ),
-    }
+def _cli_process(*argv: object, code: str = "", **popen: object) -> subprocess.Popen[str]:
+    """`agentrl ARGV` as a process; with ``code``, that Python program runs with ARGV instead
+    of the CLI module (tests/ on its path)."""
+    paths = [str(REPO / "python"), str(REPO / "tests"), os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     env.pop("AGENTRL_DEBUG", None)
+    program = ["-c", code] if code else ["-m", "agentrl.cli"]
     return subprocess.Popen(
-        [sys.executable, "-m", "agentrl.cli", *map(str, argv)],
+        [sys.executable, *program, *map(str, argv)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -348,6 +347,36 @@ def test_sigterm_saves_then_exits_143(assets, tmp_path):
     assert saved and (saved[-1] / "model.pt").is_file()
 
 
+# `agentrl train` in a process whose built-in warm start is small: the SMALL_SPEC model on
+# 48 demonstrations, short batches, eager layers, a metrics line every step (the preset's own
+# warm start spends minutes on its tokenizer, 12,000 demonstrations and compiling its layers
+# before its first line). Everything else, the stop flag and the resume included, is the real
+# command's.
+SMALL_WARM_START = """
+import dataclasses, sys
+import agentrl.sft.pipeline as pipeline, agentrl.sft.train as train
+from agentrl.cli import main
+from helpers import SMALL_SPEC
+
+@dataclasses.dataclass(frozen=True)
+class SmallRun(pipeline.SFTRunOptions):
+    tiny: object = SMALL_SPEC
+    num_demos: int = 48
+    eval_tasks: int = 2
+
+@dataclasses.dataclass
+class SmallTraining(train.SFTConfig):
+    batch_tokens: int = 512
+    log_interval: int = 1
+
+    def __post_init__(self) -> None:
+        self.compile = False  # compiling the layers would take longer than the whole test
+
+pipeline.SFTRunOptions, train.SFTConfig = SmallRun, SmallTraining
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
 def test_sigterm_during_the_warm_start_stops_it_and_the_next_run_resumes_it(tmp_path):
     """The built-in warm start listens to the run's stop flag: SIGTERM ends it after the
@@ -359,7 +388,7 @@ def test_sigterm_during_the_warm_start_stops_it_and_the_next_run_resumes_it(tmp_
         return len(read_metrics(warm / "metrics.jsonl")) if warm.is_dir() else 0
 
     def run_until(grown_past: int) -> tuple[subprocess.CompletedProcess[str], int]:
-        process = _cli_process("train", cwd=tmp_path)
+        process = _cli_process("train", cwd=tmp_path, code=SMALL_WARM_START)
         out, err = _sigterm_when(process, lambda: lines_logged() > grown_past)
         done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
         return done, lines_logged()
