@@ -1,4 +1,4 @@
-"""``--dtype auto``: bfloat16 on CUDA and on CPUs with AMX, float32 elsewhere, detected from
+"""``--dtype auto``: bfloat16 on CUDA and on CPUs with AMX or AVX512-BF16, float32 elsewhere, detected from
 torch's CPU dispatch or the kernel's CPU flags, and said once when a run starts."""
 
 from __future__ import annotations
@@ -31,12 +31,20 @@ def test_auto_is_bfloat16_when_torch_dispatches_to_amx(monkeypatch: pytest.Monke
     assert precision.auto_dtype("cpu").dtype == "bfloat16"
 
 
-def test_auto_is_float32_on_a_cpu_without_amx(monkeypatch: pytest.MonkeyPatch):
-    # avx512_bf16 alone (bfloat16 dot products, no tiles) does not count, nor half the AMX set.
-    _cpu(monkeypatch, "AVX512", {"avx512f", "avx512_bf16", "amx_tile"})
+def test_auto_is_bfloat16_on_a_cpu_with_avx512_bf16(monkeypatch: pytest.MonkeyPatch):
+    _cpu(monkeypatch, "AVX512", {"avx512f", "avx512_bf16"})
+    chosen = precision.auto_dtype("cpu")
+    assert chosen.describe() == "dtype auto -> bfloat16 (CPU has AVX512-BF16)"
+
+
+def test_auto_is_float32_on_a_cpu_without_a_bfloat16_unit(monkeypatch: pytest.MonkeyPatch):
+    # Plain AVX512, or half the AMX set, does not count.
+    _cpu(monkeypatch, "AVX512", {"avx512f", "amx_tile"})
     chosen = precision.auto_dtype("cpu")
     assert chosen.dtype == "float32"
-    assert chosen.describe() == "dtype auto -> float32 (CPU without AMX, torch reports AVX512)"
+    assert chosen.describe() == (
+        "dtype auto -> float32 (CPU without a bfloat16 unit, torch reports AVX512)"
+    )
     assert resolve_dtype("auto", "cpu") == torch.float32
 
 

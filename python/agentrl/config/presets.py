@@ -76,7 +76,8 @@ PRESETS["real"] = {
     **PRESETS["tiny"],
     "model": "",
     "save_weight": "",
-    # bfloat16 where the hardware computes it fastest (CUDA, CPUs with AMX), else float32.
+    # bfloat16 where the hardware computes it fastest (CUDA, CPUs with AMX or AVX512-BF16),
+    # else float32.
     "dtype": "auto",
     "device": "auto",
     "num_threads": 0,

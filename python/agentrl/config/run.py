@@ -47,7 +47,8 @@ class RunConfig:
         "weights of the policy, reference and rollout copy (train and eval, CPU too); "
         "bfloat16/float16: float32 master weights and AdamW state in the optimizer, "
         "no loss scaling (train in bfloat16, not float16); with fsdp the shards stay "
-        "float32 and FSDP computes in dtype; auto: bfloat16 on CUDA and on CPUs with AMX, "
+        "float32 and FSDP computes in dtype; auto: bfloat16 on CUDA and on CPUs with AMX or "
+        "AVX512-BF16, "
         "float32 elsewhere (detected, logged at start)",
         ("auto", "bfloat16", "float16", "float32"),
     )
