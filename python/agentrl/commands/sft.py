@@ -7,8 +7,10 @@ The pipeline itself is :func:`agentrl.sft.pipeline.run_sft`.
 The options it shares with `agentrl train` (the policy, the schedule, the run directory,
 the episode limits of its evaluation) are the same declarations under the same names, with
 the warm start's own defaults; ``--config run.toml`` reads the same file format (options
-that only RL reads are left to RL). Earlier spellings (``--lr``, ``--steps``,
-``--output DIR``, ``--resume``, ``--compile``, ``--no_progress``) still work.
+that only RL reads are left to RL). ``--lora_rank`` > 0 trains a LoRA adapter only (the
+same ``--lora_*`` options as `agentrl train`); the run directory still gets full weights.
+Earlier spellings (``--lr``, ``--steps``, ``--output DIR``, ``--resume``, ``--compile``,
+``--no_progress``) still work.
 """
 
 from __future__ import annotations
@@ -20,17 +22,23 @@ from typing import Any
 
 from agentrl.config import add_config_arguments, canonical_names, option_field, read_toml
 from agentrl.errors import UsageError
+from agentrl.models.options import ModelConfig
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
 from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
 from agentrl.sft.train import SFTConfig
 from agentrl.utils.options import check_value
 
 _D = SFTConfig()
+_M = ModelConfig()
 # The options `agentrl sft` shares with `agentrl train`, at the warm start's defaults.
 SFT_DEFAULTS: dict[str, Any] = {
     "model": "tiny",
     "tokenizer": "",
     "chat_template": "",
+    "lora_rank": _M.lora_rank,
+    "lora_alpha": _M.lora_alpha,
+    "lora_target_modules": _M.lora_target_modules,
+    "lora_dropout": _M.lora_dropout,
     "save_dir": str(Path(_D.output_dir).parent),
     "save_weight": Path(_D.output_dir).name,
     "total_steps": _D.steps,
@@ -59,7 +67,16 @@ SFT_DEFAULTS: dict[str, Any] = {
 }
 
 
+LORA_HELP = (
+    "With --lora_rank > 0 only a LoRA adapter trains (the base weights stay as loaded) and "
+    "checkpoints hold the adapter; the run directory gets the merged full weights, an "
+    "ordinary model that `agentrl train --model DIR` and `agentrl eval --model DIR` load, and "
+    "the adapter alone in DIR/adapter/. --from_resume needs the same --model and --lora_*."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = f"{parser.description or ''} {LORA_HELP}".strip()
     add_config_arguments(parser, tuple(SFT_DEFAULTS), presets={"tiny": {}}, defaults=SFT_DEFAULTS)
     own = parser.add_argument_group("warm start options")
     own.add_argument(
@@ -181,6 +198,20 @@ def tiny_spec(text: str) -> Any:
     return TinySpec(**values) if values else None
 
 
+def lora_settings(values: dict[str, Any]) -> Any:
+    """The adapter the ``lora_*`` values ask for; None for ``lora_rank`` 0 (all weights)."""
+    if values["lora_rank"] <= 0:
+        return None
+    from agentrl.models.lora import LoraSettings
+
+    return LoraSettings(
+        rank=values["lora_rank"],
+        alpha=values["lora_alpha"],
+        target_modules=values["lora_target_modules"],
+        dropout=values["lora_dropout"],
+    )
+
+
 def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     """The parsed command line as the pipeline's options."""
     v = resolved_values(args)
@@ -205,6 +236,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         dtype=None if v["dtype"] == "float32" else v["dtype"],
         num_threads=v["num_threads"],
         chat_template=v["chat_template"],
+        lora=lora_settings(v),
         train=SFTConfig(
             output_dir=str(Path(v["save_dir"]) / v["save_weight"]),
             steps=v["total_steps"],

@@ -14,6 +14,8 @@ adapter (megabytes instead of the whole model).
   rounding on every sync); rollout engines load these.
 * :func:`save_adapter` / :func:`load_adapter` and :class:`AdapterCheckpointView`: adapter-only
   checkpoints; :func:`export_merged`: a plain HF directory any tool can load.
+* :func:`adapter_signature`: what a resume from an adapter-only checkpoint must match (the
+  adapter's shape and a digest of the frozen base weights).
 
 `peft` is an optional dependency (``pip install 'agentrl[lora]'``), imported on first use.
 """
@@ -21,9 +23,11 @@ adapter (megabytes instead of the whole model).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +131,10 @@ def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modul
         task_type="CAUSAL_LM",
     )
     try:
-        wrapped = peft.get_peft_model(model, config)
+        with warnings.catch_warnings():
+            # peft asks transformers a question it deprecated; nothing a user can change.
+            warnings.filterwarnings("ignore", ".*is_gradient_checkpointing", FutureWarning)
+            wrapped = peft.get_peft_model(model, config)
     except ValueError as exc:
         names = sorted(
             {
@@ -264,6 +271,39 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+@torch.no_grad()
+def base_digest(model: torch.nn.Module) -> str:
+    """A digest of the base weights of a peft model (names, dtypes, shapes and bytes, read on
+    the CPU so that the same weights give the same digest on any device)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name, tensor in model.get_base_model().state_dict().items():
+        if _ADAPTER_SEGMENT.search(name):
+            continue
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}".encode())
+        h.update(flat.view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def adapter_signature(model: torch.nn.Module) -> dict[str, Any] | None:
+    """The adapter's shape and its base model's digest; None for a model without an adapter.
+
+    An adapter-only checkpoint continues a run exactly only on the same base weights with an
+    adapter of the same shape: a resume compares this with the checkpoint's.
+    """
+    if not is_lora_model(model):
+        return None
+    config = model.peft_config[ADAPTER_NAME]
+    targets = config.target_modules
+    return {
+        "rank": int(config.r),
+        "alpha": float(config.lora_alpha),
+        "dropout": float(config.lora_dropout),
+        "target_modules": targets if isinstance(targets, str) else sorted(targets),
+        "base": base_digest(model),
+    }
+
+
 def save_adapter(model: torch.nn.Module, out: str | os.PathLike[str]) -> Path:
     """Write the adapter alone (``adapter_config.json`` + safetensors) atomically."""
     if not is_lora_model(model):
@@ -307,8 +347,10 @@ __all__ = [
     "LoraUnavailableError",
     "ReferenceView",
     "adapter_disabled",
+    "adapter_signature",
     "adapter_state_dict",
     "apply_lora",
+    "base_digest",
     "base_model_of",
     "export_merged",
     "is_lora_model",

@@ -6,6 +6,11 @@ weights, the newest ``keep_last`` kept); the warm start's own state (optimizer, 
 position, elapsed time, its config) rides in the state file's ``optimization`` slot, the
 RNG states beside it. What RL trains from is the published HF directory
 (:func:`publish_into`), written once at the end.
+
+A LoRA run (a peft model) checkpoints the adapter alone (its optimizer state covers only the
+adapter too) and publishes the merged full weights, an ordinary model that `agentrl train`
+and `agentrl eval` load as they load any other, with the adapter alone beside it in
+``adapter/``.
 """
 
 from __future__ import annotations
@@ -18,21 +23,30 @@ from typing import Any
 import torch
 
 from agentrl.errors import UsageError
+from agentrl.models.lora import base_model_of, is_lora_model, merged_state_dict
 from agentrl.training import checkpoint as rl_ckpt
-from agentrl.utils.atomic import saving
+from agentrl.utils.atomic import replace_dir, saving
 
 # What a checkpoint of the earlier warm-start format held instead of model.pt.
 _EARLIER_STATE_FILE = "trainer_state.pt"
+# Where a LoRA run publishes its adapter alone, inside the run directory.
+ADAPTER_DIR = "adapter"
 
 
 def _save_hf(model: torch.nn.Module, tokenizer: Any, directory: Path) -> None:
-    """save_pretrained for model and tokenizer, without transformers' per-shard progress bar."""
+    """save_pretrained for model and tokenizer, without transformers' per-shard progress bar;
+    a LoRA model as its merged weights under the base model's names, plus ``adapter/``."""
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        model.save_pretrained(str(directory))
+        if is_lora_model(model):
+            merged = merged_state_dict(model)
+            base_model_of(model).save_pretrained(str(directory), state_dict=merged)
+            model.save_pretrained(str(directory / ADAPTER_DIR))
+        else:
+            model.save_pretrained(str(directory))
         tokenizer.save_pretrained(str(directory))
     finally:
         if was_enabled:
@@ -54,7 +68,10 @@ def publish_into(model: torch.nn.Module, tokenizer: Any, out_dir: Path) -> None:
                 shutil.rmtree(staging)
             _save_hf(model, tokenizer, staging)
             for item in staging.iterdir():
-                os.replace(item, out_dir / item.name)
+                if item.is_dir():  # the adapter of a LoRA run: replaced whole
+                    replace_dir(item, out_dir / item.name)
+                else:
+                    os.replace(item, out_dir / item.name)
             staging.rmdir()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -19,6 +19,7 @@ from agentrl.sft.train import SFTConfig, SFTResult
 from agentrl.utils.run_lock import RunLock
 
 if TYPE_CHECKING:
+    from agentrl.models.lora import LoraSettings
     from agentrl.models.tiny import TinySpec
 
 Log = Callable[[str], None]
@@ -45,6 +46,9 @@ class SFTRunOptions:
     dtype: str | None = None  # weight dtype (None: float32)
     num_threads: int = 0  # torch CPU threads (0: torch's default)
     chat_template: str = ""  # '' the tokenizer's own, builtin, or a template file
+    # A LoRA adapter trains instead of every weight (None: all weights train); the run
+    # still publishes full (merged) weights.
+    lora: LoraSettings | None = None
     train: SFTConfig = field(default_factory=SFTConfig)  # output dir, schedule, checkpoints
 
 
@@ -80,6 +84,10 @@ def run_sft(
     output directory that cannot be made; paths are checked before the model loads.
     """
     check_paths(options)
+    if options.lora is not None:
+        from agentrl.models.lora import require_peft
+
+        require_peft()  # before the model loads: a missing package says so at once
     with RunLock(options.train.output_dir, log):  # one run per output directory
         return _run_sft(options, log, should_stop)
 
@@ -114,6 +122,13 @@ def _run_sft(
             tokenizer=options.tokenizer,
             chat_template=options.chat_template,
         )
+    if options.lora is not None:
+        import torch
+
+        from agentrl.models.lora import apply_lora
+
+        torch.manual_seed(options.train.seed)  # the adapter's initial weights follow --seed
+        model = apply_lora(model, options.lora)
     if options.data:
         conversations, loaded = sft_tasks.load_demos(options.data)
         log(f"demonstrations: {loaded.as_dict()}")
@@ -135,10 +150,12 @@ def _run_sft(
         files = ", ".join(options.data) or "the generated demonstrations"
         raise UserError(f"no usable training example in {files} ({stats.as_dict()})")
     params = sum(p.numel() for p in model.parameters())
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    lora = f" ({trained / 1e6:.3f}M in the LoRA adapter train)" if options.lora else ""
     tokens = sum(len(e) for e in examples)
     targets = sum(sum(e.loss_mask) for e in examples)
     log(
-        f"model {options.model}: {params / 1e6:.2f}M parameters, vocab {len(tokenizer)}; "
+        f"model {options.model}: {params / 1e6:.2f}M parameters{lora}, vocab {len(tokenizer)}; "
         f"{len(examples)} examples, {tokens} tokens ({targets} trained); "
         f"{len(heldout)} held-out tasks; setup {time.perf_counter() - began:.1f}s"
     )

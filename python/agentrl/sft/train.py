@@ -3,6 +3,10 @@
 The loop reads top to bottom: draw `grad_accum` length-bucketed batches, weight every
 assistant token equally across them, clip, step, log; evaluate greedy tool use and save an
 atomic checkpoint at fixed intervals; finally publish the model where RL will look for it.
+
+A LoRA model (a peft model, `agentrl.models.lora`) trains the same way: only its adapter has
+gradients, so only the adapter is optimized and checkpointed; the published model is the
+merged full weights (`agentrl.sft.checkpoint`).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from typing import Any
 
 import torch
 
-from agentrl.errors import SaveError
+from agentrl.errors import SaveError, UsageError
 from agentrl.models.compile import compile_decoder_layers, eager_generation
 from agentrl.models.loading import autocast_context
+from agentrl.models.lora import AdapterCheckpointView, adapter_signature, base_model_of
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
 from agentrl.sft.tasks import HeldoutTask, ToolEnv
@@ -211,6 +216,9 @@ class _Run:
         self.out = Path(cfg.output_dir)
         if cfg.compile:
             compile_decoder_layers(model)
+        # LoRA: what a resume must match, and the module whose state a checkpoint holds.
+        self.adapter = adapter_signature(model)
+        self.saved = AdapterCheckpointView(model) if self.adapter is not None else model
         self.device = next(model.parameters()).device
         self.weight_dtype = next(model.parameters()).dtype
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -231,7 +239,8 @@ class _Run:
         if not found:
             return False
         state = ckpt.load_trainer_state(found[-1])
-        ckpt.load_weights(self.model, found[-1])
+        _check_same_adapter(found[-1], state.get("adapter"), self.adapter)
+        ckpt.load_weights(self.saved, found[-1])
         self.opt.load_state_dict(state["optimizer"])
         self.elapsed_before = float(state.get("elapsed", 0.0))
         self.stream.load_state_dict(state["stream"])
@@ -265,7 +274,7 @@ class _Run:
         eager = eager_generation() if self.cfg.compile else nullcontext()
         with eager:
             scores, _ = evaluate_model(
-                self.model,
+                base_model_of(self.model),  # a LoRA model's layers carry the adapter
                 self.tokenizer,
                 tasks,
                 self.env.tools,
@@ -283,10 +292,11 @@ class _Run:
             "stream": self.stream.state_dict(),
             "skipped": self.skipped,
             "config": asdict(self.cfg),
+            "adapter": self.adapter,
         }
         root = self.out / "checkpoints"
         saved = ckpt.save_checkpoint(
-            root, self.step, self.model, self.tokenizer, state, self.cfg.keep_last
+            root, self.step, self.saved, self.tokenizer, state, self.cfg.keep_last
         )
         if saved is None:
             self.log(f"step {self.step}: non-finite weights, checkpoint skipped")
@@ -310,6 +320,35 @@ class _Run:
 
     def due(self, interval: int) -> bool:
         return interval > 0 and self.step % interval == 0 and self.step < self.cfg.steps
+
+
+def _describe(adapter: dict[str, Any] | None) -> str:
+    if adapter is None:
+        return "all weights (--lora_rank 0)"
+    return (
+        f"a LoRA adapter (--lora_rank {adapter['rank']} --lora_alpha {adapter['alpha']:g} "
+        f"--lora_dropout {adapter['dropout']:g}, targets {adapter['target_modules']})"
+    )
+
+
+def _check_same_adapter(
+    path: Path, saved: dict[str, Any] | None, current: dict[str, Any] | None
+) -> None:
+    """A checkpoint resumes only the kind of run that wrote it: an adapter-only checkpoint
+    needs an adapter of its shape on the base weights it was trained on."""
+    shape = {k: v for k, v in (saved or {}).items() if k != "base"}
+    if (saved is None) != (current is None) or (
+        current is not None and shape != {k: v for k, v in current.items() if k != "base"}
+    ):
+        raise UsageError(
+            f"{path} trained {_describe(saved)}; this run trains {_describe(current)}: "
+            "resume with the run's own options, or remove its checkpoints to start again"
+        )
+    if saved is not None and current is not None and saved["base"] != current["base"]:
+        raise UsageError(
+            f"{path}: the base model differs from the one its LoRA adapter was trained on "
+            "(another --model, --tiny or --dtype?): resume with the run's own base model"
+        )
 
 
 def train_sft(
@@ -398,10 +437,9 @@ def train_sft(
     if final:
         metrics.write({"step": run.step, "final": True, **final})
     result = SFTResult(run.step, train_seconds, last, final, run.skipped)
+    summary = {**asdict(result), "config": asdict(cfg), "adapter": run.adapter}
     with saving(run.out / "sft_summary.json"):
-        (run.out / "sft_summary.json").write_text(
-            json.dumps({**asdict(result), "config": asdict(cfg)}, indent=2), encoding="utf-8"
-        )
+        (run.out / "sft_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return result
 
 
