@@ -86,6 +86,8 @@ class MCPServer:
         self.log = log
         self.max_restarts = int(max_restarts)
         self.restarts = 0
+        # Exit statuses of the sessions that ended, for the calls still waiting on them.
+        self._ended: dict[Any, int] = {}
         self._failed: str | None = None
         self._lock = threading.Lock()
         self.stderr_path: Path | None = None
@@ -196,13 +198,13 @@ class MCPServer:
                 result = future.result(timeout=self.timeout if self.timeout > 0 else None)
             except FutureTimeout:
                 future.cancel()
-                status = self.exit_status()
+                status = self._status_of(session)
                 if status is None:
                     raise ToolTimeoutError(f"timed out after {self.timeout:g}s") from None
                 self._exited(status, session)
                 raise RuntimeError(f"the MCP server exited with status {status}") from None
             except Exception as exc:
-                status = self.exit_status(wait=2.0)
+                status = self._status_of(session, wait=2.0)
                 if status is None:
                     why = str(exc).strip() or type(exc).__name__
                     raise RuntimeError(f"MCP call failed: {why}") from None
@@ -213,6 +215,21 @@ class MCPServer:
         call.__name__ = name
         return call
 
+    def _status_of(self, session: Any, wait: float = 0.0) -> int | None:
+        """The exit status of the server behind ``session`` (None while it runs). A call
+        that fails with others sent at the same time may look after one of them has
+        started the server again (its status file emptied): it gets the recorded one."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                known = self._ended.get(session)
+            if known is not None:
+                return known
+            status = self.exit_status()
+            if status is not None or time.monotonic() >= deadline:
+                return status
+            time.sleep(0.05)
+
     def _exited(self, status: int, session: Any) -> None:
         """Say that the server exited, once, and start it again or stop the run."""
         with self._lock:
@@ -220,6 +237,7 @@ class MCPServer:
                 raise ToolServerFailed(self._failed)
             if session is not self._session:
                 return  # another call saw it first and restarted it
+            self._ended = {**dict(list(self._ended.items())[-7:]), session: status}
             self._end_session()
             if self.restarts >= self.max_restarts:
                 self._failed = (
