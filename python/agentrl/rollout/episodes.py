@@ -97,7 +97,7 @@ class EpisodeConfig:
     thinking_ratio: float = RolloutConfig.thinking_ratio
     tool_result_chars: int = 1024
     keep_eos: bool = False
-    tool_workers: int = 8
+    tool_workers: int = RolloutConfig.tool_workers
     call_parser: Literal["lenient", "reward"] = "lenient"
     sampling: SamplingParams = field(default_factory=SamplingParams.compat_defaults)
 

@@ -18,6 +18,9 @@ class RolloutConfig:
 
     num_generations: int = option(4, "trajectories per prompt (the group size G)", check=">=1")
     max_turns: int = option(3, "assistant turns per episode", check=">=1")
+    tool_workers: int = option(
+        8, "episodes whose tool calls run at once (1: one episode's after another)", check=">=1"
+    )
     thinking_ratio: float = option(0.0, "share of prompts rendered with thinking on", check="[0,1]")
     temperature: float = option(0.7, "sampling temperature", check=">=0")
     top_p: float = option(0.88, "nucleus sampling mass", check="(0,1]")

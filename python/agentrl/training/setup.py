@@ -284,6 +284,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         max_context_len=config.max_context_len,
         thinking_ratio=config.thinking_ratio,
         sampling=sampling,
+        tool_workers=config.tool_workers,
     )
 
 

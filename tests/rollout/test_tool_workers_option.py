@@ -1,0 +1,52 @@
+"""--tool_workers: how many episodes' tool calls run at once; 1 runs them one episode after
+another (the soak uses it so a dying tool server fails the same calls in any run)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from agentrl.config import resolve
+from agentrl.rollout.episodes import EpisodeConfig, _run_tools
+from agentrl.tools import ToolRegistry, tool
+from agentrl.training.setup import episode_config
+
+
+class _Episode:
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+        self.pending_calls = [{"name": "nap", "arguments": {}}]
+        self.valid_names = None
+        self.tool_seconds: list[float] = []
+
+
+def _most_at_once(workers: int) -> int:
+    running, most, lock = [0], [0], threading.Lock()
+
+    @tool(isolate=False)
+    def nap() -> str:
+        """Sleep a little."""
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.1)
+        with lock:
+            running[0] -= 1
+        return "ok"
+
+    registry = ToolRegistry(timeout=10)
+    registry.register(nap)
+    events = _run_tools([_Episode(registry) for _ in range(4)], workers)
+    assert all(e.ok for batch in events for e in batch)
+    return most[0]
+
+
+def test_tool_workers_1_runs_episodes_tools_one_after_another():
+    assert _most_at_once(1) == 1
+    assert _most_at_once(4) > 1
+
+
+def test_the_option_reaches_the_episode_config():
+    assert EpisodeConfig().tool_workers == 8
+    config = resolve(preset="tiny", overrides={"tool_workers": 1})
+    assert episode_config(config).tool_workers == 1
