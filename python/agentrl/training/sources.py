@@ -18,8 +18,10 @@ split gathers its groups from other processes instead: `agentrl.placement`.)
 
 from __future__ import annotations
 
+import functools
 import random
 import time
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -48,17 +50,22 @@ class GroupSource(Protocol):
     def stop(self) -> None: ...
 
 
-def epoch_order(n: int, seed: int, epoch: int, stream: int = 0) -> list[int]:
-    """The prompt order of one pass over ``n`` prompts (a seeded shuffle per epoch).
+@functools.lru_cache(maxsize=4)
+def epoch_order(n: int, seed: int, epoch: int, stream: int = 0) -> Sequence[int]:
+    """The prompt order of one pass over ``n`` prompts (a seeded shuffle per epoch), read-only.
 
-    Stream 0 feeds the steps; dynamic sampling's extra round ``k`` reads stream ``k``.
+    Stream 0 feeds the steps; dynamic sampling's extra round ``k`` reads stream ``k``. The
+    last few orders are kept: a step reads one slot per prompt of its batch, and shuffling
+    a million prompts costs most of a second. Shuffled as 8-byte integers (the same
+    ``Random.shuffle``, so the same order as a list), not Python ints: 80 MB at 10,000,000
+    prompts instead of about 360 MB.
     """
-    order = list(range(n))
+    order = array("q", range(n))
     key = (
         f"agentrl-epoch:{seed}:{epoch}" if stream == 0 else f"agentrl-epoch:{seed}:{stream}:{epoch}"
     )
     random.Random(key).shuffle(order)
-    return order
+    return memoryview(order).toreadonly()
 
 
 def step_prompt_indices(
