@@ -94,6 +94,17 @@ class ServerEngine(LiveRowsEngine):
     def _server_ranks(self) -> int:
         """How many of the server's processes join the group (ranks 1..N)."""
 
+    def _server_info(self, path: str, key: str, hint: str) -> Mapping[str, Any]:
+        """The JSON object ``GET path`` answers, which must hold the integer ``key``; else
+        RemoteEngineError, ending in ``hint`` (what to do about it)."""
+        response = self.client.request("GET", path)
+        info = response.json() if 200 <= response.status < 300 else None
+        if not isinstance(info, Mapping) or not isinstance(info.get(key), int):
+            raise RemoteEngineError(
+                f"GET {self.client.base_url}{path} gave no {key} (HTTP {response.status}): {hint}"
+            )
+        return info
+
     @abc.abstractmethod
     def _init_group_request(self, address: str, port: int, world_size: int, name: str) -> None:
         """Ask the server to join the group (returns once it has); raise on refusal."""

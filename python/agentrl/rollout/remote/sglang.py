@@ -194,13 +194,9 @@ class SGLangEngine(ServerEngine):
 
     def _server_ranks(self) -> int:
         """The server's tensor-parallel size: each TP worker joins as ``1 + tp_rank``."""
-        response = self.client.request("GET", "/get_server_info")
-        info = response.json() if 200 <= response.status < 300 else None
-        if not isinstance(info, Mapping) or not isinstance(info.get("tp_size"), int):
-            raise RemoteEngineError(
-                f"GET {self.client.base_url}/get_server_info gave no tp_size "
-                f"(HTTP {response.status}): cannot size the weight-update group"
-            )
+        info = self._server_info(
+            "/get_server_info", "tp_size", "cannot size the weight-update group"
+        )
         for name in ("dp_size", "pp_size"):
             if int(info.get(name) or 1) != 1:
                 raise RemoteEngineError(

@@ -117,13 +117,9 @@ class VLLMServerEngine(ServerEngine):
         return self._send_weights(source, version)
 
     def _server_ranks(self) -> int:
-        response = self.client.request("GET", "/get_world_size")
-        info = response.json() if 200 <= response.status < 300 else None
-        if not isinstance(info, Mapping) or not isinstance(info.get("world_size"), int):
-            raise RemoteEngineError(
-                f"GET {self.client.base_url}/get_world_size gave no world_size (HTTP "
-                f"{response.status}): start the server with VLLM_SERVER_DEV_MODE=1"
-            )
+        info = self._server_info(
+            "/get_world_size", "world_size", "start the server with VLLM_SERVER_DEV_MODE=1"
+        )
         return int(info["world_size"])
 
     def _post(self, path: str, payload: Any) -> Any:
