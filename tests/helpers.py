@@ -61,6 +61,31 @@ SHORT_RUN: dict[str, Any] = dict(
     use_wandb=False,
 )
 
+# A one-step `agentrl train` run from the command line: the options a command needs to get
+# past loading and through one small step (the caller adds --model, --data, --save_dir).
+ONE_STEP_RUN = [
+    "--filter_mode",
+    "all",
+    "--total_steps",
+    "1",
+    "--batch_size",
+    "1",
+    "--num_generations",
+    "2",
+    "--max_turns",
+    "1",
+    "--max_gen_len",
+    "8",
+    "--eval_before_train",
+    "0",
+    "--progress",
+    "0",
+    "--report",
+    "0",
+    "--async_workers",
+    "0",
+]
+
 
 def fresh_small_tokenizer() -> Any:
     """A newly built tokenizer for SMALL_SPEC (for tests of determinism)."""
@@ -99,6 +124,71 @@ def short_run_config(files: Path, save_dir: Path, name: str, **overrides: Any) -
     return resolve(preset="tiny", overrides={**values, **SHORT_RUN, **overrides})
 
 
+# The checkout's root: `examples.<name>` imports from there.
+REPO = Path(__file__).resolve().parents[1]
+
+
+def use_examples(monkeypatch: Any) -> None:
+    """Make `examples.<name>` importable as `agentrl train` finds it: from the working
+    directory (the checkout's root), not from a path entry the suite happened to add."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(REPO))])
+
+
+def write_example_data(name: str, path: Path, monkeypatch: Any, n: int = 12) -> Path:
+    """``n`` tasks of ``examples/<name>.py`` (its ``write_data``) at ``path``; see
+    `use_examples`."""
+    from agentrl.utils.imports import load_object
+
+    use_examples(monkeypatch)
+    load_object(f"examples.{name}:write_data")(str(path), n=n)
+    return path
+
+
+def example_train_args(
+    model: Path, data: Path, out: Path, *, steps: int = 2, max_turns: int = 2
+) -> list[str]:
+    """`agentrl train` arguments for a short run of an example on the tiny model: ``steps``
+    steps of 2 prompts x 2 generations, 8-token turns, a 20% held-out split evaluated on 2
+    samples, nothing periodic; the run writes to ``out/run``. Callers add the example's
+    own options after these (a later repeat of an option wins)."""
+    return [
+        "train",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--total_steps",
+        str(steps),
+        "--save_dir",
+        str(out),
+        "--save_weight",
+        "run",
+        "--batch_size",
+        "2",
+        "--num_generations",
+        "2",
+        "--max_turns",
+        str(max_turns),
+        "--max_gen_len",
+        "8",
+        "--eval_ratio",
+        "0.2",
+        "--eval_samples",
+        "2",
+        "--eval_max_gen_len",
+        "8",
+        "--eval_interval",
+        "0",
+        "--progress",
+        "0",
+        "--report",
+        "0",
+        "--save_interval",
+        "0",
+    ]
+
+
 @functools.lru_cache(maxsize=1)
 def tiny_tokenizer() -> Any:
     """A 512-token byte-level BPE with the chat layout's special and markup tokens."""
@@ -131,7 +221,7 @@ def tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64, init: float = 0
     return model.eval()
 
 
-def tiny_llama(seed: int = 0) -> Any:
+def tiny_llama(seed: int = 0, layers: int = 2) -> Any:
     """A random Llama (grouped-query attention) over `tiny_tokenizer`."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -140,7 +230,7 @@ def tiny_llama(seed: int = 0) -> Any:
         vocab_size=len(tok),
         hidden_size=64,
         intermediate_size=128,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=1024,

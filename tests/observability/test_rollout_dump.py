@@ -7,11 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from agentrl.cli import main as cli_main
 from agentrl.config import resolve
-from agentrl.data.synthetic import TaskGenerator, write_tasks
-from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
 from agentrl.observability.rollout_dump import (
     FINISH_REASONS,
     SCHEMA_VERSION,
@@ -24,16 +21,6 @@ from agentrl.observability.rollout_dump import (
 )
 from agentrl.trainer import Trainer
 from agentrl.trajectory import Trajectory
-
-SPEC = TinySpec(
-    hidden_size=32,
-    num_layers=2,
-    num_heads=2,
-    num_kv_heads=1,
-    head_dim=16,
-    intermediate_size=64,
-    corpus_tasks=150,
-)
 
 # Every key of a record, with its JSON type(s).
 SCHEMA: dict[str, tuple[type, ...]] = {
@@ -239,14 +226,8 @@ def test_a_resumed_run_drops_the_dumps_after_its_step(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("dumps")
-    torch.set_num_threads(1)
-    model, tokenizer = build_tiny_preset(SPEC)
-    save_preset(model, tokenizer, root / "model")
-    generator = TaskGenerator(seed=3)
-    write_tasks(str(root / "prompts.jsonl"), list(generator.tasks(24)), generator.tools())
-    return root / "model", root / "prompts.jsonl"
+def assets(run_files: Path) -> tuple[Path, Path]:
+    return run_files / "model", run_files / "prompts.jsonl"
 
 
 def test_a_run_dumps_every_nth_step_and_each_evaluation(assets, tmp_path: Path) -> None:

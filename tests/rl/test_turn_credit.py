@@ -203,73 +203,24 @@ def test_an_environment_scores_each_turn_and_the_trainer_reads_it() -> None:
 
 
 @pytest.mark.slow
-def test_a_turn_level_run_trains_the_chain_example_from_the_cli(tmp_path, monkeypatch, capsys):
-    import sys
-    from pathlib import Path
-
+def test_a_turn_level_run_trains_the_chain_example_from_the_cli(
+    run_files, tmp_path, monkeypatch, capsys
+):
     from agentrl.cli import main as cli_main
-    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
     from agentrl.observability import read_metrics
     from agentrl.observability.rollout_dump import read_records
+    from helpers import example_train_args, write_example_data
 
-    repo = Path(__file__).resolve().parents[2]
-    monkeypatch.chdir(repo)  # `examples.chain` imports from the working directory
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(repo))])
-    spec = TinySpec(
-        hidden_size=32,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=16,
-        intermediate_size=64,
-        corpus_tasks=150,
-    )
-    model, tokenizer = build_tiny_preset(spec)
-    save_preset(model, tokenizer, tmp_path / "model")
-    from agentrl.utils.imports import load_object
-
-    load_object("examples.chain:write_data")(str(tmp_path / "chain.jsonl"), n=12)
+    data = write_example_data("chain", tmp_path / "chain.jsonl", monkeypatch)
     code = cli_main(
         [
-            "train",
-            "--model",
-            str(tmp_path / "model"),
-            "--data",
-            str(tmp_path / "chain.jsonl"),
+            *example_train_args(run_files / "model", data, tmp_path, steps=1, max_turns=4),
             "--environment",
             "examples.chain:ChainEnv",
             "--advantage_mode",
             "turn_grpo",
             "--turn_discount",
             "0.9",
-            "--total_steps",
-            "1",
-            "--save_dir",
-            str(tmp_path),
-            "--save_weight",
-            "run",
-            "--batch_size",
-            "2",
-            "--num_generations",
-            "2",
-            "--max_turns",
-            "4",
-            "--max_gen_len",
-            "8",
-            "--eval_ratio",
-            "0.2",
-            "--eval_samples",
-            "2",
-            "--eval_max_gen_len",
-            "8",
-            "--eval_interval",
-            "0",
-            "--progress",
-            "0",
-            "--report",
-            "0",
-            "--save_interval",
-            "0",
             "--dump_rollouts",
             "1",
         ]

@@ -24,10 +24,7 @@ from agentrl.agents.source import AgentSource, agent_reward
 from agentrl.errors import UserCodeError
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.sampling import SamplingParams
-
-from tests.helpers import tiny_tokenizer
-
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO, tiny_tokenizer, use_examples
 
 openai = pytest.importorskip("openai")
 
@@ -353,24 +350,8 @@ def test_the_examples_multi_turn_calls_join_into_one_sequence(name, monkeypatch)
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    import torch
-    from agentrl.models.tiny import TinySpec, build_tiny_preset, save_preset
-
-    spec = TinySpec(
-        hidden_size=32,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=16,
-        intermediate_size=64,
-        corpus_tasks=150,
-    )
-    torch.set_num_threads(1)
-    model, tokenizer = build_tiny_preset(spec)
-    root = tmp_path_factory.mktemp("agents")
-    save_preset(model, tokenizer, root / "model")
-    return root / "model"
+def model_dir(run_files: Path) -> Path:
+    return run_files / "model"
 
 
 @pytest.mark.slow
@@ -389,8 +370,7 @@ def test_the_example_agents_train_from_the_command_line(
     generator = TaskGenerator(seed=5)
     data = tmp_path / "tasks.jsonl"
     write_tasks(str(data), list(generator.tasks(12)), generator.tools())
-    monkeypatch.chdir(REPO)  # `examples.<name>` imports from the working directory
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(REPO))])
+    use_examples(monkeypatch)
     flags = (
         f"--agent examples.{name}:agent --model {model_dir} --data {data} --eval_ratio 0.2 "
         f"--total_steps 2 --save_dir {tmp_path} --save_weight run --batch_size 1 "
