@@ -5,8 +5,6 @@ to a log file, not the console; a run with only --mcp logs its tool metrics."""
 from __future__ import annotations
 
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -17,51 +15,21 @@ from agentrl.errors import EXIT_DATA, RecurringError
 from agentrl.observability import read_metrics
 from agentrl.tools import ToolRegistry
 from agentrl.tools.mcp import MCPServer, ToolServerFailed, mcp_metrics
-
-SERVER = textwrap.dedent(
-    """
-    import json, sys
-    print("server starting", file=sys.stderr, flush=True)
-    TOOLS = [{"name": "add", "description": "Add two numbers; die=true exits.",
-              "inputSchema": {"type": "object", "properties": {"a": {"type": "number"},
-              "b": {"type": "number"}, "die": {"type": "boolean"}}}}]
-    for line in sys.stdin:
-        msg = json.loads(line)
-        if "id" not in msg:
-            continue
-        method, params = msg.get("method"), msg.get("params") or {}
-        if method == "initialize":
-            result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "tiny", "version": "1"}}
-        elif method == "tools/list":
-            result = {"tools": TOOLS}
-        elif method == "tools/call":
-            args = params["arguments"]
-            if args.get("die"):
-                print("dying as asked", file=sys.stderr, flush=True)
-                sys.exit(3)
-            result = {"content": [{"type": "text", "text": str(args["a"] + args["b"])}],
-                      "isError": False}
-        else:
-            continue
-        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
-    """
-)
+from fakes.mcp_server import command
+from helpers import ONE_STEP_RUN
 
 
 @pytest.fixture
-def server_script(tmp_path: Path) -> Path:
-    path = tmp_path / "dying_server.py"
-    path.write_text(SERVER)
-    return path
+def server_command() -> str:
+    return command(mortal=True)
 
 
 def test_an_exiting_server_is_said_restarted_to_its_limit_then_stops(
-    server_script, tmp_path, capfd
+    server_command, tmp_path, capfd
 ):
     said: list[str] = []
     server = MCPServer(
-        f"{sys.executable} {server_script}",
+        server_command,
         timeout=30,
         log_dir=tmp_path / "run",
         log=said.append,
@@ -107,7 +75,7 @@ def test_a_call_to_a_server_failing_otherwise_carries_error_text(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_with_only_mcp_tools_logs_their_metrics(server_script, run_files, tmp_path):
+def test_a_run_with_only_mcp_tools_logs_their_metrics(server_command, run_files, tmp_path):
     argv = [
         "train",
         "--model",
@@ -119,27 +87,8 @@ def test_a_run_with_only_mcp_tools_logs_their_metrics(server_script, run_files, 
         "--save_weight",
         "run",
         "--mcp",
-        f"{sys.executable} {server_script}",
-        "--total_steps",
-        "1",
-        "--batch_size",
-        "1",
-        "--num_generations",
-        "2",
-        "--max_turns",
-        "1",
-        "--max_gen_len",
-        "8",
-        "--eval_before_train",
-        "0",
-        "--progress",
-        "0",
-        "--report",
-        "0",
-        "--async_workers",
-        "0",
-        "--filter_mode",
-        "all",
+        server_command,
+        *ONE_STEP_RUN,
     ]
     assert main(argv) == 0
     train = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
@@ -148,12 +97,12 @@ def test_a_run_with_only_mcp_tools_logs_their_metrics(server_script, run_files, 
     assert EXIT_DATA == 1
 
 
-def test_the_restart_limit_is_the_runs_option(server_script, tmp_path):
+def test_the_restart_limit_is_the_runs_option(server_command, tmp_path):
     from agentrl.config import resolve
     from agentrl.tools.mcp import _SERVERS
     from agentrl.training.setup import build_tools
 
-    overrides = {"mcp": f"{sys.executable} {server_script}", "mcp_max_restarts": 0}
+    overrides = {"mcp": server_command, "mcp_max_restarts": 0}
     config = resolve(preset="tiny", overrides={**overrides, "save_dir": str(tmp_path)})
     said: list[str] = []
     registry = build_tools(config, log=said.append)
