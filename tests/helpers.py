@@ -9,6 +9,7 @@ with arguments).
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import json
@@ -187,6 +188,58 @@ def example_train_args(
         "--save_interval",
         "0",
     ]
+
+
+def cpu_models(model: torch.nn.Module, tokenizer: Any) -> Any:
+    """`Models` for a float32 training step on the CPU: a trainable copy of ``model`` as the
+    policy and a frozen copy as the reference (``model`` itself is left as it is)."""
+    from agentrl.training.setup import Models, autocast_factory
+
+    policy = copy.deepcopy(model).train()
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    cpu = torch.device("cpu")
+    return Models(
+        policy,
+        policy,
+        reference,
+        reference,
+        tokenizer,
+        cpu,
+        autocast_factory(cpu, "float32"),
+        "test",
+    )
+
+
+def rolled_out_batch(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    prompts: int,
+    num_generations: int,
+    max_new_tokens: int,
+) -> list[Any]:
+    """One batch (2 prompts x ``num_generations``, one turn, temperature 1, seed 0) that a
+    copy of ``model`` samples from ``prompts`` generated held-out tasks with the built-in
+    tools, at policy version 0."""
+    from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams
+    from agentrl.rollout.engine import TorchEngine
+    from agentrl.tools import builtin_registry
+    from agentrl.training.setup import generated_heldout_samples
+    from agentrl.training.sources import InlineSource
+
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=max_new_tokens)
+    episode = EpisodeConfig(max_turns=1, max_new_tokens=max_new_tokens, sampling=sampling)
+    source = InlineSource(
+        TorchEngine(copy.deepcopy(model), tokenizer, seed=0),
+        generated_heldout_samples(prompts),
+        builtin_registry(),
+        episode,
+        num_generations=num_generations,
+        batch_size=2,
+        seed=0,
+        version=PolicyVersion(),
+    )
+    return source.next_batch(1)
 
 
 @functools.lru_cache(maxsize=1)

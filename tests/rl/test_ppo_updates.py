@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from agentrl.config import resolve
 from agentrl.models.tiny import build_model
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
-from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams
-from agentrl.rollout.engine import TorchEngine
-from agentrl.tools import builtin_registry
-from agentrl.training.setup import Models, autocast_factory, generated_heldout_samples
-from agentrl.training.sources import InlineSource
 from agentrl.training.step import StepSettings, config_sections, train_on_groups, update_plan
-from helpers import SMALL_SPEC
+from helpers import SMALL_SPEC, cpu_models, rolled_out_batch
 
 
 def _settings(epochs: int, parts: int) -> StepSettings:
@@ -56,36 +49,16 @@ def test_each_pass_covers_every_row_once_in_a_reproducible_order():
 @pytest.fixture(scope="module")
 def rolled_out(small_tokenizer):
     model = build_model(SMALL_SPEC, len(small_tokenizer))
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
-    episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
-    engine = TorchEngine(copy.deepcopy(model), small_tokenizer, seed=0)
-    source = InlineSource(
-        engine,
-        generated_heldout_samples(6),
-        builtin_registry(),
-        episode,
-        num_generations=3,
-        batch_size=2,
-        seed=0,
-        version=PolicyVersion(),
+    groups = rolled_out_batch(
+        model, small_tokenizer, prompts=6, num_generations=3, max_new_tokens=10
     )
-    return model, small_tokenizer, source.next_batch(1)
+    return model, small_tokenizer, groups
 
 
 def _train(rolled_out, epochs: int, parts: int):
     model, tokenizer, groups = rolled_out
-    policy = copy.deepcopy(model).train()
-    reference = copy.deepcopy(model).eval().requires_grad_(False)
-    models = Models(
-        policy,
-        policy,
-        reference,
-        reference,
-        tokenizer,
-        torch.device("cpu"),
-        autocast_factory(torch.device("cpu"), "float32"),
-        "test",
-    )
+    models = cpu_models(model, tokenizer)
+    policy = models.policy
     opt = Optimization(policy, OptimConfig(accumulation_steps=1, learning_rate=1e-2), 8)
     out = train_on_groups(
         groups,

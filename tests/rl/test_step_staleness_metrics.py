@@ -3,42 +3,23 @@ metrics.jsonl, the console line and the report)."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-import torch
 from agentrl.config import resolve
 from agentrl.models.tiny import build_model
 from agentrl.observability.progress import format_step_line
 from agentrl.observability.report import PANELS
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
-from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams
-from agentrl.rollout.engine import TorchEngine
-from agentrl.tools import builtin_registry
-from agentrl.training.setup import Models, autocast_factory, generated_heldout_samples
-from agentrl.training.sources import InlineSource
 from agentrl.training.step import StepSettings, config_sections, train_on_groups
-from helpers import SMALL_SPEC
+from helpers import SMALL_SPEC, cpu_models, rolled_out_batch
 
 
 @pytest.mark.slow
 def test_staleness_and_generated_tokens_are_step_metrics(small_tokenizer) -> None:
     model = build_model(SMALL_SPEC, len(small_tokenizer))
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=6)
-    episode = EpisodeConfig(max_turns=1, max_new_tokens=6, sampling=sampling)
-    engine = TorchEngine(copy.deepcopy(model), small_tokenizer, seed=0)
-    source = InlineSource(
-        engine,
-        generated_heldout_samples(4),
-        builtin_registry(),
-        episode,
-        num_generations=2,
-        batch_size=2,
-        seed=0,
-        version=PolicyVersion(),
+    groups = rolled_out_batch(
+        model, small_tokenizer, prompts=4, num_generations=2, max_new_tokens=6
     )
-    groups = source.next_batch(1)
     config = resolve(preset="compat", overrides={"bc_coef": 0.0})
     loss, advantage, bc = config_sections(config)
     settings = StepSettings(
@@ -54,19 +35,8 @@ def test_staleness_and_generated_tokens_are_step_metrics(small_tokenizer) -> Non
         ppo_epochs=1,
         num_mini_batches=1,
     )
-    policy = copy.deepcopy(model).train()
-    reference = copy.deepcopy(model).eval().requires_grad_(False)
-    models = Models(
-        policy,
-        policy,
-        reference,
-        reference,
-        small_tokenizer,
-        torch.device("cpu"),
-        autocast_factory(torch.device("cpu"), "float32"),
-        "test",
-    )
-    opt = Optimization(policy, OptimConfig(accumulation_steps=1, learning_rate=1e-3), 1)
+    models = cpu_models(model, small_tokenizer)
+    opt = Optimization(models.policy, OptimConfig(accumulation_steps=1, learning_rate=1e-3), 1)
     # Sampled at version 0, trained at version 2: every token and group is 2 behind.
     out = train_on_groups(
         groups,

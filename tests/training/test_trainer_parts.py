@@ -13,20 +13,14 @@ from agentrl.config import resolve
 from agentrl.models.tiny import build_model
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
-from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams, Trajectory
-from agentrl.rollout.engine import TorchEngine
-from agentrl.tools import builtin_registry
+from agentrl.rollout import EpisodeConfig, SamplingParams, Trajectory
 from agentrl.training.evaluation import eval_episode_config
 from agentrl.training.scoring import score_trajectories
 from agentrl.training.setup import (
-    Models,
-    autocast_factory,
-    generated_heldout_samples,
     hardware_notes,
     model_spec,
 )
 from agentrl.training.signals import StopRequest
-from agentrl.training.sources import InlineSource
 from agentrl.training.step import (
     StepSettings,
     config_sections,
@@ -34,7 +28,7 @@ from agentrl.training.step import (
     row_chunks,
     train_on_groups,
 )
-from helpers import SMALL_SPEC
+from helpers import SMALL_SPEC, cpu_models, rolled_out_batch
 
 
 @pytest.fixture(scope="module")
@@ -49,21 +43,6 @@ def test_row_chunks_group_similar_lengths_and_cover_every_row_once():
     assert [c.tolist() for c in row_chunks(lens, 0)] == [list(range(6))]
 
 
-def _models(model, tokenizer) -> Models:
-    model = copy.deepcopy(model).train()
-    reference = copy.deepcopy(model).eval().requires_grad_(False)
-    return Models(
-        model,
-        model,
-        reference,
-        reference,
-        tokenizer,
-        torch.device("cpu"),
-        autocast_factory(torch.device("cpu"), "float32"),
-        "test",
-    )
-
-
 def _prepared_step(tiny, micro: int, beta: float = 0.03):
     """A rolled-out batch on a tiny model, and a call that trains one step on it.
 
@@ -71,26 +50,11 @@ def _prepared_step(tiny, micro: int, beta: float = 0.03):
     the policy stands in for the reference.
     """
     model, tokenizer = tiny
-    tools = builtin_registry()
     overrides = {"bc_coef": 0.0, "loss_reduction": "token", "beta": beta}
     config = resolve(preset="compat", overrides=overrides)
     loss, advantage, bc = config_sections(config)
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=10)
-    episode = EpisodeConfig(max_turns=1, max_new_tokens=10, sampling=sampling)
-    engine = TorchEngine(copy.deepcopy(model), tokenizer, seed=0)
-    prompts = generated_heldout_samples(6)
-    source = InlineSource(
-        engine,
-        prompts,
-        tools,
-        episode,
-        num_generations=3,
-        batch_size=2,
-        seed=0,
-        version=PolicyVersion(),
-    )
-    groups = source.next_batch(1)
-    models = _models(model, tokenizer)
+    groups = rolled_out_batch(model, tokenizer, prompts=6, num_generations=3, max_new_tokens=10)
+    models = cpu_models(model, tokenizer)
     if beta == 0:
         models.reference = models.policy
     settings = StepSettings(
