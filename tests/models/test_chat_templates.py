@@ -21,14 +21,18 @@ from agentrl.chat import (
 )
 from helpers import tiny_tokenizer
 
-QWEN3_STYLE = (
+# Qwen3's system turn: the tools (as JSON lines in <tools>) after the system prompt.
+QWEN3_SYSTEM = (
     "{%- if tools %}{{- '<|im_start|>system\\n' }}"
     "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
     "{{- '# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}"
     "{%- endfor %}{{- '\\n</tools><|im_end|>\\n' }}"
     "{%- elif messages[0].role == 'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}{%- endif %}"
-    "{%- for message in messages %}{%- if message.role != 'system' or not loop.first %}"
+)
+QWEN3_STYLE = (
+    QWEN3_SYSTEM
+    + "{%- for message in messages %}{%- if message.role != 'system' or not loop.first %}"
     "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
     "{%- endif %}{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"

@@ -24,7 +24,7 @@ from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
 from helpers import tiny_tokenizer
-from test_chat_templates import CHATML_NO_TOOLS, NO_SYSTEM_ROLE
+from test_chat_templates import CHATML_NO_TOOLS, NO_SYSTEM_ROLE, QWEN3_SYSTEM
 
 # Qwen3's layout reduced to what matters here: tools rendered by the template, the last
 # real user query found from the end, and assistant turns after it keep their reasoning
@@ -32,13 +32,7 @@ from test_chat_templates import CHATML_NO_TOOLS, NO_SYSTEM_ROLE
 # are the last message; other assistant turns are rendered without any think block.
 # Thinking off puts an empty think block into the generation prompt.
 QWEN3 = (
-    "{%- if tools %}{{- '<|im_start|>system\\n' }}"
-    "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
-    "{{- '# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}"
-    "{%- endfor %}{{- '\\n</tools><|im_end|>\\n' }}"
-    "{%- elif messages[0].role == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}{%- endif %}"
-    "{%- set ns = namespace(query=messages | length - 1, seeking=true) %}"
+    QWEN3_SYSTEM + "{%- set ns = namespace(query=messages | length - 1, seeking=true) %}"
     "{%- for m in messages[::-1] %}"
     "{%- if ns.seeking and m.role == 'user' and not (m.content.startswith('<tool_response>')"
     " and m.content.endswith('</tool_response>')) %}"
