@@ -108,6 +108,32 @@ def _slice_grad(
     return out
 
 
+def _chunked_stats(
+    n: int,
+    slice_logits: Callable[[int, int], torch.Tensor],
+    targets: torch.Tensor,
+    temperature: float,
+    chunk: int,
+    with_entropy: bool,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(log-probs, log-normalisers, entropies or an empty tensor) of ``n`` rows' targets,
+    from the raw logits ``slice_logits(start, end)`` of ``chunk`` rows at a time (no grad)."""
+    logps = torch.empty(n, dtype=torch.float32, device=device)
+    lse = torch.empty_like(logps)
+    entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=device)
+    with torch.no_grad():
+        for start in range(0, n, chunk):
+            end = min(start + chunk, n)
+            picked, norm, ent = _slice_stats(
+                slice_logits(start, end), targets[start:end], temperature, with_entropy
+            )
+            logps[start:end], lse[start:end] = picked, norm
+            if ent is not None:
+                entropy[start:end] = ent
+    return logps, lse, entropy
+
+
 class _LogitsLogps(torch.autograd.Function):
     """Log-probs of ``targets`` under logits [N, V], normalised one slice at a time."""
 
@@ -120,19 +146,15 @@ class _LogitsLogps(torch.autograd.Function):
         chunk: int,
         with_entropy: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        n = logits.size(0)
-        logps = torch.empty(n, dtype=torch.float32, device=logits.device)
-        lse = torch.empty_like(logps)
-        entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=logits.device)
-        with torch.no_grad():
-            for start in range(0, n, chunk):
-                end = min(start + chunk, n)
-                picked, norm, ent = _slice_stats(
-                    logits[start:end], targets[start:end], temperature, with_entropy
-                )
-                logps[start:end], lse[start:end] = picked, norm
-                if ent is not None:
-                    entropy[start:end] = ent
+        logps, lse, entropy = _chunked_stats(
+            logits.size(0),
+            lambda start, end: logits[start:end],
+            targets,
+            temperature,
+            chunk,
+            with_entropy,
+            logits.device,
+        )
         ctx.save_for_backward(logits, targets, lse)
         ctx.temperature, ctx.chunk = temperature, chunk
         ctx.mark_non_differentiable(entropy)
@@ -175,18 +197,15 @@ class _LinearLogps(torch.autograd.Function):
         chunk: int,
         with_entropy: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        n = hidden.size(0)
-        logps = torch.empty(n, dtype=torch.float32, device=hidden.device)
-        lse = torch.empty_like(logps)
-        entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=hidden.device)
-        with torch.no_grad():
-            for start in range(0, n, chunk):
-                end = min(start + chunk, n)
-                raw = F.linear(hidden[start:end], weight)
-                picked, norm, ent = _slice_stats(raw, targets[start:end], temperature, with_entropy)
-                logps[start:end], lse[start:end] = picked, norm
-                if ent is not None:
-                    entropy[start:end] = ent
+        logps, lse, entropy = _chunked_stats(
+            hidden.size(0),
+            lambda start, end: F.linear(hidden[start:end], weight),
+            targets,
+            temperature,
+            chunk,
+            with_entropy,
+            hidden.device,
+        )
         ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.temperature, ctx.chunk = temperature, chunk
         ctx.mark_non_differentiable(entropy)
