@@ -17,6 +17,15 @@ from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, Retry
 ENGINES = ("torch", "sglang", "vllm", "vllm-server")
 
 
+def _seeded_and_up(engine: Any, seed: int, wait_s: float) -> Any:
+    """A server engine reseeded with ``seed``; with ``wait_s`` > 0, once its server reports
+    healthy (else RemoteEngineError after ``wait_s``)."""
+    engine.reseed(seed)
+    if wait_s > 0:
+        engine.wait_until_healthy(wait_s)
+    return engine
+
+
 def create_rollout_engine(
     kind: str,
     *,
@@ -84,10 +93,7 @@ def create_rollout_engine(
             weight_sync_host=weight_sync_host,
             weight_sync_timeout_s=weight_sync_timeout_s,
         )
-        engine.reseed(seed)
-        if sglang_wait_s > 0:
-            engine.wait_until_healthy(sglang_wait_s)
-        return engine
+        return _seeded_and_up(engine, seed, sglang_wait_s)
     if kind == "vllm-server":
         from agentrl.rollout.remote.vllm_server import VLLMServerEngine
 
@@ -105,10 +111,7 @@ def create_rollout_engine(
             weight_sync_host=weight_sync_host,
             weight_sync_timeout_s=weight_sync_timeout_s,
         )
-        engine.reseed(seed)
-        if sglang_wait_s > 0:
-            engine.wait_until_healthy(sglang_wait_s)
-        return engine
+        return _seeded_and_up(engine, seed, sglang_wait_s)
     if kind == "vllm":
         from agentrl.rollout.remote.vllm_engine import VLLMEngine
 
