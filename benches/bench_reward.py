@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agentrl.rewards import resolved_threads, score_batch
-from reference_baseline import absent_message, load_reference, reference_arguments
+from reference_baseline import absent_message, load_reference, trajectory_scorer
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "data" / "reward_parity.jsonl"
 ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished")
@@ -57,23 +57,9 @@ def time_reference(
     reference: dict[str, Any], corpus: list[dict[str, Any]]
 ) -> tuple[float, list[float]]:
     """CPU seconds of the reference per-trajectory loop over ``corpus``, and its rewards."""
-    score = reference["score_one_trajectory"]
-    args = reference_arguments(reference)
+    score = trajectory_scorer(reference)
     start = time.process_time()
-    rewards = [
-        score(
-            args,
-            "",
-            r["completion"],
-            r["gt"],
-            None,
-            r["tool_events"],
-            r["unfinished"],
-            None,
-            r["messages"],
-        )[0]
-        for r in corpus
-    ]
+    rewards = [score(r)[0] for r in corpus]
     return time.process_time() - start, rewards
 
 

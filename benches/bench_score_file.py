@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 GOLDEN = HERE.parent / "tests" / "data" / "reward_parity.jsonl"
 ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished")
 sys.path.insert(0, str(HERE))
-from reference_baseline import absent_message, load_reference, reference_arguments  # noqa: E402
+from reference_baseline import absent_message, load_reference, trajectory_scorer  # noqa: E402
 
 
 def _golden_rows() -> list[dict[str, Any]]:
@@ -64,26 +64,7 @@ def reference_scorer() -> Callable[[dict[str, Any]], tuple[float, Any]] | None:
     """The reference per-trajectory scorer as ``row -> (reward, details)``, or None when
     its file is absent."""
     reference = load_reference()
-    if reference is None:
-        return None
-    score = reference["score_one_trajectory"]
-    args = reference_arguments(reference)
-
-    def scored(r: dict[str, Any]) -> tuple[float, Any]:
-        reward, details = score(
-            args,
-            "",
-            r["completion"],
-            r["gt"],
-            None,
-            r["tool_events"],
-            r["unfinished"],
-            None,
-            r["messages"],
-        )[:2]
-        return reward, details
-
-    return scored
+    return None if reference is None else trajectory_scorer(reference)
 
 
 def reference_rate(rows: list[dict[str, Any]]) -> tuple[float, list[float]] | None:

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,27 @@ def reference_arguments(reference: dict[str, Any]) -> argparse.Namespace:
         sys.argv = saved
     args.current_step = 10**6
     return args
+
+
+def trajectory_scorer(reference: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[float, Any]]:
+    """The reference's per-trajectory scorer on its own defaults (`reference_arguments`), as
+    ``row -> (reward, details)`` for a row of `score_batch`'s input (completion, gt,
+    tool_events, unfinished, messages)."""
+    score = reference["score_one_trajectory"]
+    args = reference_arguments(reference)
+
+    def scored(r: dict[str, Any]) -> tuple[float, Any]:
+        reward, details = score(
+            args,
+            "",
+            r["completion"],
+            r["gt"],
+            None,
+            r["tool_events"],
+            r["unfinished"],
+            None,
+            r["messages"],
+        )[:2]
+        return reward, details
+
+    return scored
