@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from agentrl.rollout.engine import Generation
 from agentrl.rollout.remote.collective import (
     BroadcastGroup,
     GroupFactory,
@@ -29,7 +30,7 @@ from agentrl.rollout.remote.collective import (
     tensor_specs,
     unique_group_name,
 )
-from agentrl.rollout.remote.common import LiveRowsEngine, PushedWeights
+from agentrl.rollout.remote.common import LiveRowsEngine, PushedWeights, finish_generation
 from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 
@@ -53,6 +54,9 @@ class ServerEngine(LiveRowsEngine):
     )
 
     client: JsonHttpClient
+    tokenizer: Any
+    eos_token_ids: frozenset[int]
+    stats: dict[str, int]
     group_factory: GroupFactory
     weight_sync_host: str
     weight_sync_timeout_s: float
@@ -87,6 +91,32 @@ class ServerEngine(LiveRowsEngine):
                     f"{timeout_s:.0f}s{hint}"
                 )
             time.sleep(poll_s)
+
+    def _counted_generation(
+        self,
+        ids: list[int],
+        logps: list[float],
+        *,
+        stopped: bool,
+        matched: Any,
+        version: int,
+        prompt_len: int,
+    ) -> Generation:
+        """`finish_generation` of one server result with this engine's tokenizer and end
+        tokens, its generated and prompt tokens added to the counters."""
+        out = finish_generation(
+            self.tokenizer,
+            ids,
+            logps,
+            stopped=stopped,
+            matched=matched,
+            end_ids=self.eos_token_ids,
+            version=version,
+            prompt_len=prompt_len,
+        )
+        self.stats["generated_tokens"] += len(out.token_ids)
+        self.stats["prompt_tokens"] += prompt_len
+        return out
 
     # ---- weights over a process group ----
 

@@ -51,7 +51,6 @@ from agentrl.rollout.remote.collective import (
 )
 from agentrl.rollout.remote.common import (
     PushedWeights,
-    finish_generation,
     shared_sampling_fields,
     stored_logp,
     tokenizer_end_ids,
@@ -347,19 +346,14 @@ class SGLangEngine(ServerEngine):
                 f"output_ids ({len(output_ids)} tokens) disagree with output_token_logprobs "
                 f"({len(ids)} tokens)"
             )
-        out = finish_generation(
-            self.tokenizer,
+        return self._counted_generation(
             ids,
             logps,
             stopped=kind == "stop",
             matched=matched,
-            end_ids=self.eos_token_ids,
             version=version,
             prompt_len=prompt_len,
         )
-        self.stats["generated_tokens"] += len(out.token_ids)
-        self.stats["prompt_tokens"] += prompt_len
-        return out
 
 
 def _token_id(value: Any) -> int:

@@ -47,7 +47,6 @@ from agentrl.rollout.remote.collective import (
 )
 from agentrl.rollout.remote.common import (
     PushedWeights,
-    finish_generation,
     shared_sampling_fields,
     stored_logp,
     tokenizer_end_ids,
@@ -247,19 +246,14 @@ class VLLMServerEngine(ServerEngine):
                 f"token_ids ({len(echoed)} tokens) disagree with logprobs.tokens ({len(ids)})"
             )
         logps = [stored_logp(v, self.stats) for v in values]
-        out = finish_generation(
-            self.tokenizer,
+        return self._counted_generation(
             ids,
             logps,
             stopped=reason == "stop",
             matched=choice.get("stop_reason"),
-            end_ids=self.eos_token_ids,
             version=version,
             prompt_len=prompt_len,
         )
-        self.stats["generated_tokens"] += len(out.token_ids)
-        self.stats["prompt_tokens"] += prompt_len
-        return out
 
 
 def _token_id(token: Any) -> int:
