@@ -3,8 +3,8 @@
 through compaction, cache growth, kept caches and a prompt prefix held once for all rows,
 and a clear word when it cannot run.
 
-Each model family compiles once (about ten seconds on two cores); one engine per family
-goes through every case.
+Each model family (one decoder layer) compiles once; one engine per family goes through
+every case, and the other tests reuse the compiled code of the same model.
 """
 
 from __future__ import annotations
@@ -26,7 +26,15 @@ from helpers import tiny_llama, tiny_model, tiny_tokenizer
 GREEDY = SamplingParams(greedy=True)
 
 
-MODELS = {"qwen3": lambda: tiny_model(seed=5), "llama": lambda: tiny_llama(seed=3)}
+# One decoder layer: a second one added about 20 s of compiling per family (CPU, cold
+# inductor cache), and what is compared (eager against compiled decoding of the same model)
+# does not depend on the depth. The tests of a family share one model, so its compiled code
+# is reused.
+def _qwen3() -> torch.nn.Module:
+    return tiny_model(seed=5, layers=1)
+
+
+MODELS = {"qwen3": _qwen3, "llama": lambda: tiny_llama(seed=3, layers=1)}
 
 
 def _ids(seed: int, n: int) -> list[int]:
@@ -105,7 +113,7 @@ def test_compiled_decoding_gives_the_eager_tokens_and_log_probs(family: str) -> 
 def test_a_model_off_the_shared_prefix_path_decodes_over_full_rows(monkeypatch, caplog):
     from agentrl.rollout import shared_prefix
 
-    model = tiny_model(seed=5)
+    model = _qwen3()
     tok = tiny_tokenizer()
     eager = TorchEngine(model, tok, eos_token_ids=())
     engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
@@ -128,7 +136,7 @@ def test_a_model_off_the_shared_prefix_path_decodes_over_full_rows(monkeypatch, 
 
 
 def test_a_check_that_cannot_tell_is_made_again_at_the_next_call(caplog) -> None:
-    model = tiny_model(seed=5)
+    model = _qwen3()
     tok = tiny_tokenizer()
     eager = TorchEngine(model, tok, eos_token_ids=())
     engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
@@ -158,7 +166,7 @@ def test_a_check_that_cannot_tell_is_made_again_at_the_next_call(caplog) -> None
 
 
 def test_a_cache_without_a_fixed_size_form_decodes_eagerly_and_says_so(monkeypatch, caplog):
-    model = tiny_model(seed=5)
+    model = _qwen3()
     tok = tiny_tokenizer()
     eager = TorchEngine(model, tok, eos_token_ids=())
     engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
@@ -180,7 +188,7 @@ def test_compiled_decoding_needs_a_compiler_and_the_torch_engine(monkeypatch) ->
 
     monkeypatch.setattr(compile_module, "missing_compiler", lambda device: "no C++ compiler")
     with pytest.raises(UsageError, match=r"no C\+\+ compiler.*--rollout_compile 0"):
-        TorchEngine(tiny_model(seed=5), tiny_tokenizer(), compile_decode=True)
+        TorchEngine(_qwen3(), tiny_tokenizer(), compile_decode=True)
     with pytest.raises(UsageError, match="rollout_compile=true needs rollout_engine='torch'"):
         resolve("tiny", overrides={"rollout_compile": 1, "rollout_engine": "sglang"})
 
@@ -196,9 +204,7 @@ def test_a_compiler_failure_stops_with_the_option_that_decodes_eagerly(monkeypat
 
         return run
 
-    engine = TorchEngine(
-        tiny_model(seed=5), tiny_tokenizer(), eos_token_ids=(), compile_decode=True
-    )
+    engine = TorchEngine(_qwen3(), tiny_tokenizer(), eos_token_ids=(), compile_decode=True)
     monkeypatch.setattr(torch, "compile", broken_compile)
     with pytest.raises(
         CompileFailed,
@@ -212,9 +218,7 @@ def test_a_compiler_failure_stops_with_the_option_that_decodes_eagerly(monkeypat
 
     # An error of the model itself is not called a compiler failure.
     monkeypatch.setattr(torch, "compile", lambda model, **kw: lambda *a, **k: 1 / 0)
-    engine = TorchEngine(
-        tiny_model(seed=5), tiny_tokenizer(), eos_token_ids=(), compile_decode=True
-    )
+    engine = TorchEngine(_qwen3(), tiny_tokenizer(), eos_token_ids=(), compile_decode=True)
     with pytest.raises(ZeroDivisionError):
         engine.generate([_ids(1, 9)], GREEDY, max_new_tokens=4)
 
