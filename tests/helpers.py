@@ -190,6 +190,26 @@ def example_train_args(
     ]
 
 
+def eval_args(model: Path, data: Path, *, samples: int, max_gen_len: int) -> list[str]:
+    """`agentrl eval` of ``model`` on ``samples`` prompts of ``data`` (every line kept), one
+    turn of at most ``max_gen_len`` tokens each; callers add their own options after these."""
+    return [
+        "eval",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--filter_mode",
+        "all",
+        "--eval_samples",
+        str(samples),
+        "--max_turns",
+        "1",
+        "--eval_max_gen_len",
+        str(max_gen_len),
+    ]
+
+
 def cpu_models(model: torch.nn.Module, tokenizer: Any) -> Any:
     """`Models` for a float32 training step on the CPU: a trainable copy of ``model`` as the
     policy and a frozen copy as the reference (``model`` itself is left as it is)."""

@@ -12,7 +12,7 @@ import pytest
 import torch
 from agentrl.cli import main as cli_main
 from agentrl.rl.optim import OptimConfig, Optimization
-from helpers import short_run_config, tiny_model
+from helpers import eval_args, short_run_config, tiny_model
 
 
 def test_load_models_holds_every_copy_in_the_asked_dtype(run_files: Path, tmp_path: Path):
@@ -77,27 +77,9 @@ def test_train_and_eval_in_bfloat16_on_the_cpu(run_files: Path, tmp_path: Path, 
     lines = (result.run_dir / "metrics.jsonl").read_text().splitlines()
     losses = [json.loads(line)["loss/total"] for line in lines if "loss/total" in line]
     assert len(losses) == 2 and all(math.isfinite(v) for v in losses)
-    code = cli_main(
-        [
-            "eval",
-            "--model",
-            str(run_files / "model"),
-            "--data",
-            str(run_files / "prompts.jsonl"),
-            "--filter_mode",
-            "all",
-            "--dtype",
-            "bfloat16",
-            "--eval_samples",
-            "2",
-            "--max_turns",
-            "1",
-            "--eval_max_gen_len",
-            "8",
-            "--device",
-            "cpu",
-        ]
-    )
+    files = (run_files / "model", run_files / "prompts.jsonl")
+    args = eval_args(*files, samples=2, max_gen_len=8)
+    code = cli_main([*args, "--dtype", "bfloat16", "--device", "cpu"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "on 2 prompts" in out

@@ -17,7 +17,7 @@ from agentrl.config import resolve, run_name_for
 from agentrl.models import load_policy
 from agentrl.models.errors import CheckpointNotFoundError
 from agentrl.models.loading import is_hub_id
-from helpers import tiny_tokenizer
+from helpers import eval_args, tiny_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 CHATML_NO_TOOLS = (
@@ -185,19 +185,7 @@ def test_eval_show_prompt_prints_the_tools_in_the_model_own_markup(
     template.write_text(CHATML_NO_TOOLS)
     code = cli_main(
         [
-            "eval",
-            "--model",
-            str(run_files / "model"),
-            "--data",
-            str(run_files / "prompts.jsonl"),
-            "--filter_mode",
-            "all",
-            "--eval_samples",
-            "1",
-            "--max_turns",
-            "1",
-            "--eval_max_gen_len",
-            "4",
+            *eval_args(run_files / "model", run_files / "prompts.jsonl", samples=1, max_gen_len=4),
             "--chat_template",
             str(template),
             "--show_prompt",

@@ -21,6 +21,7 @@ from agentrl.observability.rollout_dump import (
 )
 from agentrl.trainer import Trainer
 from agentrl.trajectory import Trajectory
+from helpers import eval_args
 
 # Every key of a record, with its JSON type(s).
 SCHEMA: dict[str, tuple[type, ...]] = {
@@ -286,19 +287,7 @@ def test_eval_output_writes_one_record_per_sample(assets, tmp_path: Path, capsys
     out = tmp_path / "eval.jsonl.gz"
     code = cli_main(
         [
-            "eval",
-            "--model",
-            str(model),
-            "--data",
-            str(prompts),
-            "--filter_mode",
-            "all",
-            "--eval_samples",
-            "3",
-            "--max_turns",
-            "1",
-            "--eval_max_gen_len",
-            "8",
+            *eval_args(model, prompts, samples=3, max_gen_len=8),
             "--output",
             str(out),
             "--metrics_output",
