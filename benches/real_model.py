@@ -84,7 +84,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval_samples", type=int, default=200, help="held-out tasks per eval")
     p.add_argument("--num_demos", type=int, default=2000, help="generated demonstrations")
     p.add_argument("--sft_steps", type=int, default=60)
-    p.add_argument("--sft_lr", type=float, default=5e-5)
+    p.add_argument("--sft_lr", type=float, default=1e-4)
+    p.add_argument("--sft_warmup", type=int, default=4, help="warm-up steps of the warm start")
+    p.add_argument(
+        "--sft_batch_tokens", type=int, default=8192, help="padded tokens per warm-start step"
+    )
     p.add_argument("--rl_steps", type=int, default=0, help="0: the real preset's total_steps")
     p.add_argument("--skip_zero_shot", action="store_true", help="reuse zero_shot.json")
     p.add_argument("rl_options", nargs="*", help="more `agentrl train` options, after --")
@@ -138,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             str(args.sft_lr),
             "--total_steps",
             str(args.sft_steps),
+            "--warmup_steps",
+            str(args.sft_warmup),
+            "--batch_tokens",
+            str(args.sft_batch_tokens),
             "--num_demos",
             str(args.num_demos),
             "--max_total_len",
