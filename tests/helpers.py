@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import torch
@@ -127,6 +127,33 @@ def short_run_config(files: Path, save_dir: Path, name: str, **overrides: Any) -
 
 # The checkout's root: `examples.<name>` imports from there.
 REPO = Path(__file__).resolve().parents[1]
+# The bench scripts (not a package; benches/reference_baseline.py loads the reference).
+BENCHES = REPO / "benches"
+
+
+def load_bench(name: str) -> ModuleType:
+    """``benches/<name>.py`` as a module of its own (a fresh one on each call)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, BENCHES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def needs_reference(
+    found: Any, what: str = "the reference implementation", pattern: str = "000_*.txt"
+) -> Any:
+    """A pytest mark (for a test, or as a module's ``pytestmark``) that skips it when
+    ``found``, what `reference_baseline` loaded, is None, and says where the file is sought."""
+    import pytest
+
+    return pytest.mark.skipif(
+        found is None,
+        reason=f"needs {what} outside the repo: ../shared/seeds/{pattern} "
+        "(or a folder named by AGENTRL_REFERENCE_DIR)",
+    )
 
 
 def use_examples(monkeypatch: Any) -> None:

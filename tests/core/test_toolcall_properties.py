@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from agentrl import _core
 from agentrl.parsing import parse_tool_calls
-from helpers import fastest_seconds, typed
+from helpers import BENCHES, fastest_seconds, needs_reference, typed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
+sys.path.insert(0, str(BENCHES))
 from reference_baseline import load_reference
 
 REFERENCE = load_reference()
-reference_only = pytest.mark.skipif(
-    REFERENCE is None,
-    reason="needs the reference implementation outside the repo: ../shared/seeds/000_*.txt "
-    "(or a folder named by AGENTRL_REFERENCE_DIR)",
-)
+reference_only = needs_reference(REFERENCE)
 
 EXAMPLES = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -19,16 +19,13 @@ from agentrl.tools.builtin import (
     CURRENT_TIME_SPEC,
     UNIT_CONVERTER_SPEC,
 )
+from helpers import BENCHES, needs_reference
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
+sys.path.insert(0, str(BENCHES))
 from reference_baseline import load_reference, reference_path
 
 REFERENCE = load_reference()
-pytestmark = pytest.mark.skipif(
-    REFERENCE is None,
-    reason="needs the reference implementation outside the repo: ../shared/seeds/000_*.txt "
-    "(or a folder named by AGENTRL_REFERENCE_DIR)",
-)
+pytestmark = needs_reference(REFERENCE)
 COMPAT = (Path(__file__).resolve().parents[2] / "docs" / "compat.md").read_text("utf-8")
 
 PAIRS = [

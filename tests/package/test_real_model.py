@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from pathlib import Path
 
 import pytest
 from agentrl.config import resolve
 from agentrl.config.presets import PRESETS
-
-RECIPE = Path(__file__).resolve().parents[2] / "benches" / "real_model.py"
+from helpers import load_bench
 
 
 def _recipe():
-    spec = importlib.util.spec_from_file_location("real_model", RECIPE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("real_model")
 
 
 def test_the_real_preset_names_no_model_and_detects_the_dtype():

@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 import torch
 from agentrl.rl.losses import LossConfig, policy_loss
+from helpers import BENCHES, needs_reference
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
+sys.path.insert(0, str(BENCHES))
 from reference_baseline import reference_path
 
 PATTERN = "003_*.txt"
@@ -93,11 +94,7 @@ def load_objective() -> dict[str, object] | None:
 
 
 REFERENCE = load_objective()
-pytestmark = pytest.mark.skipif(
-    REFERENCE is None,
-    reason=f"needs the GRPO reference trainer outside the repo: ../shared/seeds/{PATTERN} "
-    "(or a folder named by AGENTRL_REFERENCE_DIR)",
-)
+pytestmark = needs_reference(REFERENCE, "the GRPO reference trainer", PATTERN)
 
 MAX_TOKENS = 7
 BETA = 0.04
@@ -211,11 +208,7 @@ from contextlib import nullcontext  # noqa: E402
 from reference_baseline import load_reference, reference_arguments  # noqa: E402
 
 AGENT = load_reference()
-agent_only = pytest.mark.skipif(
-    AGENT is None,
-    reason="needs the reference agent trainer outside the repo: ../shared/seeds/000_*.txt "
-    "(or a folder named by AGENTRL_REFERENCE_DIR)",
-)
+agent_only = needs_reference(AGENT, "the reference agent trainer")
 VOCAB, ROWS, LENGTH, G = 11, 4, 7, 2
 
 

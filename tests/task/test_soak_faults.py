@@ -4,9 +4,7 @@ so an uninterrupted run and a killed-and-resumed one meet the same failures."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,16 +12,11 @@ pytest.importorskip("mcp")
 
 from agentrl.tools import ToolRegistry
 from agentrl.tools.mcp import MCPServer
-
-SOAK = Path(__file__).resolve().parents[2] / "benches" / "soak.py"
+from helpers import load_bench
 
 
 def _soak():
-    spec = importlib.util.spec_from_file_location("soak", SOAK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("soak")
 
 
 @pytest.mark.slow
