@@ -57,10 +57,13 @@ renders them. Each side trains in its best dtype on this machine: agentrl ``--dt
 (bfloat16 where the CPU has AMX or AVX512-BF16, else float32), TRL ``--trl-dtype``
 (``float32``; ``bf16``: GRPOConfig's ``bf16=True``, bfloat16 autocast over float32 weights;
 ``bfloat16``: the weights loaded in bfloat16). The default TRL dtype with ``--model`` is
-``bf16``, the fastest of the three for TRL on a 2-core AVX512-BF16 CPU (see
-``MODEL_DEFAULTS``). With ``--model`` the sizes default smaller so that the run ends in a few
-minutes on 2 cores: 1 prompt x G=4 completions, at most 48 new tokens, 1 warm-up + 3
-measured steps, 3 steps alone (the objective is the tiny setup's; any size can be passed).
+``bf16``: GRPOConfig's own default, and the arrangement agentrl's bfloat16 uses (bfloat16
+matmuls, float32 master weights), whose forward and backward ran 2.1x faster than float32
+on a 2-core AVX512-BF16 CPU (agentrl/models/precision.py); compare the three on a machine
+with ``--trl-dtype``. The output says which dtype each side used. With ``--model`` the
+sizes default smaller so that the run ends in a few minutes on 2 cores and fits in memory:
+1 prompt x G=4 completions, at most 48 new tokens, 1 warm-up + 3 measured steps, 3 steps
+alone (the objective is the tiny setup's; any size can be passed).
 
 Run:  nice .venv/bin/python benches/bench_vs_trl.py        (about 1-2 minutes on 2 cores)
       add ``--threads 1`` on a machine shared with other jobs (steadier numbers).
@@ -943,8 +946,7 @@ def report(args: argparse.Namespace, setup: Setup, logs: dict[str, StepLog]) -> 
 # in a few minutes on 2 cores, and to fit in memory: TRL's step over 2 prompts x G=4 rows of
 # about 650 tokens (a real chat template with the tools block) grew its process to 12.6 GB
 # (every row's full sequence through 30 layers), which the OOM killer ended on a 24 GB box
-# that another training run shared. TRL's dtype: of float32, bf16 (autocast) and bfloat16 weights,
-# the fastest for TRL on this CPU (module docstring).
+# that another training run shared. TRL's dtype: bf16 autocast (module docstring).
 TINY_DEFAULTS: dict[str, Any] = {
     "steps": 10,
     "warmup": 3,
