@@ -88,6 +88,24 @@ ONE_STEP_RUN = [
 ]
 
 
+def one_step_train_args(files: Path, save_dir: Path, *extra: str) -> list[str]:
+    """`agentrl train` of `write_run_files` output for `ONE_STEP_RUN`, writing to
+    ``save_dir/run``, then ``extra``."""
+    return [
+        "train",
+        "--model",
+        str(files / "model"),
+        "--data",
+        str(files / "prompts.jsonl"),
+        "--save_dir",
+        str(save_dir),
+        "--save_weight",
+        "run",
+        *ONE_STEP_RUN,
+        *extra,
+    ]
+
+
 def fresh_small_tokenizer() -> Any:
     """A newly built tokenizer for SMALL_SPEC (for tests of determinism)."""
     return build_tokenizer(SMALL_SPEC, demo_corpus(SMALL_SPEC.corpus_tasks, SMALL_SPEC.corpus_seed))

@@ -1,5 +1,5 @@
-"""``--dtype auto``: bfloat16 on CUDA and on CPUs with AMX or AVX512-BF16, float32 elsewhere, detected from
-torch's CPU dispatch or the kernel's CPU flags, and said once when a run starts."""
+"""``--dtype auto``: bfloat16 on CUDA and on CPUs with AMX or AVX512-BF16, float32 elsewhere,
+detected from torch's CPU dispatch or the kernel's CPU flags, and said once when a run starts."""
 
 from __future__ import annotations
 

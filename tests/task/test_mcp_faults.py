@@ -16,7 +16,7 @@ from agentrl.observability import read_metrics
 from agentrl.tools import ToolRegistry
 from agentrl.tools.mcp import MCPServer, ToolServerFailed, mcp_metrics
 from fakes.mcp_server import command
-from helpers import ONE_STEP_RUN
+from helpers import one_step_train_args
 
 
 @pytest.fixture
@@ -76,20 +76,7 @@ def test_a_call_to_a_server_failing_otherwise_carries_error_text(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_with_only_mcp_tools_logs_their_metrics(server_command, run_files, tmp_path):
-    argv = [
-        "train",
-        "--model",
-        str(run_files / "model"),
-        "--data",
-        str(run_files / "prompts.jsonl"),
-        "--save_dir",
-        str(tmp_path),
-        "--save_weight",
-        "run",
-        "--mcp",
-        server_command,
-        *ONE_STEP_RUN,
-    ]
+    argv = one_step_train_args(run_files, tmp_path, "--mcp", server_command)
     assert main(argv) == 0
     train = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "train"]
     assert "tools/calls_per_episode" in train[0] and train[0]["tools/mcp/restarts"] == 0

@@ -11,6 +11,7 @@ from agentrl.cli import main
 from agentrl.envs.parts import TaskParts, task_tools
 from agentrl.errors import EXIT_DATA, UsageError
 from agentrl.tools import builtin_registry, tool
+from helpers import one_step_train_args
 
 
 def calculate_math(expression: str) -> str:
@@ -57,12 +58,7 @@ def test_train_with_a_tool_named_like_a_built_in_runs_to_the_end(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "mytools", raising=False)
-    argv = (
-        f"train --model {run_files / 'model'} --data {run_files / 'prompts.jsonl'} "
-        f"--save_dir {tmp_path} --save_weight run --tools mytools:calculate_math "
-        "--total_steps 1 --batch_size 1 --num_generations 2 --max_turns 1 --max_gen_len 8 "
-        "--eval_before_train 0 --progress 0 --report 0 --async_workers 0 --filter_mode all"
-    ).split()
+    argv = one_step_train_args(run_files, tmp_path, "--tools", "mytools:calculate_math")
     code = main(argv)
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -80,12 +76,7 @@ def test_train_with_a_reward_returning_nan_exits_1_naming_it(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "myrewards", raising=False)
-    argv = (
-        f"train --model {run_files / 'model'} --data {run_files / 'prompts.jsonl'} "
-        f"--save_dir {tmp_path} --save_weight run --reward_funcs myrewards:broken "
-        "--total_steps 1 --batch_size 1 --num_generations 2 --max_turns 1 --max_gen_len 8 "
-        "--eval_before_train 0 --progress 0 --report 0 --async_workers 0 --filter_mode all"
-    ).split()
+    argv = one_step_train_args(run_files, tmp_path, "--reward_funcs", "myrewards:broken")
     code = main(argv)
     err = capsys.readouterr().err
     assert code == EXIT_DATA, err

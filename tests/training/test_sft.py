@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -554,7 +555,7 @@ def test_compiled_layers_train_like_eager_ones_and_evaluate_eagerly(tmp_path, to
     runs = {}
     for compiled in (False, True):
         torch.manual_seed(0)
-        model = build_model(SPEC, len(tok))
+        model = build_model(dataclasses.replace(SPEC, num_layers=1), len(tok))
         cfg = _config(
             tmp_path / str(compiled), steps=4, compile=compiled, eval_interval=2, eval_subset=2
         )
