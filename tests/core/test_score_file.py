@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from agentrl.rewards import DETAIL_KEYS, TERM_KEYS, score_batch, score_file
 from helpers import InterruptedReader
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 GOLDEN = Path(__file__).parents[1] / "data" / "reward_parity.jsonl"
@@ -240,7 +240,10 @@ def test_histogram_counts_as_numpy_does(values: list[float], bins: int) -> None:
     if finite.min() == finite.max():
         assert histogram.counts == [finite.size]
         return
-    counts, edges = np.histogram(finite, bins=bins, range=(finite.min(), finite.max()))
+    try:
+        counts, edges = np.histogram(finite, bins=bins, range=(finite.min(), finite.max()))
+    except ValueError:  # numpy cannot split a span of a few ulps (e.g. [0, 5e-324]) into bins
+        assume(False)
     assert histogram.counts == counts.tolist()
     assert histogram.edges == edges.tolist()
     np.testing.assert_array_equal(summary.rewards, array)

@@ -12,7 +12,7 @@ from agentrl.cli import COMMANDS, command_parser, main, normalize_option_spellin
 # A training-only option that a command other than `train` must not offer.
 TRAINING_ONLY = ("--learning_rate", "--bc_coef", "--kl_target", "--lora_rank", "--beta_max")
 # What the warm start shares with RL (the same option, the same name).
-SHARED_WITH_SFT = ("--learning_rate",)
+SHARED_WITH_SFT = ("--learning_rate", "--lora_rank")
 
 
 def _long_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
