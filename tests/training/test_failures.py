@@ -24,32 +24,11 @@ from agentrl.cli import main, user_failure
 from agentrl.errors import EXIT_BUG, EXIT_DATA, EXIT_SIGTERM, EXIT_USAGE
 from agentrl.models.tiny import build_model, save_preset
 from agentrl.observability import read_metrics
-from helpers import SMALL_SPEC, small_tokenizer
+from helpers import ONE_STEP_RUN, SMALL_SPEC, small_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 # A short run: what a command needs to get past loading.
-RUN = [
-    "--filter_mode",
-    "all",
-    "--total_steps",
-    "1",
-    "--batch_size",
-    "1",
-    "--num_generations",
-    "2",
-    "--max_turns",
-    "1",
-    "--max_gen_len",
-    "8",
-    "--eval_before_train",
-    "0",
-    "--progress",
-    "0",
-    "--report",
-    "0",
-    "--async_workers",
-    "0",
-]
+RUN = ONE_STEP_RUN
 
 
 @pytest.fixture(scope="module")
