@@ -192,3 +192,21 @@ def test_a_training_script_without_a_main_guard_is_not_run_again(tmp_path) -> No
     )
     assert out.stdout.split() == ["0", "1"]  # ran in a worker process
     assert marker.read_text() == "ran\n"  # the worker did not run the script again
+
+
+def test_a_slow_worker_start_is_not_counted_in_the_call_timeout(monkeypatch) -> None:
+    """A busy machine can take seconds to boot a worker's interpreter: a call's timeout
+    measures the tool, so a 0.01 s call with a 1 s timeout still succeeds after a 1.5 s
+    boot."""
+    from agentrl.tools import workers
+
+    monkeypatch.setattr(workers, "_BOOT", "import time; time.sleep(1.5); " + workers._BOOT)
+    pool = workers.ToolWorkers(size=1)
+    try:
+        began = time.monotonic()
+        assert pool.call(__name__, "nap", {"seconds": 0.01}, raw=False, cap=100, timeout=1.0)
+        assert time.monotonic() - began >= 1.5  # it did wait for the boot
+        with pytest.raises(workers.ToolCallTimeout, match="timed out after 1s"):
+            pool.call(__name__, "nap", {"seconds": 5}, raw=False, cap=100, timeout=1.0)
+    finally:
+        pool.close()

@@ -190,6 +190,10 @@ def serve_stdio() -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # tools read no protocol bytes
     os.dup2(2, 1)  # and what they print goes to stderr
     sys.stdout = sys.stderr
+    try:
+        _write_frame(replies, READY)  # booted: the caller's clock for the call starts now
+    except OSError:
+        return
     while True:
         try:
             request = _read_frame(requests)
@@ -202,6 +206,11 @@ def serve_stdio() -> None:
 
 
 _BOOT = "from agentrl.tools.workers import serve_stdio; serve_stdio()"
+# A worker's first frame, once its interpreter and imports are up.
+READY = "ready"
+# How long a new worker may take to boot (a busy machine can take seconds): not part of any
+# call's timeout, which measures the tool, not the interpreter's start.
+STARTUP_LIMIT_S = 120.0
 
 
 class _Worker:
@@ -218,6 +227,17 @@ class _Worker:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests: IO[bytes] = self.process.stdin
         self.replies: IO[bytes] = self.process.stdout
+        self.ready = False
+
+    def wait_ready(self, limit: float = STARTUP_LIMIT_S) -> None:
+        """Wait for the boot frame; RuntimeError when the worker dies or takes too long."""
+        if self.ready:
+            return
+        if not self.poll(limit):
+            raise RuntimeError(f"the tool's worker process did not start within {limit:g}s")
+        if self.recv() != READY:
+            raise RuntimeError("the tool's worker process started with an unexpected reply")
+        self.ready = True
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -269,11 +289,18 @@ class ToolWorkers:
         """Run the function in a worker: its JSON result, or an exception with its message.
 
         ``timeout`` (seconds, 0: none) counts from the call's start, waiting for a free
-        worker included; past it the worker is killed and :class:`ToolCallTimeout` raised.
+        worker included, a new worker's start-up not (it has ``STARTUP_LIMIT_S``); past it
+        the worker is killed and :class:`ToolCallTimeout` raised.
         """
-        deadline = time.monotonic() + timeout if timeout > 0 else None
+        began = time.monotonic()
+        deadline = began + timeout if timeout > 0 else None
         worker = self._acquire(deadline, timeout)
         try:
+            if not worker.ready:
+                booting = time.monotonic()
+                worker.wait_ready()
+                if deadline is not None:
+                    deadline += time.monotonic() - booting
             worker.send((module, qualname, dict(args), raw, cap))
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             answered = worker.poll(left)
