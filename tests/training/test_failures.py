@@ -27,8 +27,6 @@ from agentrl.observability import read_metrics
 from helpers import ONE_STEP_RUN, SMALL_SPEC, small_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
-# A short run: what a command needs to get past loading.
-RUN = ONE_STEP_RUN
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +63,7 @@ def _train(assets: dict[str, Path], save_dir: Path, *extra: object) -> list[obje
         "train",
         "--data",
         assets["prompts"],
-        *RUN,
+        *ONE_STEP_RUN,
         "--save_dir",
         save_dir,
         "--save_weight",

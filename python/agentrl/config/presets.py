@@ -92,9 +92,8 @@ PRESETS["real"] = {
     "stop_at_answer_end": True,
     # A LoRA adapter (rank 16, every linear layer) at 2e-4 moved a 135M warm start +5.5
     # points in 30 steps (docs/real-models.md); full fine-tuning at 1e-5 gave +1.5 (with
-    # 96-token turns), at 3e-5
-    # its training exact match fell, and the adapter at 5e-4 fell too. One update a batch
-    # of 4 prompts x 4 episodes.
+    # 96-token turns), at 3e-5 its training exact match fell, and so did the adapter's at
+    # 5e-4. One update a batch of 4 prompts x 4 episodes.
     "lora_rank": 16,
     "lora_alpha": 32.0,
     "learning_rate": 2e-4,

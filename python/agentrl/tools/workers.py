@@ -229,15 +229,18 @@ class _Worker:
         self.replies: IO[bytes] = self.process.stdout
         self.ready = False
 
-    def wait_ready(self, limit: float = STARTUP_LIMIT_S) -> None:
-        """Wait for the boot frame; RuntimeError when the worker dies or takes too long."""
+    def wait_ready(self, limit: float = STARTUP_LIMIT_S) -> float:
+        """Wait for the boot frame: the seconds it took (0 once booted); RuntimeError when
+        the worker dies or takes longer than ``limit``."""
         if self.ready:
-            return
+            return 0.0
+        began = time.monotonic()
         if not self.poll(limit):
             raise RuntimeError(f"the tool's worker process did not start within {limit:g}s")
         if self.recv() != READY:
             raise RuntimeError("the tool's worker process started with an unexpected reply")
         self.ready = True
+        return time.monotonic() - began
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -292,15 +295,12 @@ class ToolWorkers:
         worker included, a new worker's start-up not (it has ``STARTUP_LIMIT_S``); past it
         the worker is killed and :class:`ToolCallTimeout` raised.
         """
-        began = time.monotonic()
-        deadline = began + timeout if timeout > 0 else None
+        deadline = time.monotonic() + timeout if timeout > 0 else None
         worker = self._acquire(deadline, timeout)
         try:
-            if not worker.ready:
-                booting = time.monotonic()
-                worker.wait_ready()
-                if deadline is not None:
-                    deadline += time.monotonic() - booting
+            booted = worker.wait_ready()
+            if deadline is not None:
+                deadline += booted
             worker.send((module, qualname, dict(args), raw, cap))
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             answered = worker.poll(left)
