@@ -43,14 +43,14 @@ def test_row_chunks_group_similar_lengths_and_cover_every_row_once():
     assert [c.tolist() for c in row_chunks(lens, 0)] == [list(range(6))]
 
 
-def _prepared_step(tiny, micro: int, beta: float = 0.03):
+def _prepared_step(tiny, micro: int, beta: float = 0.03, **options):
     """A rolled-out batch on a tiny model, and a call that trains one step on it.
 
     With ``beta`` 0 the models are laid out as `reference_model` does with the KL off:
     the policy stands in for the reference.
     """
     model, tokenizer = tiny
-    overrides = {"bc_coef": 0.0, "loss_reduction": "token", "beta": beta}
+    overrides = {"bc_coef": 0.0, "loss_reduction": "token", "beta": beta, **options}
     config = resolve(preset="compat", overrides=overrides)
     loss, advantage, bc = config_sections(config)
     groups = rolled_out_batch(model, tokenizer, prompts=6, num_generations=3, max_new_tokens=10)
@@ -125,9 +125,78 @@ def test_no_reference_forward_when_the_kl_penalty_is_off(tiny, beta):
     finally:
         decoder.forward = original
     assert out.report is not None and out.report.skipped is None
-    micro_batches = 3  # 6 rows, 2 per micro-batch
-    assert calls["grad"] == micro_batches
-    assert calls["no_grad"] == (0 if beta == 0 else micro_batches)
+    # 6 rows, 2 per micro-batch; without a KL term the rows of zero advantage are skipped.
+    idle = out.metrics["train/idle_rows"]
+    assert idle == 0 if beta else 0 <= idle <= 5
+    assert calls["grad"] == -(-(6 - idle) // 2)
+    assert calls["no_grad"] == (0 if beta == 0 else 3)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_rows_without_advantage_are_skipped_and_the_update_is_the_same(
+    tiny, monkeypatch, level
+):
+    """With no KL term, a row whose advantage is zero adds nothing to the gradient of an
+    advantage-weighted objective: training leaves it out, and the gradient is the same."""
+    import agentrl.training.step as step_module
+
+    real = step_module.compute_advantages
+
+    def some_zero(*args, **kwargs):
+        advantages, metrics = real(*args, **kwargs)
+        fixed = torch.linspace(-1.0, 1.0, advantages.numel())  # none of them zero
+        fixed[[0, 3]] = 0.0
+        return fixed.to(advantages), metrics
+
+    monkeypatch.setattr(step_module, "compute_advantages", some_zero)
+    decoder = type(tiny[0].model)
+    original = decoder.forward
+    results = []
+    for skip in (True, False):
+        if not skip:
+            monkeypatch.setattr(step_module, "advantage_weighted", lambda level: False)
+        calls = Counter()
+
+        def counted(self, *args, **kwargs):
+            calls["forward"] += torch.is_grad_enabled()  # training's, not the rollout's
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(decoder, "forward", counted)
+        out, models = _prepared_step(tiny, 1, beta=0.0, importance_sampling_level=level)()
+        monkeypatch.setattr(decoder, "forward", original)
+        assert out.report is not None and out.report.skipped is None
+        grads = {n: p.grad.clone() for n, p in models.policy.named_parameters()}
+        results.append((out, grads, calls["forward"]))
+    (skipped, g_skipped, n_skipped), (whole, g_whole, n_whole) = results
+    assert (n_skipped, n_whole) == (4, 6)  # one row per micro-batch
+    assert skipped.metrics["train/idle_rows"] == 2.0 and whole.metrics["train/idle_rows"] == 0
+    assert skipped.tokens.seen.tolist() == [False, True, True, False, True, True]
+    assert skipped.metrics["loss/total"] == pytest.approx(whole.metrics["loss/total"], abs=1e-7)
+    scale = max(float(g.abs().max()) for g in g_whole.values())
+    assert scale > 0
+    for key in g_whole:
+        torch.testing.assert_close(g_skipped[key], g_whole[key], rtol=1e-5, atol=1e-7 * scale)
+
+
+def test_every_row_runs_with_a_kl_term_or_an_objective_not_weighted_by_the_advantage():
+    from agentrl.rl.losses import advantage_weighted, register_objective
+    from agentrl.rl.losses.objectives import OBJECTIVE_BY_LEVEL, OBJECTIVES, ppo_clip
+    from agentrl.training.minibatch import gradient_rows
+
+    advantages = torch.tensor([0.0, 1.0, 0.0, -1.0])
+    mask = torch.ones(4, 3)
+    assert gradient_rows(advantages, mask, skippable=True).tolist() == [1, 3]
+    assert gradient_rows(advantages, mask, skippable=False).tolist() == [0, 1, 2, 3]
+    assert gradient_rows(torch.zeros(4), mask, skippable=True).tolist() == [0]
+    per_token = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.5], [2.0, 0.0, 0.0], [0.0] * 3])
+    mask[1, 2] = 0  # row 1's only nonzero advantage is on an untrained token
+    assert gradient_rows(per_token, mask, skippable=True).tolist() == [2]
+    assert advantage_weighted("token") and advantage_weighted("sequence")
+    try:
+        register_objective("mine", level="mine")(ppo_clip)  # not declared weighted
+        assert not advantage_weighted("mine")
+    finally:
+        OBJECTIVES.pop("mine"), OBJECTIVE_BY_LEVEL.pop("mine")
 
 
 _HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__")

@@ -66,11 +66,12 @@ def _add_token_views(records: list[dict[str, Any]], outcome: StepOutcome) -> Non
     trained = tokens.logps.cpu().tolist()
     entropy = tokens.entropy.cpu().tolist()
     adv = tokens.advantages.cpu().tolist()
+    seen = tokens.seen.cpu().tolist()  # a row training skipped (no gradient) has no trained view
     for i, (record, traj) in enumerate(zip(records, batch.trajectories, strict=True)):
         n = int(lens[i])
         prompt = max(n - len(traj.response_ids), 0)
-        row = (loss[i], behaviour[i], trained[i], entropy[i], adv[i])
-        view, gaps = token_view(ids[i][:n], prompt, *row)
+        ran = (trained[i], entropy[i]) if seen[i] else (None, None)
+        view, gaps = token_view(ids[i][:n], prompt, loss[i], behaviour[i], *ran, adv[i])
         record["token_view"] = view
         record.update(gaps)
     share_prompts(records)

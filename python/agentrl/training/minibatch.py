@@ -2,8 +2,9 @@
 
 A step makes ``ppo_epochs`` passes over its rows, each cut into ``num_mini_batches``
 updates (:func:`update_plan`, :func:`select_rows`, one :func:`combined_report` for them
-all); each update runs its rows in micro-batches of similar length (:func:`row_chunks`),
-whose rows that share a prompt run it once (:func:`prefix_plan`).
+all); each update runs the rows that carry gradient (:func:`gradient_rows`) in micro-batches of
+similar length (:func:`row_chunks`), whose rows that share a prompt run it once
+(:func:`prefix_plan`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,26 @@ def row_chunks(seq_lens: torch.Tensor, size: int) -> list[torch.Tensor]:
         return [torch.arange(n, device=seq_lens.device)]
     order = torch.argsort(seq_lens, descending=True, stable=True)
     return [order[start : start + size] for start in range(0, n, size)]
+
+
+def gradient_rows(
+    advantages: torch.Tensor, loss_mask: torch.Tensor, *, skippable: bool
+) -> torch.Tensor:
+    """The rows (host indices) a policy pass must run: all of them, unless ``skippable``
+    (an advantage-weighted objective, no KL term, no auxiliary loss), when a row whose
+    trained tokens all have zero advantage (a group whose episodes scored alike) is left
+    out: it would add exactly nothing to the gradient, whose denominators are the whole
+    batch's. At least one row always runs, so an update has its metrics.
+    """
+    rows = int(loss_mask.size(0))
+    if not skippable or rows == 0:
+        return torch.arange(rows)
+    if advantages.dim() == 1:
+        live = advantages != 0
+    else:
+        live = ((advantages[:, : loss_mask.size(1)] != 0) & (loss_mask > 0)).any(dim=1)
+    picked = torch.nonzero(live.cpu()).flatten()
+    return picked if picked.numel() else torch.arange(1)
 
 
 def update_plan(
@@ -101,4 +122,11 @@ def prefix_plan(
     return shared_prefixes(prompts, lengths)
 
 
-__all__ = ["combined_report", "prefix_plan", "row_chunks", "select_rows", "update_plan"]
+__all__ = [
+    "combined_report",
+    "gradient_rows",
+    "prefix_plan",
+    "row_chunks",
+    "select_rows",
+    "update_plan",
+]

@@ -30,7 +30,14 @@ from agentrl.rl.advantages import (
 )
 from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaController
-from agentrl.rl.losses import LossConfig, policy_loss, reduction_denominator, staleness_weights
+from agentrl.rl.logprobs import moe_kwargs
+from agentrl.rl.losses import (
+    LossConfig,
+    advantage_weighted,
+    policy_loss,
+    reduction_denominator,
+    staleness_weights,
+)
 from agentrl.rl.optim import Optimization, StepReport, merge_microbatch_metrics
 from agentrl.rl.pack import EmptyBatchError, PackedBatch, pack_groups
 from agentrl.tools.mcp import mcp_metrics
@@ -38,6 +45,7 @@ from agentrl.training.demonstrations import compute_bc_aux_loss
 from agentrl.training.forward import masked_logps
 from agentrl.training.minibatch import (
     combined_report,
+    gradient_rows,
     prefix_plan,
     row_chunks,
     select_rows,
@@ -187,9 +195,17 @@ def _policy_pass(
     extra = {"max_completion_length": cfg.max_completion_length, "global_tokens": total_tokens}
     total = reduction_denominator(mask, cfg.loss_reduction, row_weights, **extra)
     lens = batch.seq_lens.cpu()  # micro-batch widths are needed on the host to slice
+    skippable = (
+        beta == 0.0
+        and advantage_weighted(cfg.importance_sampling_level)
+        and moe_kwargs(models.policy)[1] is None
+    )
+    live = gradient_rows(advantages, mask, skippable=skippable)
+    live_tokens = mask[live.to(mask.device)].sum().double().clamp(min=1.0)
     parts: list[tuple[dict[str, torch.Tensor], float, torch.Tensor]] = []
     policy_sum = aux_sum = torch.zeros((), dtype=torch.float64, device=mask.device)
-    for rows_host in row_chunks(lens, settings.micro_batch_size):
+    for chunk in row_chunks(lens[live], settings.micro_batch_size):
+        rows_host = live[chunk]
         width = int(lens[rows_host].max())
         rows = rows_host.to(mask.device)
         ids, attn = batch.input_ids[rows, :width], batch.attention_mask[rows, :width]
@@ -235,19 +251,21 @@ def _policy_pass(
             global_tokens=total_tokens,
             entropy=out.entropy,
         )
-        share = float(ids.size(0)) / batch.num_rows
+        share = float(ids.size(0)) / live.numel()
         contribution = result.numerator / total
         if out.aux_loss is not None:
             contribution = contribution + share * out.aux_loss
             aux_sum = aux_sum + share * out.aux_loss.detach().double()
         policy_sum = policy_sum + contribution.detach().double()
-        token_share = rows_mask.sum().double() / total_tokens.double().clamp(min=1.0)
+        token_share = rows_mask.sum().double() / live_tokens
         parts.append(({k: v.double() for k, v in result.metrics.items()}, share, token_share))
         if not optimization.backward(contribution):
             break
     metrics = merge_microbatch_metrics(parts)
     metrics["loss/policy"] = policy_sum - aux_sum
     metrics["loss/aux"] = aux_sum
+    # Rows left out for carrying no gradient: the policy metrics above are the others'.
+    metrics["train/idle_rows"] = torch.tensor(float(batch.num_rows - live.numel()))
     return metrics
 
 

@@ -21,8 +21,10 @@ import torch
 from agentrl.utils.registry import lookup
 
 __all__ = [
+    "ADVANTAGE_WEIGHTED",
     "OBJECTIVES",
     "OBJECTIVE_BY_LEVEL",
+    "advantage_weighted",
     "ClipRange",
     "ObjectiveOutput",
     "clipped_surrogate",
@@ -53,20 +55,35 @@ Objective = Callable[
 OBJECTIVES: dict[str, Objective] = {}
 # importance_sampling_level value -> objective name.
 OBJECTIVE_BY_LEVEL: dict[str, str] = {}
+# Objectives whose loss, and its gradient, is zero wherever the advantage is.
+ADVANTAGE_WEIGHTED: set[str] = set()
 
 
-def register_objective(name: str, *, level: str) -> Callable[[Objective], Objective]:
+def register_objective(
+    name: str, *, level: str, advantage_weighted: bool = False
+) -> Callable[[Objective], Objective]:
     """Register ``fn(logps, anchor_logps, advantages, mask, clip)`` as ``name``.
 
     ``level`` is the ``importance_sampling_level`` value that selects it.
+    ``advantage_weighted``: its per-token loss is a multiple of the advantage, so a row
+    whose advantages are all zero contributes no gradient and training may skip it.
     """
 
     def add(fn: Objective) -> Objective:
         OBJECTIVES[name] = fn
         OBJECTIVE_BY_LEVEL[level] = name
+        if advantage_weighted:
+            ADVANTAGE_WEIGHTED.add(name)
+        else:
+            ADVANTAGE_WEIGHTED.discard(name)
         return fn
 
     return add
+
+
+def advantage_weighted(level: str) -> bool:
+    """Whether the objective an ``importance_sampling_level`` selects is advantage-weighted."""
+    return lookup(OBJECTIVE_BY_LEVEL, level, "importance_sampling_level") in ADVANTAGE_WEIGHTED
 
 
 def objective_for_level(level: str) -> Objective:
@@ -100,13 +117,13 @@ def _surrogate_loss(log_ratio, logps, advantages, clip: ClipRange) -> ObjectiveO
     return ObjectiveOutput(-clipped_surrogate(ratio, advantages, clip.low, clip.high), ratio)
 
 
-@register_objective("ppo_clip", level="token")
+@register_objective("ppo_clip", level="token", advantage_weighted=True)
 def ppo_clip(logps, anchor_logps, advantages, mask, clip: ClipRange) -> ObjectiveOutput:
     """PPO's clipped surrogate on per-token ratios."""
     return _surrogate_loss(logps - anchor_logps, logps, advantages, clip)
 
 
-@register_objective("gspo", level="sequence")
+@register_objective("gspo", level="sequence", advantage_weighted=True)
 def gspo(logps, anchor_logps, advantages, mask, clip: ClipRange) -> ObjectiveOutput:
     """The clipped surrogate on one length-normalised ratio per sequence."""
     log_ratio = sequence_log_ratio(logps - anchor_logps, mask)
