@@ -155,9 +155,9 @@ def test_rows_without_advantage_are_skipped_and_the_update_is_the_same(
     for skip in (True, False):
         if not skip:
             monkeypatch.setattr(step_module, "advantage_weighted", lambda level: False)
-        calls = Counter()
+        calls: Counter[str] = Counter()
 
-        def counted(self, *args, **kwargs):
+        def counted(self, *args, calls=calls, **kwargs):
             calls["forward"] += torch.is_grad_enabled()  # training's, not the rollout's
             return original(self, *args, **kwargs)
 
