@@ -133,9 +133,7 @@ def test_no_reference_forward_when_the_kl_penalty_is_off(tiny, beta):
 
 
 @pytest.mark.parametrize("level", ["token", "sequence"])
-def test_rows_without_advantage_are_skipped_and_the_update_is_the_same(
-    tiny, monkeypatch, level
-):
+def test_rows_without_advantage_are_skipped_and_the_update_is_the_same(tiny, monkeypatch, level):
     """With no KL term, a row whose advantage is zero adds nothing to the gradient of an
     advantage-weighted objective: training leaves it out, and the gradient is the same."""
     import agentrl.training.step as step_module
