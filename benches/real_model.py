@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--eval_samples", type=int, default=200, help="held-out tasks per eval")
     p.add_argument("--num_demos", type=int, default=2000, help="generated demonstrations")
+    p.add_argument(
+        "--shortcut_rate",
+        type=float,
+        default=1.0,
+        help="share of head-math expressions the demonstrations answer without the tool",
+    )
     p.add_argument("--sft_steps", type=int, default=60)
     p.add_argument("--sft_lr", type=float, default=1e-4)
     p.add_argument("--sft_warmup", type=int, default=4, help="warm-up steps of the warm start")
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             str(args.sft_batch_tokens),
             "--num_demos",
             str(args.num_demos),
+            "--shortcut_rate",
+            str(args.shortcut_rate),
             "--max_total_len",
             "1536",
             # The warm start is scored by RL's first evaluation, on the same tasks.
