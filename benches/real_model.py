@@ -90,7 +90,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1.0,
         help="share of head-math expressions the demonstrations answer without the tool",
     )
-    p.add_argument("--sft_steps", type=int, default=60)
+    p.add_argument("--sft_steps", type=int, default=40)
     p.add_argument("--sft_lr", type=float, default=1e-4)
     p.add_argument("--sft_warmup", type=int, default=4, help="warm-up steps of the warm start")
     p.add_argument(
