@@ -253,7 +253,7 @@ def apply_chat_template(
     family's own format (``--tool_format``, or detected: `agentrl.tool_formats`). A template
     without a system role gets leading system text in the first user turn. The thinking
     switch is passed as ``open_thinking`` and ``enable_thinking``. A tokenizer without a
-    chat template uses the built-in layout (logged once). Raises :class:`ChatTemplateError`
+    chat template uses the built-in layout (a warning, once). Raises :class:`ChatTemplateError`
     when the template fails.
     """
     msgs = normalize_messages(messages)
@@ -262,7 +262,11 @@ def apply_chat_template(
         key = type(tokenizer).__name__
         if key not in _builtin_logged:
             _builtin_logged.add(key)
-            logger.info("%s has no chat template: using the built-in layout", key)
+            logger.warning(
+                "%s has no chat template: rendering the built-in layout, which a pretrained "
+                "model may never have seen; --chat_template FILE gives it its own",
+                key,
+            )
         return render_chat(msgs, tools, add_generation_prompt, open_thinking)
     thinking = {"open_thinking": open_thinking, "enable_thinking": open_thinking}
     traits = template_traits(tokenizer)
