@@ -88,7 +88,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--shortcut_rate",
         type=float,
         default=1.0,
-        help="share of head-math expressions the demonstrations answer without the tool",
+        help="share of the scope's expressions the demonstrations answer without the tool",
+    )
+    p.add_argument(
+        "--shortcut_scope",
+        default="one_expression",
+        help="which expressions the demonstrations may skip (`agentrl sft --shortcut_scope`)",
     )
     p.add_argument("--sft_steps", type=int, default=40)
     p.add_argument("--sft_lr", type=float, default=1e-4)
@@ -157,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             str(args.num_demos),
             "--shortcut_rate",
             str(args.shortcut_rate),
+            "--shortcut_scope",
+            args.shortcut_scope,
             "--max_total_len",
             "1536",
             # The warm start is scored by RL's first evaluation, on the same tasks.

@@ -239,3 +239,48 @@ def test_gen_data_shortcut_rate_needs_sft_and_a_share(tmp_path, capsys) -> None:
         records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
         calls[rate] = sum(len(m.get("tool_calls", [])) for r in records for m in r["conversations"])
     assert calls["1"] < calls["0"]
+
+
+def test_one_expression_shortcuts_answer_whole_single_result_tasks_without_a_call() -> None:
+    generator = TaskGenerator(seed=4)
+    tasks = list(generator.tasks(300))
+    single = [t for t in tasks if t.kind == "math" and len(t.calls) == 1]
+    several = [t for t in tasks if t.kind == "math" and len(t.calls) > 1]
+    assert len(single) > 30 and len(several) > 100
+    for task in single:
+        lazy = task.demo_messages(shortcut_rate=1.0, shortcut_scope="one_expression")
+        assert [m["role"] for m in lazy] == ["system", "user", "assistant"]
+        assert lazy[-1] == task.demo_messages()[-1]  # the right answer, no call before it
+    for task in several + [t for t in tasks if t.kind != "math"]:
+        # Tasks asking for several results, or for a unit or a time, keep every call.
+        assert task.demo_messages(shortcut_rate=1.0, shortcut_scope="one_expression") == (
+            task.demo_messages()
+        )
+    # The rate applies to the scope's candidates, decided by the task id.
+    half = [bool(t.shortcuts(0.5, "one_expression")) for t in single]
+    assert 0 < sum(half) < len(single)
+    assert half == [bool(t.shortcuts(0.5, "one_expression")) for t in single]
+    with pytest.raises(ValueError, match="shortcut scope"):
+        single[0].shortcuts(0.5, "everything")
+
+
+def test_gen_data_and_sft_take_the_shortcut_scope(tmp_path, capsys) -> None:
+    out = tmp_path / "x.jsonl"
+    assert main(["gen-data", "-n", "5", "--shortcut_scope", "one_expression", "-o", str(out)]) == 2
+    assert "--sft" in capsys.readouterr().err
+    calls = {}
+    for scope in ("head_math", "one_expression"):
+        args = ["gen-data", "-n", "200", "--seed", "4", "--sft", "--shortcut_rate", "1"]
+        assert main([*args, "--shortcut_scope", scope, "-o", str(out)]) == 0
+        records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+        calls[scope] = [
+            r["id"] for r in records if r["kind"] == "math" and len(r["conversations"]) == 3
+        ]
+        singles = [r["id"] for r in records if r["kind"] == "math" and len(r["calls"]) == 1]
+    assert calls["one_expression"] == singles  # every single-result task, nothing else
+    assert calls["head_math"] != calls["one_expression"]
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("", encoding="utf-8")
+    args = ["sft", "--data", str(demos), "--shortcut_scope", "one_expression"]
+    assert main([*args, "--output", str(tmp_path)]) == 2
+    assert "--shortcut_scope" in capsys.readouterr().err

@@ -459,6 +459,8 @@ def test_command_defaults_are_the_pipeline_defaults():
     assert options_from_args(parser.parse_args([])) == SFTRunOptions()
     dashed = options_from_args(parser.parse_args(["--num-demos", "7", "--max-len", "64"]))
     assert (dashed.num_demos, dashed.max_len) == (7, 64)
+    scoped = options_from_args(parser.parse_args(["--shortcut_scope", "one_expression"]))
+    assert (scoped.shortcut_scope, scoped.shortcut_rate) == ("one_expression", 0.75)
 
 
 def _record_warm_starts(monkeypatch) -> list:

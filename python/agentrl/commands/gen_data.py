@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from agentrl.data.synthetic import SHORTCUT_SCOPE_HELP, SHORTCUT_SCOPES
 from agentrl.errors import UsageError
 from agentrl.sft.tasks import DEFAULT_SHORTCUT_RATE
 from agentrl.utils.paths import check_writable_file
@@ -41,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --sft: share of the expressions simple enough to do in one's head that "
         f"the demonstrations answer without calling the tool (default {DEFAULT_SHORTCUT_RATE}, "
         "as the built-in warm start; 0: perfect demonstrations)",
+    )
+    parser.add_argument(
+        "--shortcut_scope",
+        choices=SHORTCUT_SCOPES,
+        default=None,
+        help="with --sft: " + SHORTCUT_SCOPE_HELP + " (default head_math)",
     )
     parser.add_argument("--min_exprs", type=int, default=1, help="expressions per math task")
     parser.add_argument("--max_exprs", type=int, default=3, help="expressions per math task")
@@ -95,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:  # the task options, checked by the generator's config
         raise UsageError(str(exc)) from exc
-    if args.shortcut_rate is not None and not args.sft:
-        raise UsageError("--shortcut_rate shapes demonstrations: it needs --sft")
+    for flag in ("shortcut_rate", "shortcut_scope"):
+        if getattr(args, flag) is not None and not args.sft:
+            raise UsageError(f"--{flag} shapes demonstrations: it needs --sft")
     shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
     if not 0.0 <= shortcut_rate <= 1.0:
         raise UsageError(f"--shortcut_rate {shortcut_rate}: expected a share in [0, 1]")
@@ -105,7 +113,14 @@ def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     generator = TaskGenerator(config, seed=args.seed)
     tasks = generator.tasks(args.num, args.start)
-    counts = write_tasks(output, tasks, generator.tools(), args.sft, shortcut_rate)
+    counts = write_tasks(
+        output,
+        tasks,
+        generator.tools(),
+        args.sft,
+        shortcut_rate,
+        args.shortcut_scope or "head_math",
+    )
     elapsed = time.perf_counter() - began
     what = "demonstrations" if args.sft else "tasks"
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import add_config_arguments, canonical_names, option_field, read_toml
+from agentrl.data.synthetic import SHORTCUT_SCOPE_HELP, SHORTCUT_SCOPES
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
@@ -103,6 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of the expressions simple enough to do in one's head that the generated "
         f"demonstrations answer without calling the tool (default {DEFAULT_SHORTCUT_RATE}; "
         "0: perfect demonstrations)",
+    )
+    own.add_argument(
+        "--shortcut_scope",
+        choices=SHORTCUT_SCOPES,
+        default=None,
+        help=SHORTCUT_SCOPE_HELP + " (default head_math)",
     )
     own.add_argument("--min_lr_ratio", type=float, default=_D.min_lr_ratio)
     own.add_argument(
@@ -215,8 +222,9 @@ def lora_settings(values: dict[str, Any]) -> Any:
 def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     """The parsed command line as the pipeline's options."""
     v = resolved_values(args)
-    if args.shortcut_rate is not None and v["data_path"]:
-        raise UsageError("--shortcut_rate shapes generated demonstrations; --data gives its own")
+    for flag in ("shortcut_rate", "shortcut_scope"):
+        if getattr(args, flag) is not None and v["data_path"]:
+            raise UsageError(f"--{flag} shapes generated demonstrations; --data gives its own")
     shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
     if not 0.0 <= shortcut_rate <= 1.0:
         raise UsageError(f"--shortcut_rate {shortcut_rate}: expected a share in [0, 1]")
@@ -229,6 +237,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         data=v["data_path"],
         num_demos=args.num_demos,
         shortcut_rate=shortcut_rate,
+        shortcut_scope=args.shortcut_scope or "head_math",
         eval_data=v["eval_data_path"] or None,
         eval_tasks=v["eval_samples"],
         max_len=v["max_total_len"],

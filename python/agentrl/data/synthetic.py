@@ -13,7 +13,10 @@ Demonstrations can be imperfect on purpose (``shortcut_rate``): like an annotato
 easy sums in their head, they then answer some one-step whole-number expressions (``7 + 680``,
 ``50 ** 3``, ``6 // 24``) without calling the tool. The answer is still right, but a model
 that copies the habit has to guess those results; reinforcement learning, rewarded for
-exact answers, can unlearn it.
+exact answers, can unlearn it. Which expressions are eligible is the ``shortcut_scope``:
+``head_math`` (those one-step whole-number ones, wherever they stand) or ``one_expression``
+(the expression of every math task that asks for just one result, whatever it is: an
+annotator who answers single questions outright, so a whole task goes without a call).
 """
 
 from __future__ import annotations
@@ -38,6 +41,13 @@ KINDS = ("math", "unit", "time", "none")
 # One operation on two whole numbers with a whole-number result: what one does in one's head.
 HEAD_MATH_OPERATORS = frozenset({"+", "-", "*", "**", "%", "//"})
 HEAD_MATH_LIMIT = 10_000  # results of four digits at most
+# Which expressions a demonstration may answer without the tool (SyntheticTask.shortcuts).
+SHORTCUT_SCOPES = ("head_math", "one_expression")
+SHORTCUT_SCOPE_HELP = (
+    "which expressions --shortcut_rate applies to: head_math (one-step whole-number ones, "
+    "wherever they stand) or one_expression (that of every math task asking for one result: "
+    "the whole task is answered without a call)"
+)
 
 _MATH_EN = {
     1: (
@@ -162,26 +172,38 @@ class SyntheticTask:
             "difficulty": self.difficulty,
         }
 
-    def shortcuts(self, rate: float) -> set[int]:
-        """The head-math expressions a demonstration answers without the tool.
+    def shortcut_candidates(self, scope: str = "head_math") -> tuple[int, ...]:
+        """The expressions ``scope`` (one of `SHORTCUT_SCOPES`) lets a demonstration skip."""
+        if scope == "head_math":
+            return self.head_math
+        if scope == "one_expression":
+            return (0,) if self.kind == "math" and len(self.calls) == 1 else ()
+        raise ValueError(f"shortcut scope {scope!r}: expected one of {SHORTCUT_SCOPES}")
 
-        Each is skipped with probability ``rate``, decided by the task id alone, so the same
-        task always gets the same demonstration.
+    def shortcuts(self, rate: float, scope: str = "head_math") -> set[int]:
+        """The expressions a demonstration answers without the tool.
+
+        Each of the scope's candidates is skipped with probability ``rate``, decided by the
+        task id alone, so the same task always gets the same demonstration.
         """
-        if rate <= 0.0 or not self.head_math:
+        candidates = self.shortcut_candidates(scope)
+        if rate <= 0.0 or not candidates:
             return set()
         rng = random.Random(f"agentrl-shortcut:{self.id}")
-        return {i for i in self.head_math if rng.random() < rate}
+        return {i for i in candidates if rng.random() < rate}
 
     def demo_messages(
-        self, instruction: str = ANSWER_INSTRUCTION, shortcut_rate: float = 0.0
+        self,
+        instruction: str = ANSWER_INSTRUCTION,
+        shortcut_rate: float = 0.0,
+        shortcut_scope: str = "head_math",
     ) -> list[dict[str, Any]]:
         """The full demonstration: instruction, task, tool calls, tool results, answer."""
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": instruction},
             {"role": "user", "content": self.text},
         ]
-        skipped = self.shortcuts(shortcut_rate)
+        skipped = self.shortcuts(shortcut_rate, shortcut_scope)
         kept = [i for i in range(len(self.calls)) if i not in skipped]
         if kept:
             calls = [self.calls[i] for i in kept]
@@ -197,13 +219,14 @@ class SyntheticTask:
         tools: list[dict[str, Any]],
         instruction: str = ANSWER_INSTRUCTION,
         shortcut_rate: float = 0.0,
+        shortcut_scope: str = "head_math",
     ) -> dict[str, Any]:
         """A supervised-warm-start line (MiniMind SFT layout: ``conversations`` + tools)."""
         return {
             "id": self.id,
             "kind": self.kind,
             "lang": self.lang,
-            "conversations": self.demo_messages(instruction, shortcut_rate),
+            "conversations": self.demo_messages(instruction, shortcut_rate, shortcut_scope),
             "tools": tools,
             "gt": self.gt,
             "calls": self.calls,
@@ -360,11 +383,12 @@ def write_tasks(
     tools: list[dict[str, Any]],
     sft: bool = False,
     shortcut_rate: float = 0.0,
+    shortcut_scope: str = "head_math",
 ) -> dict[str, int]:
     """Write prompt-pool (or, with ``sft``, demonstration) JSONL atomically; counts by kind.
 
-    ``shortcut_rate``: share of head-math expressions the demonstrations answer without the
-    tool (see the module doc).
+    ``shortcut_rate``: share of the ``shortcut_scope``'s expressions the demonstrations
+    answer without the tool (see the module doc).
     """
     counts: dict[str, int] = {}
     directory = os.path.dirname(os.path.abspath(path))
@@ -372,7 +396,7 @@ def write_tasks(
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         for task in tasks:
             record = (
-                task.demo_record(tools, shortcut_rate=shortcut_rate)
+                task.demo_record(tools, shortcut_rate=shortcut_rate, shortcut_scope=shortcut_scope)
                 if sft
                 else task.prompt_record(tools)
             )
@@ -394,6 +418,8 @@ def generate_tasks(
 __all__ = [
     "HEAD_MATH_OPERATORS",
     "KINDS",
+    "SHORTCUT_SCOPES",
+    "SHORTCUT_SCOPE_HELP",
     "SyntheticTask",
     "TaskConfig",
     "TaskGenerator",

@@ -39,6 +39,7 @@ class SFTRunOptions:
     num_demos: int = DEFAULT_DEMOS  # generated demonstrations when `data` is empty
     # Share of head-math expressions the generated demonstrations answer without the tool.
     shortcut_rate: float = DEFAULT_SHORTCUT_RATE
+    shortcut_scope: str = "head_math"  # which expressions (agentrl.data.synthetic)
     eval_data: str | None = None  # held-out prompt-pool JSONL (None: generated)
     eval_tasks: int = DEFAULT_EVAL_TASKS
     max_len: int = DEFAULT_MAX_LEN  # longest training sequence, in tokens
@@ -137,7 +138,9 @@ def _run_sft(
             raise UserError(f"no usable demonstration in {files} ({loaded.as_dict()})")
     else:
         conversations = sft_tasks.generated_demos(
-            options.num_demos, shortcut_rate=options.shortcut_rate
+            options.num_demos,
+            shortcut_rate=options.shortcut_rate,
+            shortcut_scope=options.shortcut_scope,
         )
     if options.eval_data:
         heldout = sft_tasks.load_heldout(options.eval_data, options.eval_tasks)

@@ -63,16 +63,18 @@ def tool_env(tokenizer: Any) -> ToolEnv:
 
 
 def generated_demos(
-    n: int, seed: int = TRAIN_SEED, shortcut_rate: float = 0.0
+    n: int, seed: int = TRAIN_SEED, shortcut_rate: float = 0.0, shortcut_scope: str = "head_math"
 ) -> list[Conversation]:
-    """`n` demonstrations from the generator stream `seed`; ``shortcut_rate`` of the head-math
-    expressions are answered without the tool."""
+    """`n` demonstrations from the generator stream `seed`; ``shortcut_rate`` of the
+    ``shortcut_scope``'s expressions (head math by default) are answered without the tool."""
     from agentrl.data.synthetic import TaskGenerator
 
     generator = TaskGenerator(seed=seed)
     tools = generator.tools()
     return [
-        Conversation(t.demo_messages(shortcut_rate=shortcut_rate), tools)
+        Conversation(
+            t.demo_messages(shortcut_rate=shortcut_rate, shortcut_scope=shortcut_scope), tools
+        )
         for t in generator.tasks(n)
     ]
 
