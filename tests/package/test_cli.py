@@ -97,6 +97,7 @@ SHARED_CONCEPTS = (
     "--max_gen_len",
     "--model",
     "--warmup_steps",
+    "--min_lr_ratio",
     "--accumulation_steps",
     "--grad_clip",
     "--from_resume",

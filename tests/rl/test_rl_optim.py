@@ -173,6 +173,19 @@ def test_warmup_climbs_linearly_then_follows_the_cosine() -> None:
     assert resumed.get_last_lr() == pytest.approx([1e-4])
 
 
+def test_min_lr_ratio_sets_where_the_cosine_ends_and_one_holds_the_rate() -> None:
+    for floor, expected in ((1.0, [1e-3] * 5), (0.5, [1e-3, 8.75e-4, 6.25e-4, 5e-4])):
+        cfg = OptimConfig(learning_rate=1e-3, accumulation_steps=1, min_lr_ratio=floor)
+        opt = build_optimizer(_model(), cfg)
+        sched = build_scheduler(opt, total_steps=len(expected) - 1, config=cfg)
+        lrs = [opt.param_groups[0]["lr"]]
+        for _ in expected[1:]:
+            opt.step()
+            sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        assert lrs == pytest.approx(expected)
+
+
 def test_microbatch_slices_and_weights() -> None:
     assert microbatch_slices(5, 2) == [slice(0, 2), slice(2, 4), slice(4, 5)]
     assert microbatch_slices(5, 0) == [slice(0, 5)]

@@ -65,6 +65,9 @@ class OptimConfig:
     accumulation_steps: int = option(2, "training steps per optimizer step", check=">=1")
     grad_clip: float = option(0.5, "gradient-norm clip (0: off)", check=">=0")
     warmup_steps: int = option(0, "optimizer steps of linear lr warm-up", check=">=0")
+    min_lr_ratio: float = option(
+        0.1, "the rate at the end of the run, as a share of the peak (1: constant)", check="[0,1]"
+    )
     micro_batch_size: int = option(0, "rows per forward pass (0: whole batch)", check=">=0")
     ppo_epochs: int = option(1, "passes over each rollout batch (PPO epochs)", check=">=1")
     num_mini_batches: int = option(
@@ -93,7 +96,9 @@ def build_optimizer(
 def build_scheduler(
     optimizer: torch.optim.Optimizer, total_steps: int, config: OptimConfig
 ) -> LRScheduler:
-    """Cosine decay over the run's optimizer steps, down to a tenth of the peak rate.
+    """Cosine decay over the run's optimizer steps, down to ``min_lr_ratio`` of the peak
+    rate (a tenth by default; 1.0 holds the rate constant, for a short run that should not
+    spend half its steps at a fraction of it).
 
     With ``warmup_steps`` the rate first climbs linearly to its peak: a fresh Adam's
     first updates move every weight by about ``lr`` whatever the gradient's size (its
@@ -102,10 +107,11 @@ def build_scheduler(
     """
     t_max = max(1, math.ceil(max(int(total_steps), 1) / max(1, config.accumulation_steps)))
     warmup = max(0, int(config.warmup_steps))
-    if warmup == 0:
+    floor = float(config.min_lr_ratio)
+    if warmup == 0 and floor == 0.1:  # the published runs' schedule, kept to the bit
         return CosineAnnealingLR(optimizer, T_max=t_max, eta_min=config.learning_rate / 10)
 
-    return LambdaLR(optimizer, lambda step: lr_factor(step, t_max, warmup, 0.1))
+    return LambdaLR(optimizer, lambda step: lr_factor(step, t_max, warmup, floor))
 
 
 def microbatch_slices(num_rows: int, size: int) -> list[slice]:
