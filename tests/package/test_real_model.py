@@ -24,7 +24,10 @@ def test_the_real_preset_names_no_model_and_detects_the_dtype():
     # Three Hermes calls of a real tokenizer fit in a turn; the adapter trains, no KL pass.
     assert cfg.max_gen_len >= 192 and cfg.eval_max_gen_len >= 192 and cfg.stop_at_answer_end
     assert cfg.lora_rank > 0 and cfg.beta == 0.0 and not cfg.beta_auto_tune
+    # Sampling near the greedy path at a constant rate (the tiny preset keeps its cosine).
+    assert 0.7 < cfg.temperature < 1.0 and cfg.min_lr_ratio == 1.0 and cfg.top_k == 0
     assert resolve(preset="tiny").dtype == "float32"
+    assert resolve(preset="tiny").min_lr_ratio == 0.1
 
 
 def test_a_missing_model_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch):
