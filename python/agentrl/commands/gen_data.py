@@ -7,7 +7,7 @@ import time
 
 from agentrl.data.synthetic import SHORTCUT_SCOPE_HELP, SHORTCUT_SCOPES
 from agentrl.errors import UsageError
-from agentrl.sft.tasks import DEFAULT_SHORTCUT_RATE
+from agentrl.sft.tasks import DEFAULT_SHORTCUT_RATE, shortcut_settings
 from agentrl.utils.paths import check_writable_file
 
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shortcut_scope",
         choices=SHORTCUT_SCOPES,
         default=None,
-        help="with --sft: " + SHORTCUT_SCOPE_HELP + " (default head_math)",
+        help="with --sft: " + SHORTCUT_SCOPE_HELP,
     )
     parser.add_argument("--min_exprs", type=int, default=1, help="expressions per math task")
     parser.add_argument("--max_exprs", type=int, default=3, help="expressions per math task")
@@ -105,9 +105,7 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("shortcut_rate", "shortcut_scope"):
         if getattr(args, flag) is not None and not args.sft:
             raise UsageError(f"--{flag} shapes demonstrations: it needs --sft")
-    shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
-    if not 0.0 <= shortcut_rate <= 1.0:
-        raise UsageError(f"--shortcut_rate {shortcut_rate}: expected a share in [0, 1]")
+    shortcut_rate, shortcut_scope = shortcut_settings(args.shortcut_rate, args.shortcut_scope)
     output = args.output or (DEFAULT_DEMOS_PATH if args.sft else DEFAULT_TASKS_PATH)
     check_writable_file(output, "--output")
     began = time.perf_counter()
@@ -119,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         generator.tools(),
         args.sft,
         shortcut_rate,
-        args.shortcut_scope or "head_math",
+        shortcut_scope,
     )
     elapsed = time.perf_counter() - began
     what = "demonstrations" if args.sft else "tasks"

@@ -25,7 +25,7 @@ from agentrl.data.synthetic import SHORTCUT_SCOPE_HELP, SHORTCUT_SCOPES
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
-from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
+from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE, shortcut_settings
 from agentrl.sft.train import SFTConfig
 from agentrl.utils.options import check_value
 
@@ -109,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shortcut_scope",
         choices=SHORTCUT_SCOPES,
         default=None,
-        help=SHORTCUT_SCOPE_HELP + " (default head_math)",
+        help=SHORTCUT_SCOPE_HELP,
     )
     own.add_argument("--min_lr_ratio", type=float, default=_D.min_lr_ratio)
     own.add_argument(
@@ -225,9 +225,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     for flag in ("shortcut_rate", "shortcut_scope"):
         if getattr(args, flag) is not None and v["data_path"]:
             raise UsageError(f"--{flag} shapes generated demonstrations; --data gives its own")
-    shortcut_rate = DEFAULT_SHORTCUT_RATE if args.shortcut_rate is None else args.shortcut_rate
-    if not 0.0 <= shortcut_rate <= 1.0:
-        raise UsageError(f"--shortcut_rate {shortcut_rate}: expected a share in [0, 1]")
+    shortcut_rate, shortcut_scope = shortcut_settings(args.shortcut_rate, args.shortcut_scope)
     if not 0.0 < args.decay_fraction <= 1.0:
         raise UsageError(f"--decay_fraction {args.decay_fraction}: expected a share in (0, 1]")
     return SFTRunOptions(
@@ -237,7 +235,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         data=v["data_path"],
         num_demos=args.num_demos,
         shortcut_rate=shortcut_rate,
-        shortcut_scope=args.shortcut_scope or "head_math",
+        shortcut_scope=shortcut_scope,
         eval_data=v["eval_data_path"] or None,
         eval_tasks=v["eval_samples"],
         max_len=v["max_total_len"],

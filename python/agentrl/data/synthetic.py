@@ -43,10 +43,11 @@ HEAD_MATH_OPERATORS = frozenset({"+", "-", "*", "**", "%", "//"})
 HEAD_MATH_LIMIT = 10_000  # results of four digits at most
 # Which expressions a demonstration may answer without the tool (SyntheticTask.shortcuts).
 SHORTCUT_SCOPES = ("head_math", "one_expression")
+DEFAULT_SHORTCUT_SCOPE = "head_math"
 SHORTCUT_SCOPE_HELP = (
     "which expressions --shortcut_rate applies to: head_math (one-step whole-number ones, "
     "wherever they stand) or one_expression (that of every math task asking for one result: "
-    "the whole task is answered without a call)"
+    f"the whole task is answered without a call); default {DEFAULT_SHORTCUT_SCOPE}"
 )
 
 _MATH_EN = {
@@ -172,7 +173,7 @@ class SyntheticTask:
             "difficulty": self.difficulty,
         }
 
-    def shortcut_candidates(self, scope: str = "head_math") -> tuple[int, ...]:
+    def shortcut_candidates(self, scope: str = DEFAULT_SHORTCUT_SCOPE) -> tuple[int, ...]:
         """The expressions ``scope`` (one of `SHORTCUT_SCOPES`) lets a demonstration skip."""
         if scope == "head_math":
             return self.head_math
@@ -180,7 +181,7 @@ class SyntheticTask:
             return (0,) if self.kind == "math" and len(self.calls) == 1 else ()
         raise ValueError(f"shortcut scope {scope!r}: expected one of {SHORTCUT_SCOPES}")
 
-    def shortcuts(self, rate: float, scope: str = "head_math") -> set[int]:
+    def shortcuts(self, rate: float, scope: str = DEFAULT_SHORTCUT_SCOPE) -> set[int]:
         """The expressions a demonstration answers without the tool.
 
         Each of the scope's candidates is skipped with probability ``rate``, decided by the
@@ -196,7 +197,7 @@ class SyntheticTask:
         self,
         instruction: str = ANSWER_INSTRUCTION,
         shortcut_rate: float = 0.0,
-        shortcut_scope: str = "head_math",
+        shortcut_scope: str = DEFAULT_SHORTCUT_SCOPE,
     ) -> list[dict[str, Any]]:
         """The full demonstration: instruction, task, tool calls, tool results, answer."""
         messages: list[dict[str, Any]] = [
@@ -219,7 +220,7 @@ class SyntheticTask:
         tools: list[dict[str, Any]],
         instruction: str = ANSWER_INSTRUCTION,
         shortcut_rate: float = 0.0,
-        shortcut_scope: str = "head_math",
+        shortcut_scope: str = DEFAULT_SHORTCUT_SCOPE,
     ) -> dict[str, Any]:
         """A supervised-warm-start line (MiniMind SFT layout: ``conversations`` + tools)."""
         return {
@@ -383,7 +384,7 @@ def write_tasks(
     tools: list[dict[str, Any]],
     sft: bool = False,
     shortcut_rate: float = 0.0,
-    shortcut_scope: str = "head_math",
+    shortcut_scope: str = DEFAULT_SHORTCUT_SCOPE,
 ) -> dict[str, int]:
     """Write prompt-pool (or, with ``sft``, demonstration) JSONL atomically; counts by kind.
 
@@ -416,6 +417,7 @@ def generate_tasks(
 
 
 __all__ = [
+    "DEFAULT_SHORTCUT_SCOPE",
     "HEAD_MATH_OPERATORS",
     "KINDS",
     "SHORTCUT_SCOPES",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentrl.data.synthetic import DEFAULT_SHORTCUT_SCOPE
 from agentrl.errors import UserError
 from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE
 from agentrl.sft.train import SFTConfig, SFTResult
@@ -39,7 +40,7 @@ class SFTRunOptions:
     num_demos: int = DEFAULT_DEMOS  # generated demonstrations when `data` is empty
     # Share of head-math expressions the generated demonstrations answer without the tool.
     shortcut_rate: float = DEFAULT_SHORTCUT_RATE
-    shortcut_scope: str = "head_math"  # which expressions (agentrl.data.synthetic)
+    shortcut_scope: str = DEFAULT_SHORTCUT_SCOPE  # which expressions (synthetic.SHORTCUT_SCOPES)
     eval_data: str | None = None  # held-out prompt-pool JSONL (None: generated)
     eval_tasks: int = DEFAULT_EVAL_TASKS
     max_len: int = DEFAULT_MAX_LEN  # longest training sequence, in tokens

@@ -29,6 +29,21 @@ DEFAULT_DEMOS = 12000
 # warm start leaves reinforcement learning something to fix that it can fix.
 DEFAULT_SHORTCUT_RATE = 0.75
 
+
+def shortcut_settings(rate: float | None, scope: str | None) -> tuple[float, str]:
+    """The shortcut rate and scope a command line asked for (None: the defaults), checked."""
+    from agentrl.data.synthetic import DEFAULT_SHORTCUT_SCOPE, SHORTCUT_SCOPES
+    from agentrl.errors import UsageError
+
+    rate = DEFAULT_SHORTCUT_RATE if rate is None else rate
+    if not 0.0 <= rate <= 1.0:
+        raise UsageError(f"--shortcut_rate {rate}: expected a share in [0, 1]")
+    scope = DEFAULT_SHORTCUT_SCOPE if scope is None else scope
+    if scope not in SHORTCUT_SCOPES:
+        raise UsageError(f"--shortcut_scope {scope}: expected one of {', '.join(SHORTCUT_SCOPES)}")
+    return rate, scope
+
+
 # render(messages, tools, add_generation_prompt) -> text
 Renderer = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool], str]
 # A held-out task is a prompt sample (messages before the first assistant turn, tools,
@@ -63,7 +78,7 @@ def tool_env(tokenizer: Any) -> ToolEnv:
 
 
 def generated_demos(
-    n: int, seed: int = TRAIN_SEED, shortcut_rate: float = 0.0, shortcut_scope: str = "head_math"
+    n: int, seed: int = TRAIN_SEED, shortcut_rate: float = 0.0, shortcut_scope: str | None = None
 ) -> list[Conversation]:
     """`n` demonstrations from the generator stream `seed`; ``shortcut_rate`` of the
     ``shortcut_scope``'s expressions (head math by default) are answered without the tool."""
@@ -71,6 +86,7 @@ def generated_demos(
 
     generator = TaskGenerator(seed=seed)
     tools = generator.tools()
+    shortcut_rate, shortcut_scope = shortcut_settings(shortcut_rate, shortcut_scope)
     return [
         Conversation(
             t.demo_messages(shortcut_rate=shortcut_rate, shortcut_scope=shortcut_scope), tools
