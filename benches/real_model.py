@@ -101,6 +101,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--sft_batch_tokens", type=int, default=8192, help="padded tokens per warm-start step"
     )
+    p.add_argument(
+        "--chat_template",
+        default="",
+        help="a chat template file for every stage (default: the model's own)",
+    )
+    p.add_argument(
+        "--tool_format", default="auto", help="the tool-call family of every stage (default: detected)"
+    )
     p.add_argument("--rl_steps", type=int, default=0, help="0: the real preset's total_steps")
     p.add_argument("--skip_zero_shot", action="store_true", help="reuse zero_shot.json")
     p.add_argument("rl_options", nargs="*", help="more `agentrl train` options, after --")
@@ -112,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     model = args.model or str(packaged_gguf())
     out = Path(args.save_dir)
     out.mkdir(parents=True, exist_ok=True)
-    common = ["--seed", str(args.seed), "--dtype", "auto"]
+    common = ["--seed", str(args.seed), "--dtype", "auto", "--tool_format", args.tool_format]
+    if args.chat_template:
+        common += ["--chat_template", args.chat_template]
     began = time.perf_counter()
     seconds: dict[str, float] = {}
 

@@ -173,3 +173,42 @@ def test_chat_template_override_from_file_json_and_builtin(tmp_path: Any) -> Non
     with pytest.raises(ChatTemplateError, match="'chat_template' string"):
         (tmp_path / "bad.json").write_text("{}")
         use_chat_template(tok, str(tmp_path / "bad.json"))
+
+
+def test_the_turn_end_token_of_a_template_ends_generation() -> None:
+    """Gemma's <end_of_turn> is not its EOS: the engines stop there all the same."""
+    from agentrl.chat import turn_end_ids
+    from agentrl.rollout.batch_engine import tokenizer_end_ids
+
+    tok = _tokenizer(NO_SYSTEM_ROLE)
+    tok.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+    end_of_turn = tok.convert_tokens_to_ids("<end_of_turn>")
+    assert end_of_turn != tok.eos_token_id
+    assert turn_end_ids(tok) == (end_of_turn,)
+    assert tokenizer_end_ids(tok)[-1] == end_of_turn
+    # ChatML closes a turn with its EOS: nothing new.
+    chatml = _tokenizer(CHATML_NO_TOOLS)
+    assert turn_end_ids(chatml) == (chatml.convert_tokens_to_ids("<|im_end|>"),)
+    assert sorted(set(tokenizer_end_ids(chatml))) == sorted(
+        {chatml.eos_token_id, chatml.pad_token_id}
+    )
+    # Without the special token the text after the turn is plain: no end id is added.
+    plain = _tokenizer(NO_SYSTEM_ROLE)
+    assert turn_end_ids(plain) == ()
+
+
+def test_the_gemma3_example_template_folds_system_text_into_the_first_user_turn() -> None:
+    from pathlib import Path
+
+    from agentrl.chat import turn_end_ids
+
+    tok = copy.deepcopy(tiny_tokenizer())
+    tok.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+    path = Path(__file__).resolve().parents[2] / "examples" / "gemma3_chat_template.jinja"
+    use_chat_template(tok, str(path))
+    text = apply_chat_template(tok, CONVERSATION, TOOLS)
+    assert text.startswith(tok.bos_token + "<start_of_turn>user\nBe brief.\n\n# Tools\n")
+    assert "What is 17*23?<end_of_turn>\n<start_of_turn>model\n<tool_call>" in text
+    assert "<start_of_turn>user\n<tool_response>\n391\n</tool_response>" in text
+    assert text.endswith("<start_of_turn>model\n")
+    assert turn_end_ids(tok) == (tok.convert_tokens_to_ids("<end_of_turn>"),)

@@ -461,6 +461,9 @@ def test_command_defaults_are_the_pipeline_defaults():
     assert (dashed.num_demos, dashed.max_len) == (7, 64)
     scoped = options_from_args(parser.parse_args(["--shortcut_scope", "one_expression"]))
     assert (scoped.shortcut_scope, scoped.shortcut_rate) == ("one_expression", 0.75)
+    # The demonstrations are written in the tool-call family RL will parse (`--tool_format`).
+    pinned = options_from_args(parser.parse_args(["--tool_format", "pythonic"]))
+    assert (pinned.tool_format, SFTRunOptions().tool_format) == ("pythonic", "auto")
 
 
 def _record_warm_starts(monkeypatch) -> list:

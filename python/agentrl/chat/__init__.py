@@ -33,6 +33,7 @@ from agentrl.chat.templates import (
     observation_text,
     template_name,
     template_traits,
+    turn_end_ids,
     use_chat_template,
 )
 
@@ -56,5 +57,6 @@ __all__ = [
     "template_name",
     "template_traits",
     "tools_block",
+    "turn_end_ids",
     "use_chat_template",
 ]

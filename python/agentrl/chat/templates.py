@@ -327,6 +327,38 @@ def observation_text(
     return text[text.index(marker) + len(marker) :]
 
 
+def turn_end_ids(tokenizer: Any) -> tuple[int, ...]:
+    """The special token the chat template closes an assistant turn with, as ids.
+
+    ChatML's ``<|im_end|>`` is usually the tokenizer's EOS as well; Gemma's
+    ``<end_of_turn>`` (and others) is not, and a model trained on its own turns stops with
+    it: the rollout engines end a turn there too. Found by rendering a one-turn exchange
+    whose assistant content is a marker: ``()`` when the text after it does not begin with
+    a special token. Remembered on the tokenizer for its current template.
+    """
+    template = getattr(tokenizer, "chat_template", None)
+    known = getattr(tokenizer, "agentrl_turn_end", None)
+    if isinstance(known, tuple) and len(known) == 2 and known[0] == template:
+        return known[1]
+    marker = "agentrl-" + uuid.uuid4().hex
+    convo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}]
+    text = apply_chat_template(tokenizer, convo, None, add_generation_prompt=False)
+    after = text[text.index(marker) + len(marker) :] if marker in text else ""
+    ids: tuple[int, ...] = ()
+    if after:
+        first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
+        special = set(getattr(tokenizer, "all_special_ids", None) or [])
+        added = getattr(tokenizer, "added_tokens_encoder", None)
+        if isinstance(added, Mapping):
+            special.update(int(v) for v in added.values())
+        ids = tuple(int(t) for t in first if int(t) in special)
+    try:
+        tokenizer.agentrl_turn_end = (template, ids)
+    except AttributeError:  # a tokenizer that takes no attributes: probe again next time
+        pass
+    return ids
+
+
 __all__ = [
     "BUILTIN_TEMPLATE",
     "ChatTemplateError",
@@ -336,5 +368,6 @@ __all__ = [
     "observation_text",
     "template_name",
     "template_traits",
+    "turn_end_ids",
     "use_chat_template",
 ]

@@ -36,6 +36,7 @@ SFT_DEFAULTS: dict[str, Any] = {
     "model": "tiny",
     "tokenizer": "",
     "chat_template": "",
+    "tool_format": "auto",
     "lora_rank": _M.lora_rank,
     "lora_alpha": _M.lora_alpha,
     "lora_target_modules": _M.lora_target_modules,
@@ -243,6 +244,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         dtype=None if v["dtype"] == "float32" else v["dtype"],
         num_threads=v["num_threads"],
         chat_template=v["chat_template"],
+        tool_format=v["tool_format"],
         lora=lora_settings(v),
         train=SFTConfig(
             output_dir=str(Path(v["save_dir"]) / v["save_weight"]),

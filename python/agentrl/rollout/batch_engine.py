@@ -78,12 +78,18 @@ def generation_rows(
 
 
 def tokenizer_end_ids(tokenizer: Any) -> list[int]:
-    """EOS and pad ids of a tokenizer: end tokens of every engine by default."""
+    """EOS and pad ids of a tokenizer, and the special token its chat template closes an
+    assistant turn with (`agentrl.chat.turn_end_ids`): end tokens of every engine by
+    default."""
+    from agentrl.chat import turn_end_ids
+
     ids = []
     for name in ("eos_token_id", "pad_token_id"):
         value = getattr(tokenizer, name, None)
         if isinstance(value, int):
             ids.append(value)
+    if callable(tokenizer) and hasattr(tokenizer, "convert_tokens_to_ids"):
+        ids.extend(t for t in turn_end_ids(tokenizer) if t not in ids)
     return ids
 
 

@@ -48,6 +48,7 @@ class SFTRunOptions:
     dtype: str | None = None  # weight dtype (None: float32)
     num_threads: int = 0  # torch CPU threads (0: torch's default)
     chat_template: str = ""  # '' the tokenizer's own, builtin, or a template file
+    tool_format: str = "auto"  # the tool-call family demonstrations are written in
     # A LoRA adapter trains instead of every weight (None: all weights train); the run
     # still publishes full (merged) weights.
     lora: LoraSettings | None = None
@@ -98,6 +99,7 @@ def _run_sft(
     options: SFTRunOptions, log: Log, should_stop: Callable[[], bool] | None
 ) -> SFTRunResult:
     from agentrl.chat import use_chat_template
+    from agentrl.tool_formats import use_tool_format
     from agentrl.models import load_policy, resolve_device, resolve_dtype
     from agentrl.models.tiny import TinySpec, build_tiny_preset
     from agentrl.sft import tasks as sft_tasks
@@ -116,6 +118,7 @@ def _run_sft(
         device = resolve_device(options.device)
         model = model.to(device, resolve_dtype(options.dtype, device))
         use_chat_template(tokenizer, options.chat_template)
+        use_tool_format(tokenizer, options.tool_format)
     else:
         model, tokenizer = load_policy(
             options.model,
@@ -123,6 +126,7 @@ def _run_sft(
             options.device,
             tokenizer=options.tokenizer,
             chat_template=options.chat_template,
+            tool_format=options.tool_format,
         )
     if options.lora is not None:
         import torch
