@@ -107,7 +107,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a chat template file for every stage (default: the model's own)",
     )
     p.add_argument(
-        "--tool_format", default="auto", help="the tool-call family of every stage (default: detected)"
+        "--tool_format", default="auto", help="tool-call family of every stage (auto: detected)"
     )
     p.add_argument("--rl_steps", type=int, default=0, help="0: the real preset's total_steps")
     p.add_argument("--skip_zero_shot", action="store_true", help="reuse zero_shot.json")

@@ -13,6 +13,7 @@ results, the next generation prompt), whatever the template does to earlier turn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -352,10 +353,9 @@ def turn_end_ids(tokenizer: Any) -> tuple[int, ...]:
         if isinstance(added, Mapping):
             special.update(int(v) for v in added.values())
         ids = tuple(int(t) for t in first if int(t) in special)
-    try:
+    # A tokenizer that takes no attributes is probed again next time.
+    with contextlib.suppress(AttributeError):
         tokenizer.agentrl_turn_end = (template, ids)
-    except AttributeError:  # a tokenizer that takes no attributes: probe again next time
-        pass
     return ids
 
 

@@ -99,12 +99,12 @@ def _run_sft(
     options: SFTRunOptions, log: Log, should_stop: Callable[[], bool] | None
 ) -> SFTRunResult:
     from agentrl.chat import use_chat_template
-    from agentrl.tool_formats import use_tool_format
     from agentrl.models import load_policy, resolve_device, resolve_dtype
     from agentrl.models.tiny import TinySpec, build_tiny_preset
     from agentrl.sft import tasks as sft_tasks
     from agentrl.sft.data import LoadStats, build_examples
     from agentrl.sft.train import train_sft
+    from agentrl.tool_formats import use_tool_format
     from agentrl.utils.threads import set_cpu_threads
 
     began = time.perf_counter()
