@@ -102,6 +102,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sft_batch_tokens", type=int, default=8192, help="padded tokens per warm-start step"
     )
     p.add_argument(
+        "--sft_group_by_length",
+        default="false",
+        choices=("true", "false"),
+        help="warm-start batches of similar length (`agentrl sft --group_by_length`); false: "
+        "each batch holds the demonstrations' mix, so the no-call habit of the skipped tasks "
+        "is learned where it is, whatever order the batches come in",
+    )
+    p.add_argument(
         "--chat_template",
         default="",
         help="a chat template file for every stage (default: the model's own)",
@@ -174,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             str(args.shortcut_rate),
             "--shortcut_scope",
             args.shortcut_scope,
+            "--group_by_length",
+            args.sft_group_by_length,
             "--max_total_len",
             "1536",
             # The warm start is scored by RL's first evaluation, on the same tasks.

@@ -174,6 +174,26 @@ def test_buckets_respect_the_token_budget_and_cover_every_example():
     assert batches != bucketed_batches(lengths, batch_tokens=100, max_batch=4, seed=4)
 
 
+def test_ungrouped_batches_carry_the_data_mix():
+    # Short and long examples stand for demonstrations without and with tool calls: grouped
+    # by length, a batch holds one kind only; drawn at random, most batches hold both.
+    lengths = [10, 40] * 64
+    short = {i for i, n in enumerate(lengths) if n == 10}
+
+    def mixed(batches: list[list[int]]) -> int:
+        return sum(0 < len(short & set(b)) < len(b) for b in batches)
+
+    grouped = bucketed_batches(lengths, batch_tokens=320, max_batch=8, seed=0)
+    drawn = bucketed_batches(lengths, batch_tokens=320, max_batch=8, seed=0, group_by_length=False)
+    assert sorted(i for b in drawn for i in b) == list(range(len(lengths)))
+    assert all(max(lengths[i] for i in b) * len(b) <= 320 for b in drawn)
+    assert mixed(grouped) <= 1
+    assert mixed(drawn) >= len(drawn) * 3 // 4
+    assert drawn == bucketed_batches(
+        lengths, batch_tokens=320, max_batch=8, seed=0, group_by_length=False
+    )
+
+
 def test_collate_pads_without_loss(tok, env, demos):
     examples = build_examples(demos[:3], tok, env.render, max_len=1024)
     batch = collate(examples, pad_id=0)

@@ -27,7 +27,7 @@ from agentrl.models.options import ModelConfig
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
 from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE, shortcut_settings
 from agentrl.sft.train import SFTConfig
-from agentrl.utils.options import check_value
+from agentrl.utils.options import check_value, str2bool
 
 _D = SFTConfig()
 _M = ModelConfig()
@@ -124,6 +124,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch_tokens", type=int, default=_D.batch_tokens, help="padded tokens per micro-batch"
     )
     own.add_argument("--max_batch", type=int, default=_D.max_batch, help="sequences per batch")
+    own.add_argument(
+        "--group_by_length",
+        type=str2bool,
+        default=_D.group_by_length,
+        help="batch demonstrations of similar length (less padding); false: batches drawn at "
+        "random, each with the data's mix (what a short warm start on imperfect "
+        "demonstrations needs: sorting puts the short, tool-less ones in batches of their own)",
+    )
     own.add_argument(
         "--eval_subset",
         type=int,
@@ -251,6 +259,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
             steps=v["total_steps"],
             batch_tokens=args.batch_tokens,
             max_batch=args.max_batch,
+            group_by_length=args.group_by_length,
             grad_accum=v["accumulation_steps"],
             lr=v["learning_rate"],
             min_lr_ratio=args.min_lr_ratio,

@@ -224,20 +224,31 @@ def build_examples(
 
 
 def bucketed_batches(
-    lengths: Sequence[int], batch_tokens: int, max_batch: int, seed: int, window: int = 64
+    lengths: Sequence[int],
+    batch_tokens: int,
+    max_batch: int,
+    seed: int,
+    window: int = 64,
+    group_by_length: bool = True,
 ) -> list[list[int]]:
-    """Index batches of similar length, each at most `batch_tokens` padded tokens.
+    """Index batches, each at most `batch_tokens` padded tokens. Deterministic for a seed.
 
-    Shuffles, sorts within windows of `window` batches' worth of examples (so batches still
-    mix the data), then shuffles the batch order. Deterministic for a given seed.
+    Grouped by length (the default): shuffles, sorts within windows of `window` batches'
+    worth of examples (less padding), then shuffles the batch order. Sorting also groups
+    what length correlates with: in generated demonstrations a task answered without a
+    tool call is short, so its batches hold nothing else and the last few batches of a
+    short run decide the habit for every prompt. ``group_by_length=False`` fills batches
+    in shuffled order instead, so every batch carries the data's own mix.
     """
     rng = random.Random(seed)
     order = list(range(len(lengths)))
     rng.shuffle(order)
     batches: list[list[int]] = []
-    chunk = max(1, window * max_batch)
+    chunk = max(1, window * max_batch) if group_by_length else max(1, len(order))
     for lo in range(0, len(order), chunk):
-        part = sorted(order[lo : lo + chunk], key=lambda i: lengths[i])
+        part = order[lo : lo + chunk]
+        if group_by_length:
+            part = sorted(part, key=lambda i: lengths[i])
         current: list[int] = []
         longest = 0
         for idx in part:

@@ -45,6 +45,9 @@ class SFTConfig:
     steps: int = 4000
     batch_tokens: int = 4096
     max_batch: int = 16
+    # Batches of similar length (less padding); False: drawn at random, each batch the
+    # data's mix (agentrl.sft.data.bucketed_batches says when that matters).
+    group_by_length: bool = True
     grad_accum: int = 1
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
@@ -90,19 +93,31 @@ class SFTResult:
 class BatchStream:
     """Endless, resumable sequence of index batches (epoch k is shuffled with seed + k)."""
 
-    def __init__(self, lengths: Sequence[int], batch_tokens: int, max_batch: int, seed: int):
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        batch_tokens: int,
+        max_batch: int,
+        seed: int,
+        group_by_length: bool = True,
+    ):
         self.lengths, self.batch_tokens, self.max_batch, self.seed = (
             list(lengths),
             batch_tokens,
             max_batch,
             seed,
         )
+        self.group_by_length = group_by_length
         self.epoch, self.pos = 0, 0
         self._batches = self._make()
 
     def _make(self) -> list[list[int]]:
         return bucketed_batches(
-            self.lengths, self.batch_tokens, self.max_batch, self.seed + self.epoch
+            self.lengths,
+            self.batch_tokens,
+            self.max_batch,
+            self.seed + self.epoch,
+            group_by_length=self.group_by_length,
         )
 
     def next(self) -> list[int]:
@@ -229,7 +244,11 @@ class _Run:
         self.elapsed_before = 0.0
         self.started = time.perf_counter()
         self.stream = BatchStream(
-            [len(e) for e in examples], cfg.batch_tokens, cfg.max_batch, cfg.seed
+            [len(e) for e in examples],
+            cfg.batch_tokens,
+            cfg.max_batch,
+            cfg.seed,
+            cfg.group_by_length,
         )
         self.step, self.skipped = 0, 0
 
