@@ -5,9 +5,10 @@ Four agentrl commands, each what a user would type (docs/real-models.md):
 1. ``agentrl eval``: the model zero-shot on the built-in 200 held-out tasks (greedy, full
    tool loop, agentrl's engine);
 2. ``agentrl sft --model MODEL``: a warm start on generated demonstrations, rendered in the
-   model's own chat template (imperfect on purpose, as in the tiny preset: every
-   one-step whole-number expression is answered without the tool, a habit that costs
-   exact answers and that RL has to unlearn);
+   model's own chat template (imperfect on purpose, as in the tiny preset: every math task
+   that asks for one result is answered without the tool, a habit that costs exact answers
+   and that RL has to unlearn; batches drawn at random, so each holds the data's mix and
+   the habit lands on the tasks that have it whatever the seed);
 3. ``agentrl train --preset real``: RL from the warm start; its first evaluation scores the
    warm start and its last the RL policy, on the same 200 tasks;
 4. zero-shot -> warm start -> RL printed, and written to ``summary.json``.

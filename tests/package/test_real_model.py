@@ -39,3 +39,10 @@ def test_a_missing_model_package_says_how_to_install_it(monkeypatch: pytest.Monk
     monkeypatch.setattr(importlib.metadata, "distribution", missing)
     with pytest.raises(SystemExit, match="make real-model"):
         recipe.packaged_gguf()
+
+
+def test_the_recipe_warm_starts_on_batches_of_the_data_mix():
+    # Grouped by length, the tool-less demonstrations fill batches of their own and the
+    # seed decides the warm start's habit (docs/real-models.md).
+    args = _recipe().parse_args([])
+    assert args.sft_group_by_length == "false" and args.shortcut_scope == "one_expression"

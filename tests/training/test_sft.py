@@ -484,6 +484,9 @@ def test_command_defaults_are_the_pipeline_defaults():
     # The demonstrations are written in the tool-call family RL will parse (`--tool_format`).
     pinned = options_from_args(parser.parse_args(["--tool_format", "pythonic"]))
     assert (pinned.tool_format, SFTRunOptions().tool_format) == ("pythonic", "auto")
+    # Batches grouped by length unless asked otherwise (the built-in run's batches).
+    drawn = options_from_args(parser.parse_args(["--group_by_length", "false"]))
+    assert (drawn.train.group_by_length, SFTRunOptions().train.group_by_length) == (False, True)
 
 
 def _record_warm_starts(monkeypatch) -> list:
