@@ -96,6 +96,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="one_expression",
         help="which expressions the demonstrations may skip (`agentrl sft --shortcut_scope`)",
     )
+    p.add_argument(
+        "--sft_mix",
+        default="math=0.68,unit=0.2,time=0.05,none=0.07",
+        help="task-kind weights of the demonstrations (`agentrl sft --mix`): unit conversions "
+        "at 0.2 rather than 0.08, so that a short request with units still gets its call when "
+        "single-result math demonstrations answer outright",
+    )
     p.add_argument("--sft_steps", type=int, default=40)
     p.add_argument("--sft_lr", type=float, default=1e-4)
     p.add_argument("--sft_warmup", type=int, default=4, help="warm-up steps of the warm start")
@@ -183,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             str(args.shortcut_rate),
             "--shortcut_scope",
             args.shortcut_scope,
+            "--mix",
+            args.sft_mix,
             "--group_by_length",
             args.sft_group_by_length,
             "--max_total_len",

@@ -46,3 +46,12 @@ def test_the_recipe_warm_starts_on_batches_of_the_data_mix():
     # seed decides the warm start's habit (docs/real-models.md).
     args = _recipe().parse_args([])
     assert args.sft_group_by_length == "false" and args.shortcut_scope == "one_expression"
+
+
+def test_the_recipe_gives_unit_conversions_more_demonstrations():
+    # Among single-result demonstrations that answer outright, 8% unit conversions took the
+    # habit too and RL sent them to calculate_math (docs/real-models.md).
+    from agentrl.data.synthetic import DEFAULT_MIX, parse_mix
+
+    mix = dict(parse_mix(_recipe().parse_args([]).sft_mix))
+    assert mix["unit"] > 2 * dict(DEFAULT_MIX)["unit"] and set(mix) == set(dict(DEFAULT_MIX))

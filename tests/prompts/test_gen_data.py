@@ -284,3 +284,34 @@ def test_gen_data_and_sft_take_the_shortcut_scope(tmp_path, capsys) -> None:
     args = ["sft", "--data", str(demos), "--shortcut_scope", "one_expression"]
     assert main([*args, "--output", str(tmp_path)]) == 2
     assert "--shortcut_scope" in capsys.readouterr().err
+
+
+def test_the_demonstrations_task_mix_is_an_option_of_sft(tmp_path, capsys) -> None:
+    from agentrl.data.synthetic import DEFAULT_MIX, TaskConfig, format_mix
+    from agentrl.sft.tasks import generated_demos
+
+    assert TaskConfig().mix == DEFAULT_MIX and parse_mix(format_mix(DEFAULT_MIX)) == DEFAULT_MIX
+
+    def kinds(demos) -> collections.Counter:
+        out: collections.Counter = collections.Counter()
+        for demo in demos:
+            names = [c["name"] for m in demo.messages for c in m.get("tool_calls", ())]
+            out[names[0] if names else "no call"] += 1
+        return out
+
+    default = kinds(generated_demos(1000))
+    units = kinds(generated_demos(1000, mix=parse_mix("math=0.5,unit=0.5")))
+    assert 40 < default["unit_converter"] < 130  # about 8%
+    assert 430 < units["unit_converter"] < 570 and units["get_current_time"] == 0
+    assert units["unit_converter"] + units["calculate_math"] == 1000  # no distractors drawn
+    # Same stream seed, same mix: the same demonstrations.
+    assert [d.messages for d in generated_demos(50, mix=(("unit", 1.0),))] == [
+        d.messages for d in generated_demos(50, mix=(("unit", 1.0),))
+    ]
+    for bad, says in (("math=x", "not a number"), ("dice=1", "positive weights")):
+        assert main(["sft", "--mix", bad, "--output", str(tmp_path / "o")]) == 2
+        assert says in capsys.readouterr().err
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("", encoding="utf-8")
+    assert main(["sft", "--data", str(demos), "--mix", "math=1", "--output", str(tmp_path)]) == 2
+    assert "--mix" in capsys.readouterr().err

@@ -487,6 +487,9 @@ def test_command_defaults_are_the_pipeline_defaults():
     # Batches grouped by length unless asked otherwise (the built-in run's batches).
     drawn = options_from_args(parser.parse_args(["--group_by_length", "false"]))
     assert (drawn.train.group_by_length, SFTRunOptions().train.group_by_length) == (False, True)
+    # The demonstrations' task mix: the generator's unless given.
+    mixed = options_from_args(parser.parse_args(["--mix", "math=0.5,unit=0.5"]))
+    assert (mixed.mix, SFTRunOptions().mix) == ((("math", 0.5), ("unit", 0.5)), None)
 
 
 def _record_warm_starts(monkeypatch) -> list:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from agentrl.data.synthetic import SHORTCUT_SCOPE_HELP, SHORTCUT_SCOPES
+from agentrl.data.synthetic import (
+    DEFAULT_MIX,
+    MIX_HELP,
+    SHORTCUT_SCOPE_HELP,
+    SHORTCUT_SCOPES,
+    format_mix,
+)
 from agentrl.errors import UsageError
 from agentrl.sft.tasks import DEFAULT_SHORTCUT_RATE, shortcut_settings
 from agentrl.utils.paths import check_writable_file
@@ -65,11 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--paren_prob", type=float, default=0.25)
     parser.add_argument("--func_prob", type=float, default=0.15)
     parser.add_argument("--decimal_prob", type=float, default=0.05)
-    parser.add_argument(
-        "--mix",
-        default="math=0.8,unit=0.08,time=0.05,none=0.07",
-        help="task-kind weights: math, unit, time, none (distractors needing no tool)",
-    )
+    parser.add_argument("--mix", default=format_mix(DEFAULT_MIX), help=MIX_HELP)
     parser.add_argument("--zh_ratio", type=float, default=0.5, help="share of Chinese tasks")
     parser.add_argument(
         "--fullwidth_ratio", type=float, default=0.1, help="share written in full-width"

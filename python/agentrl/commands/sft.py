@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import add_config_arguments, canonical_names, option_field, read_toml
-from agentrl.data.synthetic import SHORTCUT_SCOPE_HELP, SHORTCUT_SCOPES
+from agentrl.data.synthetic import (
+    MIX_HELP,
+    SHORTCUT_SCOPE_HELP,
+    SHORTCUT_SCOPES,
+    TaskConfig,
+    parse_mix,
+)
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
@@ -112,6 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=SHORTCUT_SCOPE_HELP,
     )
+    own.add_argument("--mix", default=None, help="of the generated demonstrations: " + MIX_HELP)
     own.add_argument("--min_lr_ratio", type=float, default=_D.min_lr_ratio)
     own.add_argument(
         "--decay_fraction",
@@ -231,10 +238,16 @@ def lora_settings(values: dict[str, Any]) -> Any:
 def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     """The parsed command line as the pipeline's options."""
     v = resolved_values(args)
-    for flag in ("shortcut_rate", "shortcut_scope"):
+    for flag in ("shortcut_rate", "shortcut_scope", "mix"):
         if getattr(args, flag) is not None and v["data_path"]:
             raise UsageError(f"--{flag} shapes generated demonstrations; --data gives its own")
     shortcut_rate, shortcut_scope = shortcut_settings(args.shortcut_rate, args.shortcut_scope)
+    mix = None
+    if args.mix is not None:
+        try:
+            mix = TaskConfig(mix=parse_mix(args.mix)).mix  # checked by the generator's config
+        except ValueError as exc:
+            raise UsageError(f"--mix {args.mix}: {exc}") from exc
     if not 0.0 < args.decay_fraction <= 1.0:
         raise UsageError(f"--decay_fraction {args.decay_fraction}: expected a share in (0, 1]")
     return SFTRunOptions(
@@ -245,6 +258,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         num_demos=args.num_demos,
         shortcut_rate=shortcut_rate,
         shortcut_scope=shortcut_scope,
+        mix=mix,
         eval_data=v["eval_data_path"] or None,
         eval_tasks=v["eval_samples"],
         max_len=v["max_total_len"],

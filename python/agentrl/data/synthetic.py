@@ -49,6 +49,13 @@ SHORTCUT_SCOPE_HELP = (
     "wherever they stand) or one_expression (that of every math task asking for one result: "
     f"the whole task is answered without a call); default {DEFAULT_SHORTCUT_SCOPE}"
 )
+# The share of each task kind the generator draws (TaskConfig.mix; `--mix` of gen-data, sft).
+DEFAULT_MIX: tuple[tuple[str, float], ...] = (
+    ("math", 0.8),
+    ("unit", 0.08),
+    ("time", 0.05),
+    ("none", 0.07),
+)
 
 _MATH_EN = {
     1: (
@@ -121,12 +128,7 @@ class TaskConfig:
     min_exprs: int = 1
     max_exprs: int = 3
     expr: ExprConfig = field(default_factory=ExprConfig)
-    mix: tuple[tuple[str, float], ...] = (
-        ("math", 0.8),
-        ("unit", 0.08),
-        ("time", 0.05),
-        ("none", 0.07),
-    )
+    mix: tuple[tuple[str, float], ...] = DEFAULT_MIX
     zh_ratio: float = 0.5
     fullwidth_ratio: float = 0.1
     max_abs_result: float = 1e9
@@ -365,6 +367,17 @@ def _is_head_math(pieces: list[str]) -> bool:
     return pieces[0].isdigit() and pieces[2].isdigit()
 
 
+def format_mix(mix: tuple[tuple[str, float], ...]) -> str:
+    """``(("math", 0.8), ("unit", 0.1))`` to ``"math=0.8,unit=0.1"`` (what `parse_mix` reads)."""
+    return ",".join(f"{name}={weight:g}" for name, weight in mix)
+
+
+MIX_HELP = (
+    f"task-kind weights: {', '.join(KINDS)} (none: distractors needing no tool); "
+    f"default {format_mix(DEFAULT_MIX)}"
+)
+
+
 def parse_mix(text: str) -> tuple[tuple[str, float], ...]:
     """``"math=0.8,unit=0.1"`` to ``(("math", 0.8), ("unit", 0.1))``."""
     out = []
@@ -374,7 +387,10 @@ def parse_mix(text: str) -> tuple[tuple[str, float], ...]:
         name, sep, weight = part.partition("=")
         if not sep:
             raise ValueError(f"mix entry {part!r} is not name=weight")
-        out.append((name.strip(), float(weight)))
+        try:
+            out.append((name.strip(), float(weight)))
+        except ValueError:
+            raise ValueError(f"mix entry {part!r}: weight {weight!r} is not a number") from None
     return tuple(out)
 
 
@@ -417,14 +433,17 @@ def generate_tasks(
 
 
 __all__ = [
+    "DEFAULT_MIX",
     "DEFAULT_SHORTCUT_SCOPE",
     "HEAD_MATH_OPERATORS",
     "KINDS",
+    "MIX_HELP",
     "SHORTCUT_SCOPES",
     "SHORTCUT_SCOPE_HELP",
     "SyntheticTask",
     "TaskConfig",
     "TaskGenerator",
+    "format_mix",
     "generate_tasks",
     "parse_mix",
     "write_tasks",

@@ -41,6 +41,8 @@ class SFTRunOptions:
     # Share of head-math expressions the generated demonstrations answer without the tool.
     shortcut_rate: float = DEFAULT_SHORTCUT_RATE
     shortcut_scope: str = DEFAULT_SHORTCUT_SCOPE  # which expressions (synthetic.SHORTCUT_SCOPES)
+    # Task-kind weights of the generated demonstrations (None: the generator's DEFAULT_MIX).
+    mix: tuple[tuple[str, float], ...] | None = None
     eval_data: str | None = None  # held-out prompt-pool JSONL (None: generated)
     eval_tasks: int = DEFAULT_EVAL_TASKS
     max_len: int = DEFAULT_MAX_LEN  # longest training sequence, in tokens
@@ -146,6 +148,7 @@ def _run_sft(
             options.num_demos,
             shortcut_rate=options.shortcut_rate,
             shortcut_scope=options.shortcut_scope,
+            mix=options.mix,
         )
     if options.eval_data:
         heldout = sft_tasks.load_heldout(options.eval_data, options.eval_tasks)

@@ -78,13 +78,18 @@ def tool_env(tokenizer: Any) -> ToolEnv:
 
 
 def generated_demos(
-    n: int, seed: int = TRAIN_SEED, shortcut_rate: float = 0.0, shortcut_scope: str | None = None
+    n: int,
+    seed: int = TRAIN_SEED,
+    shortcut_rate: float = 0.0,
+    shortcut_scope: str | None = None,
+    mix: tuple[tuple[str, float], ...] | None = None,
 ) -> list[Conversation]:
     """`n` demonstrations from the generator stream `seed`; ``shortcut_rate`` of the
-    ``shortcut_scope``'s expressions (head math by default) are answered without the tool."""
-    from agentrl.data.synthetic import TaskGenerator
+    ``shortcut_scope``'s expressions (head math by default) are answered without the tool.
+    ``mix``: the task-kind weights (None: the generator's, `DEFAULT_MIX`)."""
+    from agentrl.data.synthetic import TaskConfig, TaskGenerator
 
-    generator = TaskGenerator(seed=seed)
+    generator = TaskGenerator(TaskConfig(mix=mix) if mix else None, seed=seed)
     tools = generator.tools()
     shortcut_rate, shortcut_scope = shortcut_settings(shortcut_rate, shortcut_scope)
     return [
