@@ -242,7 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         **{
             name: {
                 k: m.get(k, math.nan)
-                for k in ("eval/exact_match", "eval/tool_success_rate", "eval/math_call_coverage")
+                for k in (
+                    "eval/exact_match",
+                    "eval/tool_success_rate",
+                    "eval/tools/error_rate",
+                    "eval/math_call_coverage",
+                )
             }
             for name, m in stages.items()
         },
@@ -252,11 +257,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{name.replace('_', ' ')} {100 * m.get('eval/exact_match', math.nan):.1f}%"
         for name, m in stages.items()
     )
-    tools = ", ".join(
-        f"{100 * m.get('eval/tool_success_rate', math.nan):.0f}%" for m in stages.values()
+    tools = " -> ".join(
+        f"{100 * m.get('eval/tool_success_rate', math.nan):.1f}%" for m in stages.values()
+    )
+    worked = " -> ".join(
+        f"{100 * (1 - m.get('eval/tools/error_rate', math.nan)):.1f}%" for m in stages.values()
     )
     print(f"{Path(model).name}, {args.eval_samples} held-out tasks, exact match: {line}")
-    print(f"tool-call success: {tools}; {summary['seconds']['total'] / 60:.1f} min in all")
+    print(
+        f"tool-call success (an episode's share of calls that worked, averaged over episodes; "
+        f"0 for an episode without a call): {tools}; of all calls, worked: {worked}"
+    )
+    print(f"{summary['seconds']['total'] / 60:.1f} min in all")
     print(f"run directory: {out} (agentrl view {out / 'rl'})")
     return 0
 

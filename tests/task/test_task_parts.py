@@ -253,6 +253,7 @@ def test_metrics_per_reward_function_and_per_tool(tmp_path) -> None:
     metrics = tool_metrics([first, second])
     assert metrics == {
         "tools/calls_per_episode": 2.0,
+        "tools/error_rate": 0.5,
         "tools/read/calls": 2.0,
         "tools/read/calls_per_episode": 1.0,
         "tools/read/error_rate": 0.0,

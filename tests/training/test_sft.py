@@ -387,6 +387,13 @@ def test_heldout_episodes_run_the_tools_and_score_with_the_rewards_exact_match(t
     assert not trajectory.unfinished
     metrics, _ = _evaluate(tok, env, [call, "<answer>41</answer>"])
     assert metrics["eval/exact_match"] == 0.0
+    # The built-in task's evaluation counts its calls too: the share that failed is per call.
+    assert metrics["eval/tools/calls_per_episode"] == 1.0
+    assert metrics["eval/tools/error_rate"] == 0.0
+    bad = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "6*"}}</tool_call>'
+    metrics, _ = _evaluate(tok, env, [bad, call, call, call, "<answer>42</answer>"], max_turns=5)
+    assert metrics["eval/tools/error_rate"] == 0.25
+    assert metrics["eval/tools/calculate_math/error_rate"] == 0.25
 
 
 def test_heldout_episode_stops_after_max_turns(tok, env):

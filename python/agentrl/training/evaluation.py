@@ -164,9 +164,9 @@ def evaluate_episodes(
     scores = score_trajectories(trajectories, reward, None, rewards)
     metrics = eval_metrics_from_details(float(scores.rewards.mean()), scores.means)
     metrics["eval/tasks"] = float(len(groups))
-    if rewards is not None:  # a task of one's own: its reward functions and tools
+    metrics.update({f"eval/{k}": v for k, v in tool_metrics(trajectories).items()})
+    if rewards is not None:  # a task of one's own: its reward functions
         metrics.update({f"eval/reward_fn/{k}": v for k, v in scores.functions.items()})
-        metrics.update({f"eval/{k}": v for k, v in tool_metrics(trajectories).items()})
     if generations > 1:
         exact = [float(d.get("exact_match", 0.0)) > 0.5 for d in scores.details]
         k = generations

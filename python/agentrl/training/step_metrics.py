@@ -56,7 +56,9 @@ def reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
 
 
 def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
-    """Tool calls per episode, and per tool its calls per episode and error rate."""
+    """Tool calls per episode, the share of all calls that failed (``tools/error_rate``:
+    counted per call, so an episode that needs no call does not count against it), and per
+    tool its calls per episode and error rate."""
     n = max(len(trajectories), 1)
     calls: dict[str, int] = {}
     failed: dict[str, int] = {}
@@ -66,6 +68,8 @@ def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
             calls[name] = calls.get(name, 0) + 1
             failed[name] = failed.get(name, 0) + (0 if event.get("ok") else 1)
     out = {"tools/calls_per_episode": sum(calls.values()) / n}
+    if calls:
+        out["tools/error_rate"] = sum(failed.values()) / sum(calls.values())
     for name in sorted(calls):
         out[f"tools/{name}/calls"] = float(calls[name])
         out[f"tools/{name}/calls_per_episode"] = calls[name] / n
