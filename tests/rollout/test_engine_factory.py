@@ -50,3 +50,17 @@ def test_the_factory_passes_the_torch_engine_its_options() -> None:
     assert isinstance(engine, TorchEngine)
     assert (engine.kv_reuse, engine.max_batch_rows, engine.version) == (False, 5, 2)
     assert not engine.compile_decode
+
+
+def test_the_run_config_sets_the_torch_engines_rows_per_forward_pass() -> None:
+    # `--rollout_batch_rows` reaches the engine of training and of `agentrl eval`: a large
+    # evaluation then decodes in chunks instead of holding every row's cache at once.
+    from agentrl.config import resolve
+    from agentrl.placement.engines import torch_engine_options
+
+    config = resolve(overrides={"rollout_batch_rows": 7})
+    options = torch_engine_options(config, tiny_model(seed=1), None, None)
+    assert options["max_batch_rows"] == 7 and options["kv_reuse"] is True
+    assert resolve().rollout_batch_rows == 0  # the tiny preset decodes every row at once
+    source = (PACKAGE / "training" / "evaluation.py").read_text(encoding="utf-8")
+    assert "max_batch_rows=config.rollout_batch_rows" in source

@@ -65,6 +65,7 @@ def torch_engine_options(
         "device": device,
         "autocast": autocast,
         "kv_reuse": bool(config.rollout_kv_reuse),
+        "max_batch_rows": int(config.rollout_batch_rows),
         "compile_decode": bool(config.rollout_compile),
     }
 

@@ -44,6 +44,12 @@ class RolloutConfig:
         "torch engine: keep each episode's KV cache between turns and prefill only what a "
         "turn added (the same log-probs within float rounding, less compute)",
     )
+    rollout_batch_rows: int = option(
+        0,
+        "torch engine: rows decoded in one forward pass, in chunks of similar length (0: all "
+        "at once); bounds the memory of a large evaluation (every row's KV cache at once)",
+        check=">=0",
+    )
     rollout_compile: bool = option(
         False,
         "torch engine: decode over a fixed-size KV cache with the model compiled "

@@ -309,7 +309,13 @@ def evaluate_policy(
         log("---- end of prompt ----")
     autocast = autocast_factory(next(model.parameters()).device, config.dtype)
     engine = create_rollout_engine(
-        "torch", tokenizer=tokenizer, rollout_model=model, autocast=autocast, seed=config.seed
+        "torch",
+        tokenizer=tokenizer,
+        rollout_model=model,
+        autocast=autocast,
+        seed=config.seed,
+        kv_reuse=bool(config.rollout_kv_reuse),
+        max_batch_rows=config.rollout_batch_rows,
     )
     if config.agent:  # the user's agent plays the prompts (`agentrl.agents`)
         from agentrl.agents.source import evaluate_agent
