@@ -18,7 +18,10 @@ def _evaluator(monkeypatch, exact: list[int], generations: int):
 
     def fake_episodes(engine, prompts, tools, *, num_generations, config, data_indices, rng):
         seen["num_generations"] = num_generations
-        return [SimpleNamespace(trajectories=[object()] * num_generations) for _ in prompts]
+        return [
+            SimpleNamespace(trajectories=[SimpleNamespace(tool_events=[])] * num_generations)
+            for _ in prompts
+        ]
 
     def fake_scores(trajectories, reward, step, rewards=None):
         assert len(trajectories) == len(exact)
