@@ -63,4 +63,4 @@ def test_the_run_config_sets_the_torch_engines_rows_per_forward_pass() -> None:
     assert options["max_batch_rows"] == 7 and options["kv_reuse"] is True
     assert resolve().rollout_batch_rows == 0  # the tiny preset decodes every row at once
     source = (PACKAGE / "training" / "evaluation.py").read_text(encoding="utf-8")
-    assert "max_batch_rows=config.rollout_batch_rows" in source
+    assert "torch_engine_options(config, model, device, autocast)" in source

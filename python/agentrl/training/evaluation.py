@@ -307,16 +307,12 @@ def evaluate_policy(
         log(f"---- rendered prompt ({len(ids)} tokens) ----")
         log(text)
         log("---- end of prompt ----")
-    autocast = autocast_factory(next(model.parameters()).device, config.dtype)
-    engine = create_rollout_engine(
-        "torch",
-        tokenizer=tokenizer,
-        rollout_model=model,
-        autocast=autocast,
-        seed=config.seed,
-        kv_reuse=bool(config.rollout_kv_reuse),
-        max_batch_rows=config.rollout_batch_rows,
-    )
+    from agentrl.placement.engines import torch_engine_options
+
+    device = next(model.parameters()).device
+    autocast = autocast_factory(device, config.dtype)
+    options = torch_engine_options(config, model, device, autocast)
+    engine = create_rollout_engine("torch", tokenizer=tokenizer, seed=config.seed, **options)
     if config.agent:  # the user's agent plays the prompts (`agentrl.agents`)
         from agentrl.agents.source import evaluate_agent
 
