@@ -56,7 +56,7 @@ def test_the_run_config_sets_the_torch_engines_rows_per_forward_pass() -> None:
     # `--rollout_batch_rows` reaches the engine of training and of `agentrl eval`: a large
     # evaluation then decodes in chunks instead of holding every row's cache at once.
     from agentrl.config import resolve
-    from agentrl.placement.engines import torch_engine_options
+    from agentrl.training.setup import torch_engine_options
 
     config = resolve(overrides={"rollout_batch_rows": 7})
     options = torch_engine_options(config, tiny_model(seed=1), None, None)

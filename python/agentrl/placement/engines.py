@@ -16,7 +16,7 @@ from typing import Any
 from agentrl.config import TrainConfig
 from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.checkpoint import export_policy
-from agentrl.training.setup import Models, run_dtype
+from agentrl.training.setup import Models, run_dtype, torch_engine_options
 
 
 def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
@@ -56,20 +56,6 @@ def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -
     return options
 
 
-def torch_engine_options(
-    config: TrainConfig, model: Any, device: Any, autocast: Any
-) -> dict[str, Any]:
-    """`create_rollout_engine` options of the in-process torch engine over ``model``."""
-    return {
-        "rollout_model": model,
-        "device": device,
-        "autocast": autocast,
-        "kv_reuse": bool(config.rollout_kv_reuse),
-        "max_batch_rows": int(config.rollout_batch_rows),
-        "compile_decode": bool(config.rollout_compile),
-    }
-
-
 def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
     """An HF directory vLLM can start from: the policy's own, else an export of it."""
     spec = Path(models.spec)
@@ -80,4 +66,4 @@ def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
     )
 
 
-__all__ = ["rollout_engine", "torch_engine_options", "vllm_start_dir"]
+__all__ = ["rollout_engine", "vllm_start_dir"]

@@ -18,7 +18,7 @@ from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
 from agentrl.models import frozen_copy, load_policy, resolve_device
 from agentrl.placement.base import RolloutSetup, SingleProcess
-from agentrl.placement.engines import rollout_engine, torch_engine_options
+from agentrl.placement.engines import rollout_engine
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
 from agentrl.placement.runtime import DistContext
 from agentrl.placement.shared import (
@@ -35,6 +35,7 @@ from agentrl.training.setup import (
     episode_config,
     load_prompts,
     model_spec,
+    torch_engine_options,
 )
 from agentrl.training.sources import GroupSource
 

@@ -251,6 +251,7 @@ def evaluate_policy(
         generated_heldout_samples,
         model_spec,
         run_dtype,
+        torch_engine_options,
     )
 
     check_data_files(config)
@@ -307,8 +308,6 @@ def evaluate_policy(
         log(f"---- rendered prompt ({len(ids)} tokens) ----")
         log(text)
         log("---- end of prompt ----")
-    from agentrl.placement.engines import torch_engine_options
-
     device = next(model.parameters()).device
     autocast = autocast_factory(device, config.dtype)
     options = torch_engine_options(config, model, device, autocast)

@@ -194,6 +194,20 @@ def autocast_factory(device: torch.device, dtype: str) -> AutocastFactory:
     return lambda: torch.autocast("cuda", dtype=amp)
 
 
+def torch_engine_options(
+    config: TrainConfig, model: Any, device: Any, autocast: Any
+) -> dict[str, Any]:
+    """`create_rollout_engine` options of the in-process torch engine over ``model``."""
+    return {
+        "rollout_model": model,
+        "device": device,
+        "autocast": autocast,
+        "kv_reuse": bool(config.rollout_kv_reuse),
+        "max_batch_rows": int(config.rollout_batch_rows),
+        "compile_decode": bool(config.rollout_compile),
+    }
+
+
 def configure_threads(config: TrainConfig) -> None:
     """Pin torch's CPU thread count when asked (see :mod:`agentrl.utils.threads`)."""
     set_cpu_threads(config.num_threads)
@@ -428,6 +442,7 @@ __all__ = [
     "preflight",
     "reference_model",
     "run_dtype",
+    "torch_engine_options",
     "weight_dtype",
     "write_generated_prompts",
 ]
