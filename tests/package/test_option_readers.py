@@ -55,6 +55,7 @@ READ_BY: dict[str, str] = {
     "hidden_size": "agentrl.training.setup:model_spec",
     "use_moe": "agentrl.training.setup:model_spec",
     "generated_tasks": "agentrl.training.setup:load_prompts",
+    "generated_mix": "agentrl.training.setup:load_prompts",
     "judge_api_model": "agentrl.rewards.judge:judge_settings",
     "judge_batch_size": "agentrl.rewards.judge:judge_settings",
     "judge_max_tokens": "agentrl.rewards.judge:judge_settings",

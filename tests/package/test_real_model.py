@@ -59,3 +59,25 @@ def test_the_recipe_gives_unit_conversions_more_demonstrations():
 
     mix = dict(parse_mix(_recipe().parse_args([]).sft_mix))
     assert mix["unit"] > 2 * dict(DEFAULT_MIX)["unit"] and set(mix) == set(dict(DEFAULT_MIX))
+
+
+def test_the_rl_prompts_hold_the_warm_starts_share_of_unit_conversions(tmp_path):
+    # At the default 8% a step of 8 prompts held 0.6 conversions; the policy learned "call
+    # a tool" from the math prompts and sent held-out conversions to calculate_math.
+    import json
+
+    from agentrl.data.synthetic import parse_mix
+    from agentrl.training.setup import write_generated_prompts
+
+    cfg = resolve(preset="real", overrides={"model": "some/dir"})
+    assert cfg.generated_mix == _recipe().parse_args([]).sft_mix
+    assert dict(parse_mix(cfg.generated_mix))["unit"] == 0.2
+    path = write_generated_prompts(tmp_path / "p.jsonl", 400, set(), cfg.generated_mix)
+    kinds = [json.loads(line)["kind"] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(kinds) == 400 and 0.14 < kinds.count("unit") / 400 < 0.26
+    only = write_generated_prompts(tmp_path / "u.jsonl", 20, set(), "unit=1")
+    assert {json.loads(line)["kind"] for line in only.read_text(encoding="utf-8").splitlines()} == {
+        "unit"
+    }
+    with pytest.raises(ValueError, match="generated_mix"):
+        resolve(overrides={"generated_mix": "math=0.5,proofs=0.5"})

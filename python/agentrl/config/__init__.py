@@ -27,6 +27,7 @@ from agentrl.config.compat import ALIASES, COMPAT_DEFAULTS, COMPAT_ONLY, compat_
 from agentrl.config.presets import DEFAULT_PRESET, PRESETS
 from agentrl.config.run import EvalConfig, RunConfig
 from agentrl.data.options import DataConfig
+from agentrl.data.synthetic import TaskConfig, parse_mix
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.observability.trackers import parse_report_to
@@ -243,6 +244,7 @@ def validate(config: TrainConfig) -> None:
             f"({config.rollout_engine!r}) runs its own kernels"
         )
     _check_weight_sync(config)
+    _check_generated_mix(config.generated_mix)
     if config.logprob_temperature == "sampling" and config.temperature <= 1e-6:
         raise ValueError(
             f"option temperature={config.temperature!r}: expected above 0 with "
@@ -253,6 +255,14 @@ def validate(config: TrainConfig) -> None:
         error = compat_only_error(name, getattr(config, name), accepted)
         if error:
             raise ValueError(error)
+
+
+def _check_generated_mix(text: str) -> None:
+    """``generated_mix`` as the task generator reads it: known kinds, some weight above 0."""
+    try:
+        TaskConfig(mix=parse_mix(text))
+    except ValueError as exc:
+        raise UsageError(f"option generated_mix={text!r}: {exc}") from None
 
 
 def _check_weight_sync(config: TrainConfig) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agentrl.data.synthetic import DEFAULT_MIX, format_mix
 from agentrl.utils.options import option
 
 __all__ = ["DataConfig"]
@@ -42,6 +43,11 @@ class DataConfig:
     augment_calculator_alias: bool = option(False, "also offer the calculator alias")
     force_all_tools: bool = option(False, "offer every active tool to every prompt")
     generated_tasks: int = option(4000, "generated prompts when data_path is ''", check=">=0")
+    generated_mix: str = option(
+        format_mix(DEFAULT_MIX),
+        "task-kind weights of the generated prompts (math, unit, time, none), as "
+        "`agentrl gen-data --mix`; the held-out tasks keep the default mix",
+    )
     tools: str = option(
         "",
         "your tools: comma-separated pkg.module:object (tool, function, registry), or "

@@ -29,6 +29,7 @@ from agentrl.config import TrainConfig
 from agentrl.data import PromptPool, split_prompt_pool
 from agentrl.data.dataset_files import ColumnMap
 from agentrl.data.prompt_pool import PromptSample
+from agentrl.data.synthetic import DEFAULT_MIX, format_mix
 from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.models.compile import missing_compiler
@@ -382,11 +383,14 @@ def generated_heldout_samples(n: int) -> list[PromptSample]:
     return [PromptSample(list(t.messages), t.tools, [str(g) for g in t.gt]) for t in tasks]
 
 
-def write_generated_prompts(path: Path, n: int, exclude: set[str]) -> Path:
-    """``n`` generated RL prompts (none of them a held-out task) as prompt-pool JSONL."""
-    from agentrl.data.synthetic import TaskGenerator, write_tasks
+def write_generated_prompts(
+    path: Path, n: int, exclude: set[str], mix: str = format_mix(DEFAULT_MIX)
+) -> Path:
+    """``n`` generated RL prompts (none of them a held-out task) as prompt-pool JSONL, their
+    kinds drawn with the weights of ``mix`` (``"math=0.8,unit=0.08,..."``)."""
+    from agentrl.data.synthetic import TaskConfig, TaskGenerator, parse_mix, write_tasks
 
-    generator = TaskGenerator(seed=RL_TASK_STREAM)
+    generator = TaskGenerator(TaskConfig(mix=parse_mix(mix)), seed=RL_TASK_STREAM)
     tasks, index = [], 0
     while len(tasks) < n:
         task = generator.task(index)
@@ -409,7 +413,10 @@ def load_prompts(
         heldout = generated_heldout_samples(max(count, 1))
         exclude = {m["content"] for s in heldout for m in s.messages if m["role"] == "user"}
         path = write_generated_prompts(
-            config.run_dir / "data" / "train_prompts.jsonl", config.generated_tasks, exclude
+            config.run_dir / "data" / "train_prompts.jsonl",
+            config.generated_tasks,
+            exclude,
+            config.generated_mix,
         )
         train = PromptPool(str(path), **options)
         log(f"train prompts: {train.summary()} (generated); held-out: {len(heldout)} tasks")
