@@ -134,6 +134,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _calls_that_worked(metrics: dict[str, Any]) -> str:
+    """The share of an evaluation's calls that worked, or "no calls" where it made none."""
+    failed = metrics.get("eval/tools/error_rate", math.nan)
+    return "no calls" if math.isnan(failed) else f"{100 * (1 - failed):.1f}%"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     model = args.model or str(packaged_gguf())
@@ -263,9 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     tools = " -> ".join(
         f"{100 * m.get('eval/tool_success_rate', math.nan):.1f}%" for m in stages.values()
     )
-    worked = " -> ".join(
-        f"{100 * (1 - m.get('eval/tools/error_rate', math.nan)):.1f}%" for m in stages.values()
-    )
+    worked = " -> ".join(_calls_that_worked(m) for m in stages.values())
     print(f"{Path(model).name}, {args.eval_samples} held-out tasks, exact match: {line}")
     print(
         f"tool-call success (an episode's share of calls that worked, averaged over episodes; "

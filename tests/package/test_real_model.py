@@ -81,3 +81,10 @@ def test_the_rl_prompts_hold_the_warm_starts_share_of_unit_conversions(tmp_path)
     }
     with pytest.raises(ValueError, match="generated_mix"):
         resolve(overrides={"generated_mix": "math=0.5,proofs=0.5"})
+
+
+def test_the_summary_says_no_calls_where_an_evaluation_made_none():
+    # A policy that stopped calling (Gemma 3 after two RL steps) printed "nan%" before.
+    share = _recipe()._calls_that_worked
+    assert share({"eval/tools/error_rate": 0.085}) == "91.5%"
+    assert share({}) == share({"eval/tools/error_rate": float("nan")}) == "no calls"
