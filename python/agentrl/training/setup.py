@@ -29,7 +29,6 @@ from agentrl.config import TrainConfig
 from agentrl.data import PromptPool, split_prompt_pool
 from agentrl.data.dataset_files import ColumnMap
 from agentrl.data.prompt_pool import PromptSample
-from agentrl.data.synthetic import DEFAULT_MIX, format_mix
 from agentrl.envs import TaskParts, task_parts, task_tools
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.models.compile import missing_compiler
@@ -383,9 +382,7 @@ def generated_heldout_samples(n: int) -> list[PromptSample]:
     return [PromptSample(list(t.messages), t.tools, [str(g) for g in t.gt]) for t in tasks]
 
 
-def write_generated_prompts(
-    path: Path, n: int, exclude: set[str], mix: str = format_mix(DEFAULT_MIX)
-) -> Path:
+def write_generated_prompts(path: Path, n: int, exclude: set[str], mix: str) -> Path:
     """``n`` generated RL prompts (none of them a held-out task) as prompt-pool JSONL, their
     kinds drawn with the weights of ``mix`` (``"math=0.8,unit=0.08,..."``)."""
     from agentrl.data.synthetic import TaskConfig, TaskGenerator, parse_mix, write_tasks
