@@ -22,6 +22,8 @@ from typing import Any
 
 import agentrl.training.step as step_module
 import torch
+from agentrl.assembly.prompts import generated_heldout_samples
+from agentrl.assembly.settings import config_sections
 from agentrl.config import resolve
 from agentrl.models.tiny import build_tiny_preset
 from agentrl.rl.kl_control import BetaConfig, BetaController
@@ -29,9 +31,9 @@ from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.rollout import EpisodeConfig, PolicyVersion, SamplingParams
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import builtin_registry
-from agentrl.training.setup import Models, autocast_factory, generated_heldout_samples
+from agentrl.training.models import Models, autocast_factory
 from agentrl.training.sources import InlineSource
-from agentrl.training.step import StepSettings, config_sections, train_on_groups
+from agentrl.training.step import StepSettings, train_on_groups
 
 PROMPTS, EPISODES = 8, 4
 

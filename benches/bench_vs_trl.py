@@ -226,10 +226,11 @@ def pretrained_model(spec: str, workdir: Path, config: Any) -> tuple[Path, Any, 
 
 def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
     """Model + tokenizer on disk, the prompt file, and the rendered prompts TRL receives."""
+    from agentrl.assembly.prompts import load_prompts
+    from agentrl.assembly.task import build_tools
     from agentrl.chat import apply_chat_template
     from agentrl.config import resolve
     from agentrl.data.synthetic import TaskConfig, TaskGenerator, write_tasks
-    from agentrl.training.setup import build_tools, load_prompts
 
     if args.model:
         # The model is loaded after the config is resolved: its tokenizer follows the config.

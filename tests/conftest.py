@@ -1,28 +1,27 @@
-"""Fixtures shared by the test modules (the functions behind them live in `helpers`).
+"""Fixtures shared by the test modules (the functions behind them live in `tests.fakes`).
 
 Markers: ``slow`` marks tests that take more than about two seconds on a laptop CPU
 (training runs, fresh processes, many-example property tests); ``make test-fast`` runs
 ``pytest -m "not slow"``, ``make test`` runs everything.
+
+Test modules do not import one another: what several of them use lives in `tests.fakes`,
+which they import from the checkout's root (pyproject.toml's ``pythonpath``); pytest imports
+each test module by its path (``--import-mode=importlib``), so two layers may hold modules
+of the same name.
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from helpers import small_tokenizer as shared_small_tokenizer
-from helpers import write_run_files
 
-# The test folders (one per layer) hold modules that other tests import by name (shared
-# stand-ins such as test_rollout_episodes.ScriptedEngine): each folder is on the path.
-for _folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir()):
-    if _folder.name not in ("data", "__pycache__") and str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
+from tests.fakes.models import small_tokenizer as shared_small_tokenizer
+from tests.fakes.runs import write_run_files
 
 # The suite's models are tiny: one intra-op thread is fastest, and on a shared machine a
 # second spinning OpenMP thread makes every small matmul many times slower.

@@ -22,7 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from agentrl.agents.source import run_agent
+from agentrl.assembly.models import WarmStartStopped, preflight
+from agentrl.assembly.parts import RunParts, build_run_parts
+from agentrl.assembly.run_log import open_run_log
+from agentrl.assembly.sources import run_agent
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.envs import EnvironmentFactory, TaskParts, task_parts
@@ -40,11 +43,10 @@ from agentrl.rl.optim import Optimization
 from agentrl.rollout import EpisodeConfig
 from agentrl.tools import ToolRegistry
 from agentrl.training import resume as resume_io
+from agentrl.training.dumps import Observer, show_episodes
 from agentrl.training.dynamic_sampling import DrawnBatch, draw_batch, informative_groups
-from agentrl.training.parts import RunParts, build_run_parts
+from agentrl.training.models import Models
 from agentrl.training.result import TrainResult
-from agentrl.training.run_log import Observer, open_run_log, show_episodes
-from agentrl.training.setup import Models, WarmStartStopped, preflight
 from agentrl.training.signals import StopRequest
 from agentrl.training.sources import GroupSource
 from agentrl.training.step import StepOutcome, StepSettings, packable, train_on_groups

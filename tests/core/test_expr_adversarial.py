@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import pytest
 from agentrl.parsing import canonicalize_expression, extract_expressions, safe_eval
-from helpers import fastest_seconds
+
+from tests.fakes.checks import fastest_seconds
 
 MB = 1_000_000
 BUDGET_SECONDS = 0.100

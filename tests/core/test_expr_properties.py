@@ -26,9 +26,10 @@ from agentrl.parsing import (
     format_number,
     safe_eval,
 )
-from helpers import same_float
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+
+from tests.fakes.checks import same_float
 
 PROPERTY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

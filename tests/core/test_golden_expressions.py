@@ -21,7 +21,8 @@ from agentrl.parsing import (
     format_number,
     safe_eval,
 )
-from helpers import read_jsonl, same_float
+
+from tests.fakes.checks import read_jsonl, same_float
 
 GOLDEN = Path(__file__).parents[1] / "data" / "expressions.jsonl"
 

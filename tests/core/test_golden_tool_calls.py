@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from agentrl.parsing import parse_tool_calls
-from helpers import read_jsonl, typed
+
+from tests.fakes.checks import read_jsonl, typed
 
 GOLDEN = Path(__file__).parents[1] / "data" / "tool_calls.jsonl"
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from agentrl.parsing import MESSAGE_FORMATS, ParsedMessage, parse_message
-from helpers import fastest_seconds, typed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.fakes.checks import fastest_seconds, typed
 
 WEATHER = "get_weather"
 TOOLS = ["get_weather", "get_time", "search", "python", "calculate_math", "翻译"]

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from agentrl.cli import main
-from helpers import InterruptedReader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.fakes.checks import InterruptedReader
 
 GOLDEN = Path(__file__).parents[1] / "data" / "reward_parity.jsonl"
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from agentrl.rewards import DETAIL_KEYS, TERM_KEYS, score_batch, score_file
-from helpers import InterruptedReader
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
+from tests.fakes.checks import InterruptedReader
 
 GOLDEN = Path(__file__).parents[1] / "data" / "reward_parity.jsonl"
 ROW_KEYS = ("messages", "gt", "completion", "tool_events", "unfinished", "config")

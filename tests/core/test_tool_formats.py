@@ -27,9 +27,11 @@ from agentrl.tool_formats import (
     tool_format_of,
     use_tool_format,
 )
-from helpers import fastest_seconds, read_jsonl, tiny_tokenizer, typed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.fakes.checks import fastest_seconds, read_jsonl, typed
+from tests.fakes.models import tiny_tokenizer
 
 DATA = Path(__file__).parents[1] / "data"
 CASES = read_jsonl(DATA / "tool_parser_cases.jsonl")

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from agentrl.parsing import MESSAGE_FORMATS, parse_message
-from helpers import read_jsonl, typed
+
+from tests.fakes.checks import read_jsonl, typed
 
 DATA = Path(__file__).parents[1] / "data"
 CASES = read_jsonl(DATA / "tool_parser_cases.jsonl")

@@ -8,9 +8,11 @@ import sys
 import pytest
 from agentrl import _core
 from agentrl.parsing import parse_tool_calls
-from helpers import BENCHES, fastest_seconds, needs_reference, typed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.fakes.checks import fastest_seconds, typed
+from tests.fakes.repo import BENCHES, needs_reference
 
 sys.path.insert(0, str(BENCHES))
 from reference_baseline import load_reference

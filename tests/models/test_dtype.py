@@ -12,11 +12,13 @@ import pytest
 import torch
 from agentrl.cli import main as cli_main
 from agentrl.rl.optim import OptimConfig, Optimization
-from helpers import eval_args, short_run_config, tiny_model
+
+from tests.fakes.models import tiny_model
+from tests.fakes.runs import eval_args, short_run_config
 
 
 def test_load_models_holds_every_copy_in_the_asked_dtype(run_files: Path, tmp_path: Path):
-    from agentrl.training.setup import load_models
+    from agentrl.assembly.models import load_models
 
     cfg = short_run_config(run_files, tmp_path, "bf16", dtype="bfloat16", beta=0.03)
     models = load_models(cfg, lambda _m: None)
@@ -25,7 +27,7 @@ def test_load_models_holds_every_copy_in_the_asked_dtype(run_files: Path, tmp_pa
     fp32 = load_models(short_run_config(run_files, tmp_path, "fp32"), lambda _m: None)
     assert {p.dtype for p in fp32.policy.parameters()} == {torch.float32}
     sharded = short_run_config(run_files, tmp_path, "fsdp", dtype="bfloat16", fsdp=1)
-    from agentrl.training.setup import weight_dtype
+    from agentrl.assembly.models import weight_dtype
 
     assert weight_dtype(sharded) == "float32"  # FSDP casts its float32 shards itself
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from agentrl.models import precision, resolve_dtype
-from helpers import short_run_config
+
+from tests.fakes.runs import short_run_config
 
 _nothing = contextlib.nullcontext
 
@@ -63,7 +64,8 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path):
 def test_a_run_with_dtype_auto_loads_the_detected_dtype_and_says_so(
     run_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from agentrl.training.setup import autocast_factory, load_models, run_dtype
+    from agentrl.assembly.models import load_models, run_dtype
+    from agentrl.training.models import autocast_factory
 
     _cpu(monkeypatch, "AVX512", {"amx_bf16", "amx_tile"})
     cfg = short_run_config(run_files, tmp_path, "auto", dtype="auto", device="cpu")

@@ -13,7 +13,8 @@ import torch
 peft = pytest.importorskip("peft", reason="LoRA needs peft (pip install 'agentrl[lora]')")
 
 from agentrl.models import lora  # noqa: E402
-from helpers import short_run_config  # noqa: E402
+
+from tests.fakes.runs import short_run_config  # noqa: E402
 
 # peft asks transformers a deprecated question; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")

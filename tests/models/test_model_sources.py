@@ -17,7 +17,9 @@ from agentrl.config import resolve, run_name_for
 from agentrl.models import load_policy
 from agentrl.models.errors import CheckpointNotFoundError
 from agentrl.models.loading import is_hub_id
-from helpers import eval_args, tiny_tokenizer
+
+from tests.fakes.models import tiny_tokenizer
+from tests.fakes.runs import eval_args
 
 REPO = Path(__file__).resolve().parents[2]
 CHATML_NO_TOOLS = (

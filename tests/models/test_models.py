@@ -23,7 +23,6 @@ from agentrl.models import (
     resolve_dtype,
 )
 from agentrl.models.tiny import build_model, save_preset
-from helpers import SMALL_SPEC, fresh_small_tokenizer
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -32,6 +31,8 @@ from transformers import (
     Qwen3MoeConfig,
     Qwen3MoeForCausalLM,
 )
+
+from tests.fakes.models import SMALL_SPEC, fresh_small_tokenizer
 
 SMALL = SMALL_SPEC
 

@@ -21,7 +21,8 @@ from agentrl.observability.rollout_dump import (
 )
 from agentrl.trainer import Trainer
 from agentrl.trajectory import Trajectory
-from helpers import eval_args
+
+from tests.fakes.runs import eval_args
 
 # Every key of a record, with its JSON type(s).
 SCHEMA: dict[str, tuple[type, ...]] = {

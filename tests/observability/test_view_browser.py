@@ -1,72 +1,25 @@
 """`agentrl view` in a real browser: headless Chromium runs the page's script and the test
 reads the resulting DOM (``--dump-dom``); the URL hash drives the filters.
 
-Chromium is Debian's ``chromium`` package, which `.ci/run` installs when it is missing.
-Without it these tests fail (they do not skip): set AGENTRL_SKIP_BROWSER=1 to leave them
-out on a machine that cannot have a browser.
+The browser and how to leave these tests out: `tests.fakes.browser`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
 import statistics
 import subprocess
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from agentrl.cli import main as cli_main
 from agentrl.observability.token_view import SCALES
-from fakes.view_runs import write_run
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-pytestmark = pytest.mark.skipif(
-    os.environ.get("AGENTRL_SKIP_BROWSER") == "1", reason="AGENTRL_SKIP_BROWSER=1"
-)
+from tests.fakes.browser import count, dom, headless_command, needs_browser
+from tests.fakes.view_runs import write_run
 
-
-def browser() -> str:
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail(
-        "headless Chromium not found (looked for " + ", ".join(BROWSERS) + "): install it "
-        "with `apt-get install -y chromium` (.ci/run does), or set AGENTRL_SKIP_BROWSER=1"
-    )
-
-
-def _flags(tmp: Path) -> list[str]:
-    return [
-        browser(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--virtual-time-budget=5000",
-        f"--user-data-dir={tmp / 'chromium-profile'}",
-    ]
-
-
-def dom(page: Path, fragment: str, tmp: Path) -> str:
-    """The page's DOM after its script ran, opened at ``#fragment``."""
-    url = page.resolve().as_uri() + "#" + fragment
-    done = subprocess.run(
-        [*_flags(tmp), "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert 'data-ready="1"' in done.stdout, "the page's script did not finish"
-    return done.stdout
-
-
-def count(html: str) -> int:
-    match = re.search(r'<span id="count">(\d+)</span>', html)
-    assert match, "no episode count in the page"
-    return int(match.group(1))
+pytestmark = needs_browser
 
 
 def rows(html: str) -> list[int]:
@@ -136,7 +89,7 @@ def test_an_episode_shows_its_reward_terms_and_tool_calls(pages, tmp_path):
     assert html.count('<mark class="toolcall">') >= 2  # the calls inside assistant turns
     shot = tmp_path / "episode.png"
     url = pages["one"].resolve().as_uri() + f"#tab=episodes&episode={index}"
-    command = [*_flags(tmp_path), "--window-size=1500,1000", f"--screenshot={shot}", url]
+    command = [*headless_command(tmp_path), "--window-size=1500,1000", f"--screenshot={shot}", url]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000

@@ -7,8 +7,11 @@ import re
 
 import pytest
 from agentrl.cli import main as cli_main
-from fakes.view_runs import write_run
-from test_view_browser import count, dom, pytestmark  # noqa: F401 (the browser skip)
+
+from tests.fakes.browser import count, dom, needs_browser
+from tests.fakes.view_runs import write_run
+
+pytestmark = needs_browser
 
 
 @pytest.fixture(scope="module")

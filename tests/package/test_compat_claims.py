@@ -19,7 +19,8 @@ from agentrl.tools.builtin import (
     CURRENT_TIME_SPEC,
     UNIT_CONVERTER_SPEC,
 )
-from helpers import BENCHES, needs_reference
+
+from tests.fakes.repo import BENCHES, needs_reference
 
 sys.path.insert(0, str(BENCHES))
 from reference_baseline import load_reference, reference_path

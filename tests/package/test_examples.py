@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from agentrl.cli import main as cli_main
 from agentrl.observability import read_metrics
-from helpers import example_train_args, write_example_data
+
+from tests.fakes.runs import example_train_args, write_example_data
 
 
 @pytest.fixture(scope="module")

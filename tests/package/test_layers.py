@@ -23,11 +23,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentrl", "agentrl.cli", "agentrl.commands"),
     ("agentrl.trainer",),
     ("agentrl.placement",),
-    # An --agent run's rollout source reads the training's prompt order and weight sync.
-    ("agentrl.training", "agentrl.sft", "agentrl.agents.source"),
+    # The one floor below the trainer that reads the whole run config and builds its parts.
+    ("agentrl.assembly",),
+    ("agentrl.sft",),
+    ("agentrl.training",),
     ("agentrl.config",),
-    # The endpoint, recorder and episode assembly of --agent sit on the rollout engine.
-    ("agentrl.rl", "agentrl.rollout", "agentrl.agents"),
+    # The endpoint stack of --agent sits on the rollout engine.
+    ("agentrl.agents",),
+    ("agentrl.rl", "agentrl.rollout"),
     (
         "agentrl.tools",
         "agentrl.rewards",
@@ -45,17 +48,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentrl._core",
         "agentrl.utils",
         "agentrl.trajectory",
-        "agentrl.agents.options",  # declarations only, read by the config
     ),
 )
 
 PURE_PACKAGE = "agentrl.rl"
 # The episode records (agentrl.trajectory) are stdlib-only dataclasses: what packing reads.
 PURE_ALLOWED = ("agentrl.rl", "agentrl.utils", "agentrl.trajectory", "torch", "numpy")
-
-# Imports allowed to point the wrong way: none. Add an entry only with the reason and the
-# change that removes it: (file relative to python/agentrl, imported module).
-KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -136,6 +134,64 @@ def _pure_import_allowed(module: str) -> bool:
     return _within(module, PURE_ALLOWED)
 
 
+def _owner(name: str, modules: set[str]) -> str | None:
+    """The module an imported name lives in (``a.b.f`` -> ``a.b``), None outside agentrl."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
+    """module -> the agentrl modules it imports (every import, lazy and typing-only too)."""
+    paths = sorted(root.rglob("*.py")) + sorted(root.rglob("*.pyi"))
+    modules = {module_name(path, root) for path in paths}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        source = module_name(path, root)
+        targets = (_owner(t, modules) for _, t in imported_modules(path, root) if _is_agentrl(t))
+        # The package root is the front door; a submodule that imports a sibling through it
+        # (``from agentrl import _core``) resolves to the sibling above.
+        graph[source] = {t for t in targets if t and t != source and t != root.name}
+    return graph
+
+
+def circles(root: Path = PACKAGE_ROOT) -> list[list[str]]:
+    """Every set of modules that import each other in a circle (Tarjan's strongly connected
+    components of more than one module), each sorted."""
+    graph = import_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
 def unplaced_modules(root: Path = PACKAGE_ROOT) -> list[str]:
     """Modules under ``root`` that no entry of LAYERS covers."""
     names = (module_name(path, root) for path in sorted(root.rglob("*.py")))
@@ -168,14 +224,15 @@ def test_every_module_is_in_a_layer() -> None:
 
 
 def test_imports_point_down() -> None:
-    found = [v for v in violations() if (v.path, v.imported) not in KNOWN_VIOLATIONS]
+    found = violations()
     assert not found, "imports that point up:\n" + "\n".join(map(str, found))
 
 
-def test_known_violations_still_exist() -> None:
-    """An entry that no longer matches anything is stale: remove it from the set."""
-    present = {(v.path, v.imported) for v in violations()}
-    assert sorted(KNOWN_VIOLATIONS - present) == []
+def test_no_import_circle() -> None:
+    found = circles()
+    assert not found, "modules that import each other, in a circle:\n" + "\n".join(
+        " -> ".join(c) for c in found
+    )
 
 
 def test_the_checker_reports_an_upward_import_with_file_and_line(tmp_path: Path) -> None:
@@ -189,6 +246,9 @@ def test_the_checker_reports_an_upward_import_with_file_and_line(tmp_path: Path)
         "import json\n\n\ndef load():\n    from agentrl.config import TrainConfig\n"
     )
     (fake / "rl" / "loss.py").write_text("import torch\nfrom agentrl.models import x\n")
+    (fake / "data" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from agentrl.rl import loss\n"
+    )
     (fake / "rl" / "ok.py").write_text(
         "import math\nfrom . import loss\nfrom agentrl.utils import y\n"
     )
@@ -198,6 +258,20 @@ def test_the_checker_reports_an_upward_import_with_file_and_line(tmp_path: Path)
     assert found == [
         "data/loader.py:5 imports agentrl.config: layer tools/rewards/models/chat/tool_formats/"
         "data/observability/envs -> higher layer config",
+        "data/typed.py:4 imports agentrl.rl.loss: layer tools/rewards/models/chat/tool_formats/"
+        "data/observability/envs -> higher layer rl/rollout",
         "rl/loss.py:2 imports agentrl.models: agentrl.rl is pure math (stdlib, torch, numpy, "
         "agentrl.rl, agentrl.utils)",
     ]
+
+
+def test_the_checker_finds_a_circle_through_a_lazy_import(tmp_path: Path) -> None:
+    fake = tmp_path / "agentrl"
+    (fake / "data").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "data" / "__init__.py").write_text("")
+    (fake / "data" / "a.py").write_text("from agentrl.data.b import f\n")
+    (fake / "data" / "b.py").write_text("def f():\n    from agentrl.data import c\n")
+    (fake / "data" / "c.py").write_text("from agentrl.data.a import g\n")
+    (fake / "data" / "d.py").write_text("from agentrl.data.a import g\n")
+    assert circles(fake) == [["agentrl.data.a", "agentrl.data.b", "agentrl.data.c"]]

@@ -31,11 +31,12 @@ import pytest
 from agentrl import config as config_module
 from agentrl.config import COMPAT_ONLY, COMPONENTS, TrainConfig
 from agentrl.utils import options as options_module
-from helpers import short_run_config
+
+from tests.fakes.runs import short_run_config
 
 # Option -> the function (module:qualified name) that reads it in the mode it configures.
 READ_BY: dict[str, str] = {
-    "agent_timeout": "agentrl.agents.source:agent_source",
+    "agent_timeout": "agentrl.assembly.sources:agent_source",
     "bc_call_style": "agentrl.training.demonstrations:compute_bc_aux_loss",
     "bc_max_examples": "agentrl.training.demonstrations:compute_bc_aux_loss",
     "bc_max_exprs": "agentrl.training.demonstrations:compute_bc_aux_loss",
@@ -48,14 +49,14 @@ READ_BY: dict[str, str] = {
     "beta_min": "agentrl.rl.kl_control:update_beta",
     "dist_backend": "agentrl.placement:placement_for",
     "dist_timeout_sec": "agentrl.placement:placement_for",
-    "epochs": "agentrl.training.settings:planned_total_steps",
-    "scale_total_steps_by_world_size": "agentrl.training.settings:planned_total_steps",
-    "fetch_timeout_sec": "agentrl.training.sources:local_source",
-    "from_weight": "agentrl.training.setup:model_spec",
-    "hidden_size": "agentrl.training.setup:model_spec",
-    "use_moe": "agentrl.training.setup:model_spec",
-    "generated_tasks": "agentrl.training.setup:load_prompts",
-    "generated_mix": "agentrl.training.setup:load_prompts",
+    "epochs": "agentrl.assembly.settings:planned_total_steps",
+    "scale_total_steps_by_world_size": "agentrl.assembly.settings:planned_total_steps",
+    "fetch_timeout_sec": "agentrl.assembly.sources:local_source",
+    "from_weight": "agentrl.assembly.models:model_spec",
+    "hidden_size": "agentrl.assembly.models:model_spec",
+    "use_moe": "agentrl.assembly.models:model_spec",
+    "generated_tasks": "agentrl.assembly.prompts:load_prompts",
+    "generated_mix": "agentrl.assembly.prompts:load_prompts",
     "judge_api_model": "agentrl.rewards.judge:judge_settings",
     "judge_batch_size": "agentrl.rewards.judge:judge_settings",
     "judge_max_tokens": "agentrl.rewards.judge:judge_settings",
@@ -71,21 +72,21 @@ READ_BY: dict[str, str] = {
     "max_head_offpolicyness": "agentrl.placement.split:split_version_gap",
     "max_version_gap": "agentrl.rollout.async_rollout:AsyncRollout.__init__",
     "max_queue_groups": "agentrl.placement.split:TrainerRolloutSplit.rollout_worker",
-    "mcp_max_restarts": "agentrl.training.setup:build_tools",
+    "mcp_max_restarts": "agentrl.assembly.task:build_tools",
     "python_allow_network": "agentrl.tools.python_sandbox:limits_from_options",
     "python_memory_mb": "agentrl.tools.python_sandbox:limits_from_options",
     "python_timeout": "agentrl.tools.python_sandbox:limits_from_options",
     "python_keep_state": "agentrl.envs.parts:task_parts",
-    "rollout_url": "agentrl.placement.engines:_server_options",
-    "sglang_base_url": "agentrl.placement.engines:_server_options",
-    "sglang_model_path": "agentrl.placement.engines:_server_options",
-    "sglang_shared_path": "agentrl.placement.engines:_server_options",
-    "sglang_wait_sec": "agentrl.placement.engines:_server_options",
-    "vllm_gpu_memory_utilization": "agentrl.placement.engines:_server_options",
-    "weight_sync": "agentrl.placement.engines:_server_options",
-    "weight_sync_host": "agentrl.placement.engines:_server_options",
-    "weight_sync_timeout_sec": "agentrl.placement.engines:_server_options",
-    "save_dir": "agentrl.training.setup:model_spec",
+    "rollout_url": "agentrl.assembly.engines:_server_options",
+    "sglang_base_url": "agentrl.assembly.engines:_server_options",
+    "sglang_model_path": "agentrl.assembly.engines:_server_options",
+    "sglang_shared_path": "agentrl.assembly.engines:_server_options",
+    "sglang_wait_sec": "agentrl.assembly.engines:_server_options",
+    "vllm_gpu_memory_utilization": "agentrl.assembly.engines:_server_options",
+    "weight_sync": "agentrl.assembly.engines:_server_options",
+    "weight_sync_host": "agentrl.assembly.engines:_server_options",
+    "weight_sync_timeout_sec": "agentrl.assembly.engines:_server_options",
+    "save_dir": "agentrl.assembly.models:model_spec",
 }
 
 # Config machinery: reads there are not the configured code reading its option.

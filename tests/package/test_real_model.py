@@ -9,7 +9,8 @@ import importlib.util
 import pytest
 from agentrl.config import resolve
 from agentrl.config.presets import PRESETS
-from helpers import load_bench
+
+from tests.fakes.repo import load_bench
 
 
 def _recipe():
@@ -66,8 +67,8 @@ def test_the_rl_prompts_hold_the_warm_starts_share_of_unit_conversions(tmp_path)
     # a tool" from the math prompts and sent held-out conversions to calculate_math.
     import json
 
+    from agentrl.assembly.prompts import write_generated_prompts
     from agentrl.data.synthetic import parse_mix
-    from agentrl.training.setup import write_generated_prompts
 
     cfg = resolve(preset="real", overrides={"model": "some/dir"})
     assert cfg.generated_mix == _recipe().parse_args([]).sft_mix

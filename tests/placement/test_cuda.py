@@ -20,7 +20,8 @@ pytestmark = [
 def test_engine_greedy_on_cuda_matches_the_cpu():
     from agentrl.rollout import SamplingParams
     from agentrl.rollout.engine import TorchEngine
-    from helpers import tiny_model, tiny_tokenizer
+
+    from tests.fakes.models import tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()
     prompt = tok("what is 2 + 3?", add_special_tokens=False)["input_ids"]
@@ -36,7 +37,8 @@ def test_engine_greedy_on_cuda_matches_the_cpu():
 def test_short_rl_run_on_cuda_in_bf16(run_files, tmp_path):
     from agentrl.observability import read_metrics
     from agentrl.trainer import run_training
-    from helpers import short_run_config
+
+    from tests.fakes.runs import short_run_config
 
     cfg = short_run_config(
         run_files,

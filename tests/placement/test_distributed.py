@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import launch_torchrun
+
+from tests.fakes.ranks import launch_torchrun, train_one_step
 
 # Every test here launches two processes under torchrun and trains: tens of seconds each.
 pytestmark = pytest.mark.slow
@@ -105,7 +106,7 @@ def test_a_hung_rank_fails_the_run_with_a_clear_error(run_files, tmp_path):
 
 
 def _config(assets: Path, out: Path, name: str, **overrides: Any) -> Any:
-    from helpers import short_run_config
+    from tests.fakes.runs import short_run_config
 
     values = dict(
         total_steps=4,
@@ -129,10 +130,10 @@ def _groups(trainer: Any, n: int) -> list[Any]:
     """``n`` rollout groups every rank computes identically (same weights, prompts, seed)."""
     import random
 
+    from agentrl.assembly.prompts import load_prompts
     from agentrl.models import frozen_copy
     from agentrl.rollout import run_episodes
     from agentrl.rollout.engine import TorchEngine
-    from agentrl.training.setup import load_prompts
 
     m = trainer.models
     engine = TorchEngine(frozen_copy(m.policy), m.tokenizer, device=m.device, seed=123)
@@ -145,21 +146,6 @@ def _groups(trainer: Any, n: int) -> list[Any]:
         num_generations=2,
         config=trainer.episode,
         rng=random.Random(0),
-    )
-
-
-def _step(trainer: Any, groups: list[Any]) -> Any:
-    from agentrl.training.step import train_on_groups
-
-    return train_on_groups(
-        groups,
-        step=1,
-        current_version=0,
-        reward_baseline=0.0,
-        settings=trainer.settings,
-        models=trainer.models,
-        optimization=trainer.optimization,
-        beta=trainer.beta,
     )
 
 
@@ -176,7 +162,7 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     dist_tr._build()
     groups = _groups(dist_tr, 4)
     mine = groups[ctx.rank :: ctx.world_size]
-    outcome = _step(dist_tr, mine)
+    outcome = train_one_step(dist_tr, mine)
     (result["loss_dist"],) = ctx.mean([outcome.metrics["loss/total"]])
     grads = [p.grad.detach().clone() for p in dist_tr.optimization.params]
     if ctx.rank == 0:
@@ -184,7 +170,7 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
         assert isinstance(single.placement, SingleProcess)
         result["trainers"][single.placement.name] = type(single).__name__
         single._build()
-        ref = _step(single, groups)
+        ref = train_one_step(single, groups)
         ref_grads = [p.grad for p in single.optimization.params]
         result["loss_single"] = ref.metrics["loss/total"]
         result["grad_max_abs"] = max(float(g.abs().max()) for g in ref_grads)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import launch_torchrun
+
+from tests.fakes.ranks import launch_torchrun, train_one_step
 
 pytestmark = pytest.mark.slow  # two torchrun processes train: tens of seconds
 
@@ -56,7 +57,8 @@ def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path
 
     # Resume the 2-rank checkpoint in this (one) process: same weights, continues at step 3.
     from agentrl.trainer import Trainer
-    from helpers import short_run_config
+
+    from tests.fakes.runs import short_run_config
 
     # (a copy: the 2-rank resume above already wrote step 3 next to it)
     step_2 = Path(r0["checkpoint"])
@@ -87,7 +89,7 @@ def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path
 
 
 def _config(assets: Path, out: Path, name: str, **overrides: Any) -> Any:
-    from helpers import short_run_config
+    from tests.fakes.runs import short_run_config
 
     values = dict(
         total_steps=2,
@@ -123,10 +125,10 @@ def _groups(trainer: Any, n: int) -> list[Any]:
     """``n`` rollout groups every rank computes identically (from the unsharded rollout copy)."""
     import random
 
+    from agentrl.assembly.prompts import load_prompts
     from agentrl.models import frozen_copy
     from agentrl.rollout import run_episodes
     from agentrl.rollout.engine import TorchEngine
-    from agentrl.training.setup import load_prompts
 
     m = trainer.models
     engine = TorchEngine(frozen_copy(m.rollout), m.tokenizer, device=m.device, seed=123)
@@ -144,7 +146,6 @@ def _groups(trainer: Any, n: int) -> list[Any]:
 def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     from agentrl.placement import FullyShardedDataParallel, placement_for
     from agentrl.trainer import Trainer
-    from test_distributed import _step
 
     result: dict[str, Any] = {}
     cfg = _config(assets, out, "step")
@@ -159,14 +160,14 @@ def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     result["global_numel"] = sum(p.numel() for p in policy.parameters())
     before = _full(policy)
     groups = _groups(sharded, 4)
-    outcome = _step(sharded, groups[ctx.rank :: ctx.world_size])
+    outcome = train_one_step(sharded, groups[ctx.rank :: ctx.world_size])
     assert outcome.report is not None and outcome.report.stepped, outcome.metrics
     (result["loss_dist"],) = ctx.mean([outcome.metrics["loss/total"]])
     after = _full(policy)
     if ctx.rank == 0:
         single = Trainer(_config(assets, out, "single", fsdp=0, multi_gpu_mode="ddp"))
         single._build()
-        ref = _step(single, groups)
+        ref = train_one_step(single, groups)
         result["loss_single"] = ref.metrics["loss/total"]
         expected = single.models.policy.state_dict()
         result["moved_max"] = max(float((after[k] - before[k]).abs().max()) for k in after)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from agentrl.assembly.settings import planned_total_steps, steps_text
 from agentrl.config import resolve
 from agentrl.observability import QuietObserver, RunObserver
 from agentrl.placement import (
@@ -28,7 +29,6 @@ from agentrl.placement import (
     placement_for,
 )
 from agentrl.trainer import Trainer
-from agentrl.training.settings import planned_total_steps, steps_text
 from agentrl.training.signals import StopRequest
 from agentrl.training.step import StepOutcome
 

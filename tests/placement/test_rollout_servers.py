@@ -33,7 +33,8 @@ from agentrl.rollout.remote.collective import (
 from agentrl.rollout.remote.sglang import SGLangEngine
 from agentrl.rollout.remote.vllm_server import VLLMServerEngine
 from agentrl.rollout.sampling import SamplingParams
-from fakes.rollout_server_fakes import EOS, FakeSGLang, FakeVLLM, vllm_gloo_group
+
+from tests.fakes.rollout_server_fakes import EOS, FakeSGLang, FakeVLLM, vllm_gloo_group
 
 FAST = RetryPolicy(attempts=2, backoff_s=0.01, max_backoff_s=0.02)
 
@@ -174,7 +175,7 @@ def test_sglang_weights_travel_over_the_group_not_the_disk(sglang, tmp_path, mon
 
 
 def test_sglang_weights_of_a_model_arrive_whole(sglang):
-    from helpers import tiny_model
+    from tests.fakes.models import tiny_model
 
     model = tiny_model()
     engine = _sglang_engine(sglang)
@@ -321,7 +322,8 @@ def test_vllm_end_tokens_and_stop_strings_finish_like_the_torch_engine(vllm):
 def test_vllm_episodes_keep_the_alignment_invariants(vllm):
     from agentrl.rollout.episodes import EpisodeConfig, run_episodes
     from agentrl.tools import builtin_registry
-    from helpers import tiny_tokenizer
+
+    from tests.fakes.models import tiny_tokenizer
 
     vllm.eos_after = 5
     engine = VLLMServerEngine(vllm.url, tiny_tokenizer(), retry=FAST, version=3)
@@ -481,7 +483,8 @@ def test_torchrun_is_refused_for_a_single_server():
 
 def _run(run_files, tmp_path, name: str, **overrides: Any) -> Any:
     from agentrl.trainer import Trainer
-    from helpers import short_run_config
+
+    from tests.fakes.runs import short_run_config
 
     config = short_run_config(
         run_files,

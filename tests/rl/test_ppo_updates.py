@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from agentrl.assembly.settings import config_sections
 from agentrl.config import resolve
 from agentrl.models.tiny import build_model
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
-from agentrl.training.step import StepSettings, config_sections, train_on_groups, update_plan
-from helpers import SMALL_SPEC, cpu_models, rolled_out_batch
+from agentrl.training.step import StepSettings, train_on_groups, update_plan
+
+from tests.fakes.models import SMALL_SPEC, cpu_models, rolled_out_batch
 
 
 def _settings(epochs: int, parts: int) -> StepSettings:

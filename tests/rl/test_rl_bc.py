@@ -14,7 +14,8 @@ from agentrl.rl.bc import (
     bc_tensors,
     tokenize_bc_examples,
 )
-from helpers import UniformLogits
+
+from tests.fakes.models import UniformLogits
 
 X = IGNORE_INDEX  # unlabelled position
 

@@ -1,4 +1,5 @@
-"""Per-token log-probs from one forward: alignment, sanitising, entropy, MoE aux loss."""
+"""Per-token log-probs from one forward (`masked_logps` over every position): alignment,
+sanitising, entropy, MoE aux loss."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from agentrl.rl.logprobs import sanitize_logits, sequence_logps
+from agentrl.rl.logprobs import sanitize_logits, token_logps
+from agentrl.training.forward import masked_logps
+
+
+def sequence_logps(model, input_ids, attention_mask, **kwargs):
+    """The trainer's log-probs of every next token (each position trained)."""
+    mask = torch.ones(input_ids.size(0), input_ids.size(1) - 1)
+    return masked_logps(model, input_ids, attention_mask, mask, **kwargs)
 
 
 class Fixed(torch.nn.Module):
@@ -71,3 +79,8 @@ def test_moe_models_are_asked_for_router_logits_and_their_aux_loss_is_scaled() -
     plain = Fixed(logits, aux=0.5)
     assert sequence_logps(plain, torch.tensor([[0, 1]]), torch.ones(1, 2)).aux_loss.item() == 0.5
     assert plain.seen == {}
+
+
+def test_out_of_vocabulary_targets_are_clamped_into_it() -> None:
+    logps, _ = token_logps(torch.zeros(1, 2), torch.tensor([7]))
+    assert logps.item() == pytest.approx(math.log(0.5))

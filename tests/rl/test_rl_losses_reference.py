@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 from agentrl.rl.losses import LossConfig, policy_loss
-from helpers import BENCHES, needs_reference
+
+from tests.fakes.repo import BENCHES, needs_reference
 
 sys.path.insert(0, str(BENCHES))
 from reference_baseline import reference_path

@@ -14,9 +14,8 @@ from agentrl.rl.optim import (
     build_optimizer,
     build_scheduler,
     merge_microbatch_metrics,
-    microbatch_slices,
-    microbatch_weights,
 )
+from agentrl.training.minibatch import row_chunks
 
 
 def _model() -> torch.nn.Module:
@@ -186,14 +185,6 @@ def test_min_lr_ratio_sets_where_the_cosine_ends_and_one_holds_the_rate() -> Non
         assert lrs == pytest.approx(expected)
 
 
-def test_microbatch_slices_and_weights() -> None:
-    assert microbatch_slices(5, 2) == [slice(0, 2), slice(2, 4), slice(4, 5)]
-    assert microbatch_slices(5, 0) == [slice(0, 5)]
-    assert microbatch_weights([1.0, 3.0], 4.0) == [0.25, 0.75]
-    with pytest.raises(ValueError):
-        microbatch_weights([1.0], 0.0)
-
-
 @pytest.mark.parametrize("mode", sorted(REDUCTIONS))
 @pytest.mark.parametrize("level", ["token", "sequence"])
 def test_weighted_microbatches_equal_the_full_batch(mode: str, level: str) -> None:
@@ -226,18 +217,14 @@ def test_weighted_microbatches_equal_the_full_batch(mode: str, level: str) -> No
     )
     (full_grad,) = torch.autograd.grad(full.loss, logps)
 
-    chunks = microbatch_slices(rows, 2)
-    den = [
-        reduction_denominator(
-            mask[c], mode, weights[c], max_completion_length=8, global_tokens=kw["global_tokens"]
-        )
-        for c in chunks
-    ]
+    # The training step's cut (rows of similar length together) and its sum: each
+    # micro-batch's numerator over the whole batch's denominator.
+    chunks = row_chunks(mask.sum(dim=1), 2)
     total = reduction_denominator(
         mask, mode, weights, max_completion_length=8, global_tokens=kw["global_tokens"]
     )
     total_loss = torch.zeros(())
-    for c, w in zip(chunks, microbatch_weights(den, total), strict=True):
+    for c in chunks:
         part = policy_loss(
             logps[c],
             old[c],
@@ -249,7 +236,7 @@ def test_weighted_microbatches_equal_the_full_batch(mode: str, level: str) -> No
             token_versions=versions[c],
             **kw,
         )
-        total_loss = total_loss + w * part.loss
+        total_loss = total_loss + part.numerator / total
     (chunk_grad,) = torch.autograd.grad(total_loss, logps)
     torch.testing.assert_close(total_loss, full.loss.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(chunk_grad, full_grad, rtol=1e-5, atol=1e-6)

@@ -4,14 +4,16 @@ metrics.jsonl, the console line and the report)."""
 from __future__ import annotations
 
 import pytest
+from agentrl.assembly.settings import config_sections
 from agentrl.config import resolve
 from agentrl.models.tiny import build_model
 from agentrl.observability.progress import format_step_line
 from agentrl.observability.report import PANELS
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
-from agentrl.training.step import StepSettings, config_sections, train_on_groups
-from helpers import SMALL_SPEC, cpu_models, rolled_out_batch
+from agentrl.training.step import StepSettings, train_on_groups
+
+from tests.fakes.models import SMALL_SPEC, cpu_models, rolled_out_batch
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ from agentrl.rollout.episodes import run_episodes
 from agentrl.tools import builtin_registry
 from agentrl.training.scoring import reward_set, score_trajectories
 from agentrl.trajectory import RolloutGroup, Trajectory, response_turns
-from test_rollout_episodes import ScriptedEngine, _call
+
+from tests.fakes.engines import ScriptedEngine, tool_call
 
 # One group of three episodes: A scores [1, 1], B [0, 2] over two turns, C [0] in one turn.
 EPISODES = [[1.0, 1.0], [0.0, 2.0], [0.0]]
@@ -184,7 +185,7 @@ class StepEnv:
 
 def _two_calls(turn: int, context: str) -> str:
     args = '{"a": 2, "b": 2}' if turn == 0 else '{"a": 1, "b": 2}'
-    return _call("add", args) if turn < 2 else "<answer>done</answer>"
+    return tool_call("add", args) if turn < 2 else "<answer>done</answer>"
 
 
 def test_an_environment_scores_each_turn_and_the_trainer_reads_it() -> None:
@@ -209,7 +210,8 @@ def test_a_turn_level_run_trains_the_chain_example_from_the_cli(
     from agentrl.cli import main as cli_main
     from agentrl.observability import read_metrics
     from agentrl.observability.rollout_dump import read_records
-    from helpers import example_train_args, write_example_data
+
+    from tests.fakes.runs import example_train_args, write_example_data
 
     data = write_example_data("chain", tmp_path / "chain.jsonl", monkeypatch)
     code = cli_main(

@@ -20,11 +20,14 @@ import pytest
 from agentrl.agents.recorder import Limits
 from agentrl.agents.runner import AgentRunner
 from agentrl.agents.server import EndpointServer
-from agentrl.agents.source import AgentSource, agent_reward
 from agentrl.errors import UserCodeError
 from agentrl.rollout.engine import Generation
 from agentrl.rollout.sampling import SamplingParams
-from helpers import REPO, tiny_tokenizer, use_examples
+from agentrl.training.agent_source import AgentSource, agent_reward
+
+from tests.fakes.models import tiny_tokenizer
+from tests.fakes.repo import REPO
+from tests.fakes.runs import use_examples
 
 openai = pytest.importorskip("openai")
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.remote import create_rollout_engine
-from helpers import tiny_model, tiny_tokenizer
+
+from tests.fakes.models import tiny_model, tiny_tokenizer
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "agentrl"
 FACTORY = PACKAGE / "rollout" / "remote" / "__init__.py"
@@ -55,12 +56,12 @@ def test_the_factory_passes_the_torch_engine_its_options() -> None:
 def test_the_run_config_sets_the_torch_engines_rows_per_forward_pass() -> None:
     # `--rollout_batch_rows` reaches the engine of training and of `agentrl eval`: a large
     # evaluation then decodes in chunks instead of holding every row's cache at once.
+    from agentrl.assembly.models import torch_engine_options
     from agentrl.config import resolve
-    from agentrl.training.setup import torch_engine_options
 
     config = resolve(overrides={"rollout_batch_rows": 7})
     options = torch_engine_options(config, tiny_model(seed=1), None, None)
     assert options["max_batch_rows"] == 7 and options["kv_reuse"] is True
     assert resolve().rollout_batch_rows == 0  # the tiny preset decodes every row at once
-    source = (PACKAGE / "training" / "evaluation.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "assembly" / "evaluation.py").read_text(encoding="utf-8")
     assert "torch_engine_options(config, model, device, autocast)" in source

@@ -31,7 +31,8 @@ from agentrl.rollout.remote.weights import (
     published_versions,
 )
 from agentrl.rollout.sampling import SamplingParams
-from fakes.rollout_server_fakes import EOS, FakeSGLang
+
+from tests.fakes.rollout_server_fakes import EOS, FakeSGLang
 
 
 class FakeTokenizer:
@@ -111,7 +112,8 @@ def test_stop_string_keeps_its_tokens(server, tmp_path):
 def test_episodes_over_the_server_keep_the_alignment_invariants(server, tmp_path):
     from agentrl.rollout.episodes import EpisodeConfig, run_episodes
     from agentrl.tools import builtin_registry
-    from helpers import tiny_tokenizer
+
+    from tests.fakes.models import tiny_tokenizer
 
     tok = tiny_tokenizer()
     server.eos_after = 5
@@ -216,7 +218,7 @@ def test_weight_sync_publishes_atomically_then_loads_and_flushes(server, tmp_pat
 
 
 def test_weights_of_a_model_are_published_with_its_config(server, tmp_path):
-    from helpers import tiny_model
+    from tests.fakes.models import tiny_model
 
     engine = _engine(server, tmp_path)
     model = tiny_model()
@@ -361,7 +363,8 @@ def test_missing_vllm_says_how_to_install_it(monkeypatch):
 
 def test_a_training_run_rolls_out_on_the_server_and_syncs_it(server, run_files, tmp_path):
     from agentrl.trainer import Trainer
-    from helpers import short_run_config
+
+    from tests.fakes.runs import short_run_config
 
     config = short_run_config(
         run_files,

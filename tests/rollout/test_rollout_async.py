@@ -11,7 +11,8 @@ from agentrl.rollout.async_rollout import AsyncRollout, percentile, split_fresh_
 from agentrl.rollout.episodes import EpisodeConfig
 from agentrl.tools import builtin_registry
 from agentrl.trajectory import PolicyVersion, RolloutGroup
-from test_rollout_episodes import ScriptedEngine
+
+from tests.fakes.engines import ScriptedEngine
 
 SAMPLES = [
     {"messages": [{"role": "user", "content": f"{i}+1"}], "tools": None, "gt": [str(i + 1)]}

@@ -21,7 +21,8 @@ from agentrl.observability import read_metrics
 from agentrl.rollout import kv_cache
 from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.sampling import SamplingParams
-from helpers import tiny_llama, tiny_model, tiny_tokenizer
+
+from tests.fakes.models import tiny_llama, tiny_model, tiny_tokenizer
 
 GREEDY = SamplingParams(greedy=True)
 
@@ -140,7 +141,7 @@ def test_a_check_that_cannot_tell_is_made_again_at_the_next_call(caplog) -> None
     tok = tiny_tokenizer()
     eager = TorchEngine(model, tok, eos_token_ids=())
     engine = TorchEngine(model, tok, eos_token_ids=(), compile_decode=True)
-    forward = engine._forward
+    forward = engine.decoding.forward
     poisoned = [1]
 
     def nan_once_through_the_prefix(*args, **kwargs):
@@ -150,7 +151,7 @@ def test_a_check_that_cannot_tell_is_made_again_at_the_next_call(caplog) -> None
             logits = torch.full_like(logits, float("nan"))
         return logits, cache
 
-    engine._forward = nan_once_through_the_prefix
+    engine.decoding.forward = nan_once_through_the_prefix
     prompts = [_ids(4, 40)]
     with caplog.at_level(logging.WARNING, logger="agentrl.rollout.engine"):
         first = engine.generate(prompts, GREEDY, max_new_tokens=5, num_samples=3)

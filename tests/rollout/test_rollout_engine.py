@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from agentrl.rollout.engine import TorchEngine, forward_logprobs
+from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.sampling import SamplingParams
-from helpers import tiny_model, tiny_tokenizer
+
+from tests.fakes.models import next_token_logps, tiny_model, tiny_tokenizer
 
 TEXTS = [
     "先算log(27,3) % 48，再算(7-142) * (46.5*5)",
@@ -55,7 +56,7 @@ def test_behaviour_logps_equal_a_separate_forward_pass() -> None:
         if not out.token_ids:
             continue
         ids = torch.tensor([prompt + out.token_ids])
-        ref = forward_logprobs(model, ids)[0, len(prompt) - 1 :]
+        ref = next_token_logps(model, ids)[0, len(prompt) - 1 :]
         assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4)
         assert all(lp <= 0.0 for lp in out.logps)
         checked += len(out.token_ids)
@@ -200,7 +201,7 @@ def test_a_prefix_shared_by_all_prompts_is_prefilled_once_without_changing_outpu
     sampled = engine.generate(prompts, SamplingParams(max_new_tokens=16), num_samples=2)
     for i, out in enumerate(sampled):
         prompt = prompts[i // 2]
-        ref = forward_logprobs(model, torch.tensor([prompt + out.token_ids]))[0, len(prompt) - 1 :]
+        ref = next_token_logps(model, torch.tensor([prompt + out.token_ids]))[0, len(prompt) - 1 :]
         assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4)
 
 

@@ -3,55 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 
 import pytest
 import torch
-from agentrl.rollout.engine import Generation, TorchEngine, forward_logprobs
+from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.episodes import EpisodeConfig, parse_calls, run_episodes
-from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from helpers import tiny_model, tiny_tokenizer
+
+from tests.fakes.engines import ScriptedEngine, tool_call
+from tests.fakes.models import next_token_logps, tiny_model, tiny_tokenizer
 
 CALC = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "%s"}}</tool_call>'
-
-
-def _call(name: str, args: str = "{}") -> str:
-    return f'<tool_call>{{"name": "{name}", "arguments": {args}}}</tool_call>'
-
-
-class ScriptedEngine:
-    """A fake policy: the reply depends on how many assistant turns the context holds."""
-
-    def __init__(self, script: Callable[[int, str], str], version: int = 0) -> None:
-        self.tokenizer = tiny_tokenizer()
-        self.script = script
-        self.version = version
-        self.calls: list[int] = []
-
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams | None = None,
-        *,
-        max_new_tokens: int | Sequence[int] | None = None,
-        **_: object,
-    ) -> list[Generation]:
-        tok = self.tokenizer
-        self.calls.append(len(prompts))
-        out = []
-        for n, prompt in enumerate(prompts):
-            context = tok.decode(list(prompt))
-            turn = context.count("<|im_start|>assistant") - 1
-            ids = tok(self.script(turn, context), add_special_tokens=False)["input_ids"]
-            if isinstance(max_new_tokens, Sequence):
-                ids = ids[: max_new_tokens[n]]
-            text = tok.decode(ids, skip_special_tokens=True)
-            logps = [-0.25 - 0.01 * k for k in range(len(ids))]
-            out.append(
-                Generation(ids, logps, logps, text, "eos", tok.eos_token_id, -0.1, self.version, 0)
-            )
-        return out
 
 
 def _sample(text: str = "先算2+3，再算4*5") -> dict:
@@ -115,7 +77,7 @@ def test_a_raising_tool_gives_a_failed_event_and_the_episode_continues() -> None
 
     registry.register(boom)
     engine = ScriptedEngine(
-        lambda turn, _c: _call("boom", '{"x": 1}') if turn == 0 else "<answer>0</answer>"
+        lambda turn, _c: tool_call("boom", '{"x": 1}') if turn == 0 else "<answer>0</answer>"
     )
     groups = run_episodes(engine, [_sample()], registry, num_generations=2)
     for traj in groups[0].trajectories:
@@ -136,7 +98,7 @@ def test_a_tool_past_its_timeout_fails_without_stalling_the_batch() -> None:
 
     registry.register(slow, timeout=0.3)
     engine = ScriptedEngine(
-        lambda turn, _c: _call("slow", '{"x": 2}') if turn == 0 else "<answer>2</answer>"
+        lambda turn, _c: tool_call("slow", '{"x": 2}') if turn == 0 else "<answer>2</answer>"
     )
     start = time.perf_counter()
     groups = run_episodes(engine, [_sample()], registry, num_generations=4)
@@ -152,7 +114,9 @@ def test_a_tool_past_its_timeout_fails_without_stalling_the_batch() -> None:
 def test_disallowed_and_malformed_calls_are_failed_events() -> None:
     engine = ScriptedEngine(
         lambda turn, _c: (
-            (_call("rm_rf") + "<tool_call>{oops</tool_call>") if turn == 0 else "<answer>x</answer>"
+            (tool_call("rm_rf") + "<tool_call>{oops</tool_call>")
+            if turn == 0
+            else "<answer>x</answer>"
         )
     )
     groups = run_episodes(engine, [_sample()], builtin_registry(), num_generations=1)
@@ -246,7 +210,7 @@ def test_real_engine_episodes_hold_alignment_and_first_turn_logps() -> None:
             if first == 0:  # no observation after the first turn: nothing to cut at
                 continue
             ids = torch.tensor([traj.prompt_ids + traj.response_ids[:first]])
-            ref = forward_logprobs(model, ids)[0, len(traj.prompt_ids) - 1 :]
+            ref = next_token_logps(model, ids)[0, len(traj.prompt_ids) - 1 :]
             assert torch.allclose(torch.tensor(traj.response_logps[:first]), ref, atol=1e-4)
             compared += 1
     assert compared > 0, "no trajectory had a first turn to compare"

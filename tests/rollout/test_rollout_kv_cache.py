@@ -10,8 +10,9 @@ from agentrl.rollout import kv_cache
 from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.kv_cache import GrowingLayer, is_plain, with_room
 from agentrl.rollout.sampling import SamplingParams
-from helpers import tiny_model, tiny_tokenizer
 from transformers.cache_utils import DynamicLayer
+
+from tests.fakes.models import tiny_model, tiny_tokenizer
 
 
 def _states(rows: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,11 +14,19 @@ from typing import Any
 
 import pytest
 import torch
-from agentrl.rollout.engine import TorchEngine, forward_logprobs
+from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from helpers import SMALL_SPEC, UniformLogits, tiny_llama, tiny_model, tiny_tokenizer
+
+from tests.fakes.models import (
+    SMALL_SPEC,
+    UniformLogits,
+    next_token_logps,
+    tiny_llama,
+    tiny_model,
+    tiny_tokenizer,
+)
 
 GREEDY = SamplingParams(greedy=True)
 
@@ -84,7 +92,7 @@ def test_reuse_gives_the_fresh_forward_log_probs_and_the_same_greedy_tokens(
     assert engine.stats["prefill_tokens"] + reused == fresh.stats["prefill_tokens"]
     assert engine.stats["kv_reuse_misses"] == 0
     for row, ids in enumerate(got):
-        ref = forward_logprobs(model, torch.tensor([ids]))[0]
+        ref = next_token_logps(model, torch.tensor([ids]))[0]
         positions = torch.tensor(where[row]) - 1
         assert torch.allclose(torch.tensor(logps[row]), ref[positions], atol=1e-4, rtol=0)
 
@@ -182,7 +190,7 @@ def test_a_new_short_row_joins_rows_that_continue_their_caches(family: str) -> N
     assert [g.token_ids for g in got] == [w.token_ids for w in want]
     for ids, out in zip(batch, got, strict=True):
         full = torch.tensor([ids + out.token_ids])
-        ref = forward_logprobs(model, full)[0, len(ids) - 1 :]
+        ref = next_token_logps(model, full)[0, len(ids) - 1 :]
         assert torch.allclose(torch.tensor(out.logps), ref, atol=1e-4, rtol=0)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 from agentrl.chat import apply_chat_template
-from helpers import tiny_model, tiny_tokenizer
+
+from tests.fakes.models import tiny_model, tiny_tokenizer
 
 
 def test_tokenizer_has_chat_layout_tokens() -> None:

@@ -10,7 +10,6 @@ from agentrl.rollout.sampling import (
     SamplingParams,
     _draw,
     apply_repetition_penalty,
-    gather_logprobs,
     sample_tokens,
     sampling_logits,
     sampling_probs,
@@ -170,12 +169,6 @@ def test_a_uniform_draw_of_zero_never_lets_a_column_without_mass_win(
     monkeypatch.setattr(torch.Tensor, "uniform_", lambda self, generator=None: self.zero_())
     tokens, collapsed = _draw(torch.tensor([[0.0, 0.3, 0.7]]), None, fallback_token_id=0)
     assert not collapsed.any() and tokens.item() == 2
-
-
-def test_gather_logprobs_clamps_out_of_vocabulary_ids() -> None:
-    logits = torch.tensor([[[0.0, 0.0]]])
-    out = gather_logprobs(logits, torch.tensor([[7]]))
-    assert out.item() == pytest.approx(math.log(0.5))
 
 
 @pytest.mark.parametrize(

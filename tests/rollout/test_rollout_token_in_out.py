@@ -23,8 +23,9 @@ from agentrl.rollout.engine import Generation
 from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.tools import builtin_registry
-from helpers import tiny_tokenizer
-from test_chat_templates import CHATML_NO_TOOLS, NO_SYSTEM_ROLE, QWEN3_SYSTEM
+
+from tests.fakes.chat_templates import CHATML_NO_TOOLS, NO_SYSTEM_ROLE, QWEN3_SYSTEM
+from tests.fakes.models import tiny_tokenizer
 
 # Qwen3's layout reduced to what matters here: tools rendered by the template, the last
 # real user query found from the end, and assistant turns after it keep their reasoning

@@ -9,7 +9,8 @@ from agentrl.sft.data import build_examples, collate
 from agentrl.sft.tasks import generated_demos, tool_env
 from agentrl.sft.train import masked_loss_sum
 from agentrl.training.forward import common_prefix
-from helpers import SMALL_SPEC
+
+from tests.fakes.models import SMALL_SPEC
 
 
 def _rows(*rows: list[int]) -> dict[str, torch.Tensor]:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 from agentrl.config import resolve
-from agentrl.rollout.engine import TorchEngine, forward_logprobs
+from agentrl.rollout.engine import TorchEngine
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.training.forward import masked_logps
-from helpers import tiny_model, tiny_tokenizer
+
+from tests.fakes.models import next_token_logps, tiny_model, tiny_tokenizer
 
 PROMPTS = ["1+1", "Convert 12 km to miles, then add 3", "what time is it in Tokyo?"]
 
@@ -31,7 +32,7 @@ def test_tempered_behaviour_logps_equal_a_fresh_tempered_forward() -> None:
             continue
         ids = torch.tensor([prompt + out.token_ids])
         start = len(prompt) - 1
-        tempered = forward_logprobs(model, ids, temperature=0.7)[0, start:]
+        tempered = next_token_logps(model, ids, temperature=0.7)[0, start:]
         stored = torch.tensor(out.logps)
         assert torch.allclose(stored, tempered, atol=1e-4)
         # The trainer's path (output layer on masked positions only) agrees too.
@@ -40,7 +41,7 @@ def test_tempered_behaviour_logps_equal_a_fresh_tempered_forward() -> None:
         with torch.no_grad():
             trained = masked_logps(model, ids, torch.ones_like(ids), mask, temperature=0.7)
         assert torch.allclose(trained.logps[0, start:], stored, atol=1e-4)
-        raw = forward_logprobs(model, ids)[0, start:]
+        raw = next_token_logps(model, ids)[0, start:]
         apart = max(apart, float((raw - stored).abs().max()))
         checked += len(out.token_ids)
     assert checked > 30
@@ -63,7 +64,8 @@ def test_first_step_of_a_tempered_run_is_on_policy(run_files, tmp_path) -> None:
     importance ratio is 1 (approximate KL to the behaviour policy 0)."""
     from agentrl.observability import read_metrics
     from agentrl.trainer import Trainer
-    from helpers import short_run_config
+
+    from tests.fakes.runs import short_run_config
 
     config = short_run_config(
         run_files,

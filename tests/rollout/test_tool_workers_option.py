@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+from agentrl.assembly.task import episode_config
 from agentrl.config import resolve
 from agentrl.rollout.episodes import EpisodeConfig, _run_tools
 from agentrl.tools import ToolRegistry, tool
-from agentrl.training.setup import episode_config
 
 
 class _Episode:

@@ -4,7 +4,6 @@ client against a local fake server, and a tiny local judge model."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 from agentrl.errors import UsageError
 from agentrl.rewards.judge import JudgeReward, JudgeSettings, parse_scores
+
+from tests.fakes.browser import needs_browser
 
 TASK = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "Name a prime."}]
 
@@ -227,13 +228,14 @@ def test_the_dump_keeps_the_judges_note():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("AGENTRL_SKIP_BROWSER") == "1", reason="AGENTRL_SKIP_BROWSER=1")
+@needs_browser
 def test_agentrl_view_shows_the_judges_reasoning(tmp_path):
     from agentrl.cli import main as cli_main
     from agentrl.observability.metrics_log import MetricsLog
     from agentrl.observability.rollout_dump import dump_path, episode_record, write_records
     from agentrl.trajectory import Trajectory
-    from test_view_browser import dom
+
+    from tests.fakes.browser import dom
 
     run = tmp_path / "judged"
     run.mkdir()

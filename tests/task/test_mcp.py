@@ -6,11 +6,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from agentrl.assembly.task import build_tools
 from agentrl.config import resolve
 from agentrl.rollout.episodes import run_episodes
-from agentrl.training.setup import build_tools
-from fakes.mcp_server import command
-from test_rollout_episodes import ScriptedEngine, _call
+
+from tests.fakes.engines import ScriptedEngine, tool_call
+from tests.fakes.mcp_server import command
 
 
 def test_an_mcp_servers_tool_is_called_in_an_episode() -> None:
@@ -20,7 +21,7 @@ def test_an_mcp_servers_tool_is_called_in_an_episode() -> None:
     assert "add" in tools and [s["function"]["name"] for s in tools.specs()] == ["add"]
 
     def script(turn: int, context: str) -> str:
-        return _call("add", '{"a": 2, "b": 40}') if turn == 0 else "<answer>42</answer>"
+        return tool_call("add", '{"a": 2, "b": 40}') if turn == 0 else "<answer>42</answer>"
 
     sample = {"messages": [{"role": "user", "content": "2 + 40?"}], "gt": ["42"]}
     groups = run_episodes(ScriptedEngine(script), [sample], tools, num_generations=2)

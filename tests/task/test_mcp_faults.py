@@ -15,8 +15,9 @@ from agentrl.errors import EXIT_DATA, RecurringError
 from agentrl.observability import read_metrics
 from agentrl.tools import ToolRegistry
 from agentrl.tools.mcp import MCPServer, ToolServerFailed, mcp_metrics
-from fakes.mcp_server import command
-from helpers import one_step_train_args
+
+from tests.fakes.mcp_server import command
+from tests.fakes.runs import one_step_train_args
 
 
 @pytest.fixture
@@ -85,9 +86,9 @@ def test_a_run_with_only_mcp_tools_logs_their_metrics(server_command, run_files,
 
 
 def test_the_restart_limit_is_the_runs_option(server_command, tmp_path):
+    from agentrl.assembly.task import build_tools
     from agentrl.config import resolve
     from agentrl.tools.mcp import _SERVERS
-    from agentrl.training.setup import build_tools
 
     overrides = {"mcp": server_command, "mcp_max_restarts": 0}
     config = resolve(preset="tiny", overrides={**overrides, "save_dir": str(tmp_path)})

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from agentrl.assembly.prompts import load_prompts, prompt_config
+from agentrl.assembly.task import build_tools
 from agentrl.config import resolve
 from agentrl.data import PromptPool
 from agentrl.data.prompt_pool import PromptPoolError
 from agentrl.envs import TaskParts, rewards_read_gt
 from agentrl.trainer import Trainer
-from agentrl.training.parts import prompt_config
-from agentrl.training.setup import build_tools, load_prompts
 
 
 def _records(path, n: int = 16):
@@ -134,7 +134,8 @@ def test_an_error_in_the_environment_names_its_line_and_exits_1(tmp_path) -> Non
 def test_dumps_show_the_tasks_own_reward_terms() -> None:
     from agentrl.rewards import RewardConfig
     from agentrl.training.scoring import reward_set, score_trajectories
-    from test_task_parts import TRAJECTORIES
+
+    from tests.fakes.trajectories import TRAJECTORIES
 
     def found(completions, **kwargs):
         return [1.0 if "answer" in c else None for c in completions]

@@ -10,26 +10,34 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from agentrl.data.options import DataConfig
+from agentrl.envs.python_env import PythonEnvironment
 from agentrl.tools.python_sandbox import (
-    PythonEnvironment,
     PythonSandbox,
     PythonToolError,
     SandboxLimits,
     SandboxUnavailable,
     check_sandbox,
+    limits_from_options,
     python_tool,
 )
 from agentrl.tools.registry import ToolRegistry
+
+
+def _limits(**changes) -> SandboxLimits:
+    """The run's default limits (the declared python_* options), with ``changes``."""
+    return replace(limits_from_options(DataConfig()), **changes)
 
 
 def _sandbox_support() -> str | None:
     if sys.platform != "linux":
         return "the sandbox needs Linux"
     try:
-        check_sandbox()
+        check_sandbox(_limits())
     except SandboxUnavailable as exc:
         return str(exc)
     return None
@@ -38,7 +46,7 @@ def _sandbox_support() -> str | None:
 _MISSING = _sandbox_support()
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
-LIMITS = SandboxLimits(timeout=2.0, memory_mb=256, max_processes=8, disk_mb=4)
+LIMITS = _limits(timeout=2.0, memory_mb=256, max_processes=8, disk_mb=4)
 
 
 def _processes_of(uid: int | None) -> list[int]:
@@ -109,7 +117,7 @@ def test_an_infinite_loop_is_killed_at_the_time_limit(sandbox):
 
 @pytest.mark.slow
 def test_a_busy_cpu_hits_the_cpu_limit_and_the_interpreter_survives():
-    with PythonSandbox(SandboxLimits(timeout=10.0, cpu_seconds=1.0)) as box:
+    with PythonSandbox(_limits(timeout=10.0, cpu_seconds=1.0)) as box:
         box.run("kept = 1")
         with pytest.raises(PythonToolError, match="CPU time limit"):
             box.run("while True:\n    pass")
@@ -233,7 +241,7 @@ def test_an_episode_environment_keeps_one_interpreter_and_closes_it():
 
 def test_bad_limits_are_refused():
     with pytest.raises(ValueError, match="memory_mb"):
-        SandboxLimits(memory_mb=1)
+        _limits(memory_mb=1)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the fresh uid is given only when run as root")
@@ -260,7 +268,8 @@ def test_tools_python_gives_each_episode_its_own_interpreter_closed_with_it():
     from agentrl.envs import EnvironmentTools, task_parts, task_tools
     from agentrl.rollout.episodes import run_episodes
     from agentrl.tools import builtin_registry
-    from test_rollout_episodes import ScriptedEngine
+
+    from tests.fakes.engines import ScriptedEngine
 
     def call(code: str) -> str:
         args = json.dumps({"name": "python", "arguments": {"code": code}})
@@ -311,17 +320,17 @@ def test_a_system_without_namespaces_is_refused_with_the_way_out(tmp_path, monke
         "import json, os, struct\n"
         "error = 'unshare (network namespace): Operation not permitted'\n"
         "data = json.dumps({'setup_error': error}).encode()\n"
-        "os.write(1, struct.pack('<I', len(data)) + data)\n"
+        "os.write(1, struct.pack('<Q', len(data)) + data)\n"
     )
     monkeypatch.setattr(sandbox_module, "_BOOT", boot)
     with pytest.raises(SandboxUnavailable, match="python_allow_network 1"):
         PythonSandbox(LIMITS).run("1")
     with pytest.raises(UsageError, match=r"^--tools python: .*Operation not permitted"):
-        checked_limits(None)
+        checked_limits(DataConfig())
 
 
 def test_allow_network_opts_out_of_the_network_namespace_only():
-    with PythonSandbox(SandboxLimits(allow_network=True)) as box:
+    with PythonSandbox(_limits(allow_network=True)) as box:
         applied = box.guarantees()["namespaces"]
         assert "network" not in applied and {"mount", "pid"} <= set(applied)
         assert box.run("import os\nos.getcwd()")["value"] == "'/tmp/work'"

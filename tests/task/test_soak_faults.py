@@ -12,7 +12,8 @@ pytest.importorskip("mcp")
 
 from agentrl.tools import ToolRegistry
 from agentrl.tools.mcp import MCPServer
-from helpers import load_bench
+
+from tests.fakes.repo import load_bench
 
 
 def _soak():

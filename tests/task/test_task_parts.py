@@ -16,32 +16,9 @@ from agentrl.tools import ToolRegistry, builtin_registry, tool
 from agentrl.training.scoring import reward_set, score_trajectories
 from agentrl.trajectory import Trajectory
 from agentrl.utils.imports import ImportPathError, load_object
-from test_rollout_episodes import ScriptedEngine, _call
 
-
-def _trajectory(final: str, columns: dict[str, Any], gt: list[str]) -> Trajectory:
-    return Trajectory(
-        prompt="p",
-        messages=[{"role": "user", "content": "q"}],
-        tools=None,
-        gt=gt,
-        completion="first\n" + final,
-        context="",
-        prompt_ids=[1],
-        response_ids=[5, 6, 7],
-        response_mask=[1, 0, 1],
-        response_logps=[-0.1, 0.0, -0.2],
-        response_versions=[0, -1, 0],
-        turn_outputs=["first", final],
-        columns=columns,
-    )
-
-
-TRAJECTORIES = [
-    _trajectory("<answer>Kessa</answer>", {"answer": "Kessa", "level": 1}, ["Kessa"]),
-    _trajectory("no idea", {"answer": "Pell", "level": 2}, ["Pell"]),
-    _trajectory("<answer>x</answer>", {"answer": None}, []),
-]
+from tests.fakes.engines import ScriptedEngine, tool_call
+from tests.fakes.trajectories import TRAJECTORIES
 
 
 def test_reward_functions_get_columns_by_keyword_and_none_is_left_out() -> None:
@@ -128,7 +105,7 @@ class CounterEnv:
 
 
 def _bump_twice(turn: int, context: str) -> str:
-    return _call("bump", '{"by": 2}') if turn < 2 else "<answer>done</answer>"
+    return tool_call("bump", '{"by": 2}') if turn < 2 else "<answer>done</answer>"
 
 
 def test_environment_state_is_per_episode_and_close_always_runs() -> None:
@@ -187,7 +164,7 @@ async def whisper(text: str) -> str:
 def test_user_tools_sync_async_and_registries_join_the_builtins() -> None:
     extra = ToolRegistry()
     extra.register(whisper)
-    parts = task_parts(config_tools="test_task_parts:count_words", tools=[shout, extra])
+    parts = task_parts(config_tools=f"{__name__}:count_words", tools=[shout, extra])
     tools = task_tools(builtin_registry(), parts)
     assert {"shout", "whisper", "count_words", "calculate_math"} <= set(tools)
     events = tools.execute_many(
@@ -202,8 +179,9 @@ def test_user_tools_sync_async_and_registries_join_the_builtins() -> None:
 
 
 def test_prompts_using_registered_tools_are_kept(tmp_path) -> None:
+    from agentrl.assembly.prompts import load_prompts
+    from agentrl.assembly.task import build_tools
     from agentrl.config import resolve
-    from agentrl.training.setup import build_tools, load_prompts
 
     spec = shout.spec
     lines = [
@@ -225,7 +203,7 @@ def test_prompts_using_registered_tools_are_kept(tmp_path) -> None:
     path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     config = resolve(
         preset="tiny",
-        overrides={"data_path": str(path), "tools": "test_task_parts:shout", "eval_ratio": 0.0},
+        overrides={"data_path": str(path), "tools": f"{__name__}:shout", "eval_ratio": 0.0},
     )
     tools = build_tools(config)
     train, _ = load_prompts(config, tools, lambda _: None)

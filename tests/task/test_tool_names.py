@@ -11,7 +11,8 @@ from agentrl.cli import main
 from agentrl.envs.parts import TaskParts, task_tools
 from agentrl.errors import EXIT_DATA, UsageError
 from agentrl.tools import builtin_registry, tool
-from helpers import one_step_train_args
+
+from tests.fakes.runs import one_step_train_args
 
 
 def calculate_math(expression: str) -> str:

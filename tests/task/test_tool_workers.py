@@ -99,10 +99,11 @@ def test_a_100_mb_result_is_refused_without_being_encoded() -> None:
 @pytest.mark.slow
 def test_calls_of_different_episodes_run_at_once() -> None:
     from agentrl.rollout.episodes import run_episodes
-    from test_rollout_episodes import ScriptedEngine, _call
+
+    from tests.fakes.engines import ScriptedEngine, tool_call
 
     def script(turn: int, context: str) -> str:
-        return _call("nap", '{"seconds": 0.8}') if turn == 0 else "<answer>ok</answer>"
+        return tool_call("nap", '{"seconds": 0.8}') if turn == 0 else "<answer>ok</answer>"
 
     registry = _registry(timeout=5.0)
     samples = [
@@ -173,15 +174,14 @@ def test_a_training_script_without_a_main_guard_is_not_run_again(tmp_path) -> No
     script = tmp_path / "train_script.py"
     script.write_text(
         "from agentrl.tools import ToolRegistry\n"
-        "from test_tool_workers import nap\n"
+        f"from {__name__} import nap\n"
         f"open({str(marker)!r}, 'a').write('ran\\n')\n"
         "registry = ToolRegistry()\n"
         "registry.register(nap)\n"
         "print(registry.execute({'name': 'nap', 'arguments': {'seconds': 0}})['result'])\n"
         "print(registry.stats['in_process'])\n"
     )
-    here = os.path.dirname(__file__)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *sys.path])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # this module's, for `nap`
     out = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,

@@ -24,7 +24,9 @@ from agentrl.cli import main, user_failure
 from agentrl.errors import EXIT_BUG, EXIT_DATA, EXIT_SIGTERM, EXIT_USAGE
 from agentrl.models.tiny import build_model, save_preset
 from agentrl.observability import read_metrics
-from helpers import ONE_STEP_RUN, SMALL_SPEC, small_tokenizer
+
+from tests.fakes.models import SMALL_SPEC, small_tokenizer
+from tests.fakes.runs import ONE_STEP_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -269,8 +271,8 @@ def test_os_errors_on_paths_are_user_errors_and_other_ones_are_bugs():
 
 def _cli_process(*argv: object, code: str = "", **popen: object) -> subprocess.Popen[str]:
     """`agentrl ARGV` as a process; with ``code``, that Python program runs with ARGV instead
-    of the CLI module (tests/ on its path)."""
-    paths = [str(REPO / "python"), str(REPO / "tests"), os.environ.get("PYTHONPATH")]
+    of the CLI module (the checkout's root on its path, for `tests.fakes`)."""
+    paths = [str(REPO / "python"), str(REPO), os.environ.get("PYTHONPATH")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     env.pop("AGENTRL_DEBUG", None)
     program = ["-c", code] if code else ["-m", "agentrl.cli"]
@@ -333,7 +335,7 @@ SMALL_WARM_START = """
 import dataclasses, sys
 import agentrl.sft.pipeline as pipeline, agentrl.sft.train as train
 from agentrl.cli import main
-from helpers import SMALL_SPEC
+from tests.fakes.models import SMALL_SPEC
 
 @dataclasses.dataclass(frozen=True)
 class SmallRun(pipeline.SFTRunOptions):

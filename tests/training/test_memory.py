@@ -75,7 +75,7 @@ def test_a_model_without_checkpointing_support_is_an_error():
 
 
 def test_offloaded_reference_matches_and_stays_on_the_cpu(small_tokenizer):
-    from helpers import tiny_model
+    from tests.fakes.models import tiny_model
 
     model = tiny_model().eval()
     wrapped = OffloadedReference(model, torch.device("cpu"))
@@ -88,7 +88,7 @@ def test_offloaded_reference_matches_and_stays_on_the_cpu(small_tokenizer):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")
 def test_offloaded_reference_visits_the_gpu_and_returns():
-    from helpers import tiny_model
+    from tests.fakes.models import tiny_model
 
     model = tiny_model().eval()
     wrapped = OffloadedReference(model, torch.device("cuda"))
@@ -114,8 +114,9 @@ def test_cuda_peak_memory_follows_allocations():
 
 @pytest.mark.slow
 def test_load_models_memory_options(run_files, tmp_path):
-    from agentrl.training.setup import load_models
-    from helpers import short_run_config
+    from agentrl.assembly.models import load_models
+
+    from tests.fakes.runs import short_run_config
 
     def models(**overrides: Any) -> Any:
         cfg = short_run_config(run_files, tmp_path, "mem", **overrides)
@@ -134,7 +135,8 @@ def test_load_models_memory_options(run_files, tmp_path):
 def test_fsdp_outside_torchrun_is_an_error(run_files, tmp_path):
     from agentrl.placement import placement_for
     from agentrl.trainer import Trainer
-    from helpers import short_run_config
+
+    from tests.fakes.runs import short_run_config
 
     cfg = short_run_config(run_files, tmp_path, "fsdp", fsdp=1, multi_gpu_mode="ddp")
     with pytest.raises(ValueError, match="torchrun"):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from agentrl.assembly.task import ANSWER_END, episode_config
 from agentrl.config import add_config_arguments, config_from_args, resolve
 from agentrl.data import PromptPool
 from agentrl.data.prompt_pool import PromptSample
 from agentrl.data.splits import build_fixed_eval_indices
 from agentrl.observability import trackers as trackers_module
 from agentrl.observability.trackers import Trackers, rejoin_arguments
-from agentrl.training.setup import ANSWER_END, episode_config
 
 
 def _parsed(*argv: str):

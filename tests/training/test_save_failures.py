@@ -98,7 +98,8 @@ def test_a_read_only_checkpoint_directory_is_a_save_error_not_a_usage_error(smal
 
 def test_an_sft_checkpoint_on_a_full_disk_is_one_line(small_disk):
     from agentrl.models.tiny import build_model
-    from helpers import SMALL_SPEC, small_tokenizer
+
+    from tests.fakes.models import SMALL_SPEC, small_tokenizer
 
     tokenizer = small_tokenizer()
     model = build_model(SMALL_SPEC, len(tokenizer))

@@ -27,7 +27,8 @@ from agentrl.sft.data import (
 from agentrl.sft.pipeline import SFTRunOptions
 from agentrl.sft.tasks import generated_demos, generated_heldout, tool_env
 from agentrl.sft.train import SFTConfig, SFTResult, lr_factor, masked_loss_sum, train_sft
-from helpers import SMALL_SPEC
+
+from tests.fakes.models import SMALL_SPEC
 
 SPEC = SMALL_SPEC
 
@@ -519,7 +520,7 @@ def _record_warm_starts(monkeypatch) -> list:
 def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
     tmp_path, monkeypatch
 ):
-    from agentrl.training import setup
+    from agentrl.assembly import models as setup
 
     calls = _record_warm_starts(monkeypatch)
     monkeypatch.chdir(tmp_path)
@@ -534,7 +535,7 @@ def test_warm_start_runs_the_pipeline_only_when_the_built_in_model_is_missing(
 
 
 def test_warm_start_trains_eagerly_and_says_so_without_a_cpp_compiler(tmp_path, monkeypatch):
-    from agentrl.training import setup
+    from agentrl.assembly import models as setup
 
     calls = _record_warm_starts(monkeypatch)
     monkeypatch.setattr(setup, "missing_compiler", lambda device: "no C++ compiler (test)")

@@ -19,7 +19,9 @@ from agentrl.sft import checkpoint as ckpt  # noqa: E402
 from agentrl.sft.data import build_examples  # noqa: E402
 from agentrl.sft.tasks import generated_demos, tool_env  # noqa: E402
 from agentrl.sft.train import SFTConfig, train_sft  # noqa: E402
-from helpers import SMALL_SPEC, short_run_config  # noqa: E402
+
+from tests.fakes.models import SMALL_SPEC  # noqa: E402
+from tests.fakes.runs import short_run_config  # noqa: E402
 
 SETTINGS = lora.LoraSettings(rank=4, alpha=16)
 TINY = (

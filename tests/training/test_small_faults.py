@@ -39,9 +39,9 @@ def test_a_checkpoint_of_another_model_is_not_called_damaged():
 
 
 def test_progress_0_silences_the_warm_start_s_bar(tmp_path, monkeypatch):
+    from agentrl.assembly import models as setup
     from agentrl.config import resolve
     from agentrl.sft import pipeline
-    from agentrl.training import setup
 
     seen = []
 

@@ -19,8 +19,9 @@ from agentrl.trainer import Trainer
 from agentrl.training import step as step_module
 from agentrl.training.checkpoint import latest_checkpoint
 from agentrl.training.sources import step_prompt_indices
-from helpers import short_run_config
 from safetensors.torch import load_file
+
+from tests.fakes.runs import short_run_config
 
 # Metrics that must match bit for bit between an uninterrupted and a resumed run.
 COMPARED = (

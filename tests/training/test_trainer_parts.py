@@ -9,6 +9,8 @@ from collections import Counter
 
 import pytest
 import torch
+from agentrl.assembly.models import hardware_notes, model_spec
+from agentrl.assembly.settings import config_sections
 from agentrl.config import resolve
 from agentrl.models.tiny import build_model
 from agentrl.rl.kl_control import BetaConfig, BetaController
@@ -16,19 +18,10 @@ from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.rollout import EpisodeConfig, SamplingParams, Trajectory
 from agentrl.training.evaluation import eval_episode_config
 from agentrl.training.scoring import score_trajectories
-from agentrl.training.setup import (
-    hardware_notes,
-    model_spec,
-)
 from agentrl.training.signals import StopRequest
-from agentrl.training.step import (
-    StepSettings,
-    config_sections,
-    host_floats,
-    row_chunks,
-    train_on_groups,
-)
-from helpers import SMALL_SPEC, cpu_models, rolled_out_batch
+from agentrl.training.step import StepSettings, host_floats, row_chunks, train_on_groups
+
+from tests.fakes.models import SMALL_SPEC, cpu_models, rolled_out_batch
 
 
 @pytest.fixture(scope="module")
@@ -318,7 +311,7 @@ def test_options_for_missing_hardware_are_accepted_with_a_note():
 
 
 def test_a_rollout_thread_beside_training_on_a_shared_cpu_is_named(monkeypatch):
-    from agentrl.training import setup
+    from agentrl.assembly import models as setup
 
     monkeypatch.setattr(setup, "usable_cores", lambda: 2)
     both = {"device": "cpu", "async_workers": 1, "num_threads": 2}
@@ -338,7 +331,9 @@ def test_a_rollout_thread_beside_training_on_a_shared_cpu_is_named(monkeypatch):
 
 
 def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):
-    from agentrl.rl.logprobs import sequence_logps
+    from types import SimpleNamespace
+
+    from agentrl.rl.logprobs import token_logps
     from agentrl.training.forward import masked_logps, split_output_layer
 
     model, _ = tiny
@@ -351,7 +346,13 @@ def test_masked_forward_matches_full_logits_with_the_same_gradient(tiny):
     mask[0, 4:] = 1
     mask[1, 2:7] = 1
     mask[2, 5:8] = 1
-    full = sequence_logps(model, ids, attn, with_entropy=True)
+    # Every position's logits, normalised over the whole vocabulary: what the split path
+    # (hidden states of the trained positions only) must equal.
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    logps, entropy = token_logps(
+        logits.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1), with_entropy=True
+    )
+    full = SimpleNamespace(logps=logps.view(3, 11), entropy=entropy.view(3, 11))
     part = masked_logps(model, ids, attn, mask, with_entropy=True)
     torch.testing.assert_close(part.logps * mask, full.logps * mask, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(part.entropy * mask, full.entropy * mask, rtol=1e-5, atol=1e-6)

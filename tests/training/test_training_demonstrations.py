@@ -14,7 +14,8 @@ from agentrl.training.demonstrations import (
     canonical_tool_call,
     compute_bc_aux_loss,
 )
-from helpers import UniformLogits
+
+from tests.fakes.models import UniformLogits
 
 
 def test_canonical_tool_call_is_compact_json_keeping_non_ascii() -> None:

@@ -11,7 +11,8 @@ from agentrl.models.tiny import build_model
 from agentrl.rl import logprobs
 from agentrl.rl.logprobs import linear_token_logps, sanitize_logits, token_logps
 from agentrl.training.forward import masked_logps, split_output_layer
-from helpers import SMALL_SPEC
+
+from tests.fakes.models import SMALL_SPEC
 
 
 @pytest.fixture(scope="module")

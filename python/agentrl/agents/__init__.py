@@ -6,19 +6,16 @@ sample)`` is the user's agent, plain or ``async``, called once per episode with 
 record; it returns the episode's reward. The endpoint (`agentrl.agents.server`) samples
 from the run's rollout engine and records the ids of every call
 (`agentrl.agents.recorder`); calls that extend each other join into one token-in/token-out
-sequence (`agentrl.agents.assemble`); `agentrl.agents.source` feeds the trainer.
+sequence (`agentrl.agents.assemble`); `agentrl.training.agent_source` feeds the trainer.
 """
 
 from agentrl.utils.imports import lazy_attributes
 
 _EXPORTS = {
     "AgentConfig": "agentrl.agents.options",
-    "AgentEvaluator": "agentrl.agents.source",
     "AgentFn": "agentrl.agents.endpoint",
-    "AgentSource": "agentrl.agents.source",
     "Endpoint": "agentrl.agents.endpoint",
     "EndpointServer": "agentrl.agents.server",
-    "agent_reward": "agentrl.agents.source",
     "load_agent": "agentrl.agents.endpoint",
     "reward_of": "agentrl.agents.endpoint",
 }

@@ -20,6 +20,7 @@ class AgentConfig:
         "",
         "your agent, pkg.module:fn called as fn(endpoint, sample) -> reward once per episode "
         "(sync or async); its chat completions are what trains",
+        common=True,
     )
     agent_timeout: float = option(
         300.0, "seconds an --agent episode may run; past it the episode is dropped", check=">0"

@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.training.evaluation import evaluate_policy
+    from agentrl.assembly.evaluation import evaluate_policy
     from agentrl.utils.paths import check_writable_file
 
     config = eval_config(args)

@@ -14,6 +14,7 @@ import argparse
 from typing import Any
 
 from agentrl.config import add_config_arguments, config_from_args
+from agentrl.config.help import common
 from agentrl.observability.progress import builtin_reward_in_use
 
 
@@ -29,8 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{parser.epilog or ''}"
     )
     add_config_arguments(parser)
-    parser.add_argument(
-        "--print_config", action="store_true", help="print the resolved config and exit"
+    common(
+        parser.add_argument(
+            "--print_config", action="store_true", help="print the resolved config and exit"
+        )
     )
 
 

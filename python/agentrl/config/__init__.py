@@ -1,10 +1,12 @@
 """The run's configuration: one typed config composed of the components' own options.
 
 Each option is declared once, by the part of agentrl that reads it (``OptimConfig`` in
-:mod:`agentrl.rl.optim`, ``RolloutConfig`` in :mod:`agentrl.rollout.options`, ...; see
-:mod:`agentrl.utils.options`). :class:`TrainConfig` is all of them at once (a subclass of
-each), with the built-in reward's settings as ``config.reward``. The command-line flags,
-the TOML sections and ``--help`` come from the same declarations.
+:mod:`agentrl.rl.optim`, ``RolloutConfig`` in :mod:`agentrl.rollout.options`, the built-in
+reward's settings in :mod:`agentrl.rewards.config`, ...; see :mod:`agentrl.utils.options`).
+:class:`TrainConfig` is all of them at once (a subclass of each), with the built-in reward's
+settings as ``config.reward``. The command-line flags, the TOML sections and ``--help`` (a
+page of the options declared ``common``, each section one flag away: :mod:`.help`) come from
+the same declarations.
 
 Values come, lowest priority first, from a preset (``tiny``: the built-in CPU run, the
 default; ``compat``: the reference trainers' defaults, see :mod:`agentrl.config.compat`), a
@@ -18,12 +20,13 @@ import argparse
 import difflib
 import os
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentrl.agents.options import AgentConfig
 from agentrl.config.compat import ALIASES, COMPAT_DEFAULTS, COMPAT_ONLY, compat_only_error
+from agentrl.config.help import add_paged_help, common
 from agentrl.config.presets import DEFAULT_PRESET, PRESETS
 from agentrl.config.run import EvalConfig, RunConfig
 from agentrl.data.options import DataConfig
@@ -31,7 +34,7 @@ from agentrl.data.synthetic import TaskConfig, parse_mix
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.observability.trackers import parse_report_to
-from agentrl.rewards.config import RewardConfig
+from agentrl.rewards.config import SETTINGS, RewardConfig
 from agentrl.rewards.options import RewardFunctionsConfig
 from agentrl.rl.advantages import AdvantageConfig
 from agentrl.rl.bc import BCConfig
@@ -39,7 +42,7 @@ from agentrl.rl.kl_control import BetaConfig
 from agentrl.rl.losses import LossConfig
 from agentrl.rl.optim import OptimConfig
 from agentrl.rollout.options import RolloutConfig
-from agentrl.utils.options import check_value, option_fields, part, str2bool
+from agentrl.utils.options import check_value, option_fields, part, text_type
 from agentrl.utils.tomlfile import load_toml
 
 SECTIONS = ("run", "model", "data", "rollout", "optim", "loss", "kl", "bc", "eval", "reward")
@@ -160,8 +163,10 @@ def _collect_options() -> tuple[dict[str, Field[Any]], dict[str, str]]:
 
 
 _OWN, _SECTION_OF = _collect_options()
-_REWARD = {f.name: f for f in fields(RewardConfig) if f.name != "current_step"}
-OPTION_NAMES: tuple[str, ...] = (*_OWN, *_REWARD)
+# The built-in reward's settings: options like the others, held by ``config.reward``.
+_REWARD = SETTINGS
+_FIELDS: dict[str, Field[Any]] = {**_OWN, **_REWARD}
+OPTION_NAMES: tuple[str, ...] = tuple(_FIELDS)
 
 
 # Options holding a list, written as one comma-separated string (TOML may give a list).
@@ -181,7 +186,7 @@ def _joined(name: str, value: Any) -> Any:
 
 
 def option_section(name: str) -> str:
-    return "reward" if name in _REWARD else _SECTION_OF[name]
+    return RewardConfig.SECTION if name in _REWARD else _SECTION_OF[name]
 
 
 def _toml_value(value: Any) -> str:
@@ -207,13 +212,13 @@ def canonical_names(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def option_field(name: str) -> Field[Any]:
     """The declaration of option ``name`` (its default, help, choices and range)."""
-    return _OWN[ALIASES.get(name, name)]
+    return _FIELDS[ALIASES.get(name, name)]
 
 
 def check_names(values: Iterable[str]) -> None:
     """Raise ValueError for unknown option names, suggesting the closest known one."""
     for name in values:
-        if name not in _OWN and name not in _REWARD and name not in ALIASES:
+        if name not in _FIELDS and name not in ALIASES:
             close = difflib.get_close_matches(name, OPTION_NAMES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown option {name!r}{hint}")
@@ -348,10 +353,8 @@ def run_name_for(model: str) -> str:
 # ------------------------------------------------------------------ command line
 
 
-def _cli_type(default: Any) -> Any:
-    if isinstance(default, bool):
-        return str2bool
-    return type(default) if isinstance(default, int | float) else str
+# What a flag's value looks like in the help, by the option's type (choices show themselves).
+_METAVARS = {bool: "BOOL", int: "N", float: "X", str: "TEXT"}
 
 
 def _help(name: str, doc: str, default: Any, presets: Mapping[str, Mapping[str, Any]]) -> str:
@@ -367,8 +370,8 @@ def _help(name: str, doc: str, default: Any, presets: Mapping[str, Mapping[str, 
     return f"{doc} (default: {shown}{extra})".replace("%", "%%")
 
 
-def _flags(name: str, f: Field[Any] | None) -> list[str]:
-    extra = list(f.metadata.get("flags", ())) if f is not None else []
+def _flags(name: str, f: Field[Any]) -> list[str]:
+    extra = list(f.metadata.get("flags", ()))
     aliases = [f"--{alias}" for alias, own in ALIASES.items() if own == name]
     return [*extra, f"--{name}", *aliases]
 
@@ -386,45 +389,56 @@ def add_config_arguments(
     one file can describe a run for training and evaluation alike. ``presets`` (the
     command's own, default: the trainer's) name the values shown beside each default;
     ``defaults`` replace the declared defaults in the help, for a command whose own
-    defaults differ.
+    defaults differ. ``--help`` becomes a page of the options declared ``common`` (the
+    command's own arguments marked with :func:`agentrl.config.help.common` too), with
+    ``--help SECTION`` and ``--help_all`` for the rest.
     """
     if names is not None:
         check_names(names)
     presets = PRESETS if presets is None else presets
     defaults = dict(defaults or {})
     wanted = set(OPTION_NAMES if names is None else names)
-    parser.add_argument("--config", default=None, help="TOML file with options")
-    parser.add_argument(
-        "--preset",
-        default=None,
-        choices=sorted(presets),
-        help=f"base values (default: {next(iter(presets))})",
+    add_paged_help(parser)
+    # The full list of options would fill a screen by itself.
+    parser.usage = "%(prog)s [--config FILE] [--preset NAME] [--OPTION VALUE ...]"
+    common(
+        parser.add_argument("--config", default=None, metavar="FILE", help="TOML file with options")
+    )
+    common(
+        parser.add_argument(
+            "--preset",
+            default=None,
+            choices=sorted(presets),
+            help=f"base values (default: {next(iter(presets))})",
+        )
     )
     used = [s for s in SECTIONS if any(option_section(n) == s for n in wanted)]
     groups = {s: parser.add_argument_group(f"{s} options") for s in used}
     for name in OPTION_NAMES:
         if name not in wanted:
             continue
-        f = _OWN.get(name)
-        meta = f.metadata if f is not None else _REWARD[name].metadata
-        default = defaults.get(name, (f if f is not None else _REWARD[name]).default)
-        choices = (list(meta.get("choices") or ()) or None) if f is not None else None
+        f = _FIELDS[name]
+        default = defaults.get(name, f.default)
+        choices = list(f.metadata.get("choices") or ()) or None
         repeatable = {"action": "append"} if name in COMMAND_OPTIONS else {}
-        groups[option_section(name)].add_argument(
+        action = groups[option_section(name)].add_argument(
             *_flags(name, f),
             dest=name,
-            type=_cli_type(default),
+            type=text_type(f),
             choices=choices,
             default=argparse.SUPPRESS,
-            help=_help(name, meta.get("doc", ""), default, presets)
+            metavar=None if choices else _METAVARS.get(type(f.default), "TEXT"),
+            help=_help(name, f.metadata.get("doc", ""), default, presets)
             + (" (repeatable)" if repeatable else ""),
             **repeatable,
         )
+        if f.metadata.get("common"):
+            common(action)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The resolved config of a parsed command line; a bad option or file is a UsageError."""
-    given = {k: v for k, v in vars(args).items() if k in _OWN or k in _REWARD}
+    given = {k: v for k, v in vars(args).items() if k in _FIELDS}
     try:
         return resolve(getattr(args, "preset", None), getattr(args, "config", None), given)
     except ValueError as exc:

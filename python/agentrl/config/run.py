@@ -25,22 +25,23 @@ class RunConfig:
         "",
         "run name ('': <model name>-rl with --model, else rl)",
         flags=("--run_name",),
+        common=True,
     )
     epochs: int = option(1, "passes over the prompts when total_steps is 0", check=">=1")
     total_steps: int = option(
-        0, "training steps of the run (0: epochs x prompts / batch_size)", check=">=0"
+        0, "training steps of the run (0: epochs x prompts / batch_size)", check=">=0", common=True
     )
     scale_total_steps_by_world_size: bool = option(
         False,
         "divide total_steps among the data-parallel ranks (the compat preset's behaviour)",
     )
-    batch_size: int = option(2, "prompt groups per training step", check=">=1")
+    batch_size: int = option(2, "prompt groups per training step", check=">=1", common=True)
     log_interval: int = option(1, "steps between log lines", check=">=1")
     save_interval: int = option(100, "steps between checkpoints (0: only at the end)", check=">=0")
     seed: int = option(42, "random seed of the run")
-    from_resume: bool = option(False, "resume from the run's latest checkpoint")
+    from_resume: bool = option(False, "resume from the run's latest checkpoint", common=True)
     device: str = option(
-        "auto", "cpu, cuda, cuda:N (CPU when no CUDA); auto picks CUDA when present"
+        "auto", "cpu, cuda, cuda:N (CPU when no CUDA); auto picks CUDA when present", common=True
     )
     dtype: str = option(
         "bfloat16",
@@ -101,9 +102,9 @@ class EvalConfig:
 
     eval_ratio: float = option(0.02, "share of the prompts held out", check="[0,1]")
     eval_max_pool: int = option(256, "held-out prompts at most", check=">=0")
-    eval_interval: int = option(100, "steps between evaluations (0: off)", check=">=0")
+    eval_interval: int = option(100, "steps between evaluations (0: off)", check=">=0", common=True)
     eval_samples: int = option(
-        32, "held-out prompts scored per evaluation (0: none, -1: all)", check=">=-1"
+        32, "held-out prompts scored per evaluation (0: none, -1: all)", check=">=-1", common=True
     )
     eval_seed: int = option(1234, "seed that fixes which prompts are scored")
     eval_temperature: float = option(0.0, "eval sampling temperature (0: greedy)", check=">=0")

@@ -21,6 +21,7 @@ class DataConfig:
         "",
         "prompts: JSONL, parquet, arrow, JSON array or a dataset directory ('': generated tasks)",
         flags=("--data",),
+        common=True,
     )
     data_split: str = option("train", "split read from a parquet/arrow/dataset --data")
     prompt_column: str = option(
@@ -52,6 +53,7 @@ class DataConfig:
         "",
         "your tools: comma-separated pkg.module:object (tool, function, registry), or "
         "python (code run in a sandbox)",
+        common=True,
     )
     environment: str = option(
         "", "episode environment factory, pkg.module:Factory (one object per episode)"

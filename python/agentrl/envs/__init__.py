@@ -20,6 +20,7 @@ from agentrl.envs.parts import (
     task_tools,
     tool_items,
 )
+from agentrl.envs.python_env import PythonEnvironment, python_environment
 
 __all__ = [
     "GT_REWARDS",
@@ -27,12 +28,14 @@ __all__ = [
     "EnvironmentFactory",
     "EnvironmentTools",
     "OpenEpisode",
+    "PythonEnvironment",
     "TaskParts",
     "close_environment",
     "environment_tools",
     "load_environment",
     "load_tools",
     "observation_text",
+    "python_environment",
     "reward_plan",
     "rewards_read_gt",
     "task_parts",

@@ -12,18 +12,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.data.options import DataConfig
 from agentrl.envs.environment import EnvironmentFactory, EnvironmentTools
+from agentrl.envs.python_env import python_environment
 from agentrl.errors import UsageError
 from agentrl.rewards.functions import BUILTIN_REWARDS
 from agentrl.rewards.judge import JUDGE, JudgeReward, judge_settings
 from agentrl.tools import Tool, ToolRegistry
-from agentrl.tools.python_sandbox import (
-    PYTHON_TOOL,
-    checked_limits,
-    python_environment,
-    python_tool,
-)
+from agentrl.tools.python_sandbox import PYTHON_TOOL, checked_limits, python_tool
 from agentrl.utils.imports import load_object, split_list
+from agentrl.utils.options import part
 
 
 @dataclass
@@ -115,8 +113,9 @@ def task_parts(
     if config_environment:
         parts.environment = load_environment(config_environment)
     if python:
-        limits = checked_limits(options)
-        if getattr(options, "python_keep_state", True):
+        section = part(DataConfig, options)  # the python_* options, their defaults if unset
+        limits = checked_limits(section)
+        if section.python_keep_state:
             parts.environment = python_environment(limits, parts.environment)
         else:
             parts.tools.append(python_tool(limits))

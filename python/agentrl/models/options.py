@@ -18,7 +18,9 @@ class ModelConfig:
     SECTION: ClassVar[str] = "model"
 
     model: str = option(
-        "", "policy: tiny, an HF dir or Hub id, a .gguf file or a .pth ('': from_weight)"
+        "",
+        "policy: tiny, an HF dir or Hub id, a .gguf file or a .pth ('': from_weight)",
+        common=True,
     )
     tokenizer: str = option("", "tokenizer dir for a MiniMind .pth checkpoint")
     chat_template: str = option(
@@ -38,7 +40,7 @@ class ModelConfig:
     num_hidden_layers: int = option(8, "MiniMind depth")
     use_moe: bool = option(False, "MiniMind mixture-of-experts checkpoint naming")
     max_seq_len: int = option(1024, "MiniMind sequence budget")
-    lora_rank: int = option(0, "LoRA adapter rank (0: train all weights)", check=">=0")
+    lora_rank: int = option(0, "LoRA adapter rank (0: train all weights)", check=">=0", common=True)
     lora_alpha: float = option(32.0, "LoRA scaling alpha", check=">=0")
     lora_target_modules: str = option(
         "all-linear", "LoRA targets: all-linear or comma-separated names"

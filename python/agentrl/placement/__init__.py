@@ -13,6 +13,7 @@ ddp``, or ``trainer_rollout``), in which case it joins the process group first.
 
 from __future__ import annotations
 
+from agentrl.assembly.models import run_dtype
 from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
 from agentrl.placement.adapters import Adapter, FullWeights, LoraAdapter, adapter_for
@@ -28,7 +29,6 @@ from agentrl.placement.runtime import (
     shutdown,
 )
 from agentrl.placement.split import TrainerRolloutSplit
-from agentrl.training.setup import run_dtype
 
 MODES = ("trainer_rollout", "ddp")
 

@@ -34,7 +34,7 @@ from agentrl.models.lora import (
     save_adapter,
 )
 from agentrl.training.checkpoint import export_policy
-from agentrl.training.setup import Models
+from agentrl.training.models import Models
 
 
 class FullWeights:

@@ -34,16 +34,18 @@ from typing import Any, Protocol
 
 import torch
 
+from agentrl.assembly.engines import rollout_engine
+from agentrl.assembly.prompts import load_prompts
+from agentrl.assembly.sources import local_source
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
-from agentrl.placement.engines import rollout_engine
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.rollout import EpisodeConfig
 from agentrl.tools import ToolRegistry
-from agentrl.training.setup import Models, load_prompts
+from agentrl.training.models import Models
 from agentrl.training.signals import StopRequest
-from agentrl.training.sources import GroupSource, local_source
+from agentrl.training.sources import GroupSource
 from agentrl.training.step import StepOutcome
 
 Log = Callable[[str], None]
@@ -65,7 +67,7 @@ class RolloutSetup:
         """Groups sampled in this process by the engine ``config.rollout_engine`` names."""
         engine = rollout_engine(self.config, self.models, seed=seed)
         if self.agent is not None:
-            from agentrl.agents.source import agent_source
+            from agentrl.assembly.sources import agent_source
 
             cfg = self.config
             return agent_source(

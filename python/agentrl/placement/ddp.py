@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from agentrl.assembly.prompts import load_prompts
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.errors import UsageError
@@ -43,7 +44,7 @@ from agentrl.rl.advantages import update_reward_baseline
 from agentrl.rl.kl_control import BetaConfig, BetaController
 from agentrl.rl.optim import OptimConfig, Optimization, StepReport
 from agentrl.tools import ToolRegistry
-from agentrl.training.setup import Models, load_prompts
+from agentrl.training.models import Models
 from agentrl.training.signals import StopRequest
 from agentrl.training.sources import GroupSource
 from agentrl.training.step import StepOutcome

@@ -40,7 +40,7 @@ from agentrl.placement.ddp import DataParallel, DistributedOptimization
 from agentrl.placement.runtime import DistContext
 from agentrl.rl.optim import OptimConfig, Optimization, StepReport
 from agentrl.training.memory import OffloadedReference
-from agentrl.training.setup import Models
+from agentrl.training.models import Models
 from agentrl.training.sources import GroupSource
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}

@@ -16,7 +16,7 @@ import torch
 
 from agentrl.config import TrainConfig
 from agentrl.placement.runtime import DistContext
-from agentrl.training.setup import Models
+from agentrl.training.models import Models
 
 # How long ranks > 0 wait while rank 0 prepares the run (a warm start can take minutes).
 PREPARE_TIMEOUT_S = 3600.0

@@ -14,11 +14,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from agentrl.assembly.engines import rollout_engine
+from agentrl.assembly.models import model_spec, torch_engine_options
+from agentrl.assembly.prompts import load_prompts
+from agentrl.assembly.task import build_tools, episode_config
 from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
 from agentrl.models import frozen_copy, load_policy, resolve_device
 from agentrl.placement.base import RolloutSetup, SingleProcess
-from agentrl.placement.engines import rollout_engine
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
 from agentrl.placement.runtime import DistContext
 from agentrl.placement.shared import (
@@ -29,14 +32,7 @@ from agentrl.placement.shared import (
 )
 from agentrl.rollout import AsyncRollout, PolicyVersion
 from agentrl.rollout.remote import create_rollout_engine
-from agentrl.training.setup import (
-    autocast_factory,
-    build_tools,
-    episode_config,
-    load_prompts,
-    model_spec,
-    torch_engine_options,
-)
+from agentrl.training.models import autocast_factory
 from agentrl.training.sources import GroupSource
 
 

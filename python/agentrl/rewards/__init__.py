@@ -46,7 +46,8 @@ if TYPE_CHECKING:
         reward_functions,
         reward_weights,
     )
-    from agentrl.rewards.judge import JudgeReward, JudgeSettings
+    from agentrl.rewards.judge import JudgeReward
+    from agentrl.rewards.options import JudgeSettings
     from agentrl.rewards.scoring import (
         DETAIL_KEYS,
         TERM_KEYS,
@@ -66,7 +67,7 @@ _LAZY = {
     "ENVIRONMENT": "agentrl.rewards.functions",
     "FileScoreSummary": "agentrl.rewards.files",
     "JudgeReward": "agentrl.rewards.judge",
-    "JudgeSettings": "agentrl.rewards.judge",
+    "JudgeSettings": "agentrl.rewards.options",
     "LineExplanation": "agentrl.rewards.files",
     "RewardConfig": "agentrl.rewards.config",
     "RewardFunction": "agentrl.rewards.functions",

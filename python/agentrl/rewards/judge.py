@@ -22,7 +22,8 @@ again is not judged again. The judge's reasoning goes into each episode's ``note
 (``notes["judge"]``), which the rollout dumps keep and ``agentrl view`` shows.
 
 The chats and score parsing are `agentrl.rewards.judge_prompts`; the local and remote
-judges are `agentrl.rewards.judge_backends`; this module holds the settings and the reward.
+judges are `agentrl.rewards.judge_backends`; the settings are declared with the options in
+`agentrl.rewards.options`; this module holds the reward.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agentrl.errors import UsageError
@@ -46,74 +46,34 @@ from agentrl.rewards.judge_prompts import (
     single_chat,
     task_text,
 )
+from agentrl.rewards.options import DEFAULT_RUBRIC, JUDGE_MODES, JudgeSettings
 
 JUDGE = "judge"
-JUDGE_MODES = ("single", "rank")
 CACHE_ENTRIES = 4096
-
-DEFAULT_RUBRIC = (
-    "A good response does what the task asks, is correct, and is clear and concise. "
-    "Tool calls count only when they help. Penalise wrong facts, made-up results and "
-    "answers that do not address the task."
-)
-
-
-@dataclass(frozen=True)
-class JudgeSettings:
-    """How the judge is reached and asked (the ``judge_*`` options)."""
-
-    model: str = ""  # a model spec agentrl loads, run locally
-    url: str = ""  # an OpenAI-compatible base URL (http://host:port/v1)
-    api_model: str = ""  # the model name sent to the URL ('': the first the server lists)
-    rubric: str = DEFAULT_RUBRIC  # the rubric text, or @path of a file holding it
-    mode: str = "single"
-    max_tokens: int = 256  # reasoning tokens of the judge's reply
-    batch_size: int = 8
-    device: str = "auto"
-    dtype: str = "float32"
-
-    def __post_init__(self) -> None:
-        if self.mode not in JUDGE_MODES:
-            raise UsageError(
-                f"judge_mode must be one of {', '.join(JUDGE_MODES)}, got {self.mode!r}"
-            )
-        if self.model and self.url:
-            raise UsageError("give the judge as judge_model or as judge_url, not both")
-        if self.max_tokens < 0 or self.batch_size < 1:
-            raise UsageError("judge_max_tokens must be >= 0 and judge_batch_size >= 1")
-
-    def rubric_text(self) -> str:
-        if not self.rubric.startswith("@"):
-            return self.rubric
-        path = Path(self.rubric[1:]).expanduser()
-        try:
-            return path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise UsageError(f"judge_rubric {self.rubric!r}: {exc.strerror or exc}") from None
 
 
 def judge_settings(options: Any) -> JudgeSettings:
-    """The judge a run's config names (its ``judge_*`` options, its device and dtype);
-    a config that names neither a judge model nor a URL is a :class:`UsageError` now,
-    not at the first step's scoring."""
-    dtype = str(getattr(options, "dtype", "float32"))
+    """The judge a run's config names (its ``judge_*`` options, its device and dtype; what
+    it does not hold keeps the declared default); a config that names neither a judge
+    model nor a URL is a :class:`UsageError` now, not at the first step's scoring."""
+    d = JudgeSettings  # the declared defaults, as class attributes
     if options is not None and not (
-        getattr(options, "judge_model", "") or getattr(options, "judge_url", "")
+        getattr(options, "judge_model", d.model) or getattr(options, "judge_url", d.url)
     ):
         raise UsageError(
             "--reward_funcs judge needs a judge: --judge_model (a model agentrl loads, e.g. "
             "Qwen/Qwen2.5-0.5B-Instruct) or --judge_url (an OpenAI-compatible server)"
         )
     return JudgeSettings(
-        model=str(getattr(options, "judge_model", "")),
-        url=str(getattr(options, "judge_url", "")),
-        api_model=str(getattr(options, "judge_api_model", "")),
+        model=str(getattr(options, "judge_model", d.model)),
+        url=str(getattr(options, "judge_url", d.url)),
+        api_model=str(getattr(options, "judge_api_model", d.api_model)),
         rubric=str(getattr(options, "judge_rubric", "")) or DEFAULT_RUBRIC,
-        mode=str(getattr(options, "judge_mode", "single")),
-        max_tokens=int(getattr(options, "judge_max_tokens", 256)),
-        batch_size=int(getattr(options, "judge_batch_size", 8)),
-        device=str(getattr(options, "device", "auto")),
-        dtype=dtype,
+        mode=str(getattr(options, "judge_mode", d.mode)),
+        max_tokens=int(getattr(options, "judge_max_tokens", d.max_tokens)),
+        batch_size=int(getattr(options, "judge_batch_size", d.batch_size)),
+        device=str(getattr(options, "device", d.device)),
+        dtype=str(getattr(options, "dtype", d.dtype)),
     )
 
 

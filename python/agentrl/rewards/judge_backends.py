@@ -12,13 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agentrl.errors import UsageError
 from agentrl.rewards.judge_prompts import MAX_SCORE, cut_at_score
-
-if TYPE_CHECKING:
-    from agentrl.rewards.judge import JudgeSettings
+from agentrl.rewards.options import JudgeSettings
 
 # Seconds one request to a judge server may take before it counts as unreadable.
 REQUEST_TIMEOUT = 120.0

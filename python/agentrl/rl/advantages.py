@@ -46,6 +46,7 @@ import torch
 
 from agentrl.utils.options import option
 from agentrl.utils.registry import lookup, registrar
+from agentrl.utils.reward_baseline import REWARD_EMA_DECAY, REWARD_SCALE
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -97,10 +98,9 @@ class AdvantageConfig:
     )
     # The reward baseline's scale and EMA decay are reward settings (RewardConfig's
     # ``reward_scale`` and ``reward_ema_decay``, the scorer's list); the run's config
-    # copies them here. These defaults serve library calls without a run config, and a
-    # test keeps them equal to the reward settings' defaults.
-    reward_scale: float = field(default=3.0, metadata={"from": "reward"})
-    reward_ema_decay: float = field(default=0.98, metadata={"from": "reward"})
+    # copies them here. Both take their defaults from agentrl.utils.reward_baseline.
+    reward_scale: float = field(default=REWARD_SCALE, metadata={"from": "reward"})
+    reward_ema_decay: float = field(default=REWARD_EMA_DECAY, metadata={"from": "reward"})
 
 
 @dataclass

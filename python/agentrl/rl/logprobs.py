@@ -10,12 +10,14 @@ slice of tokens at a time and keep only each token's log-normaliser for the back
 pass, which recomputes the slice's softmax: at most ``chunk x vocabulary`` float32 values
 exist at once. :func:`linear_token_logps` also runs the output projection per slice, so
 the logits of all tokens never exist at all (forward or backward).
+
+The model's forward pass around them (which positions, which output layer, shared
+prompts) is `agentrl.training.forward.masked_logps`, the one home of model log-probs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +31,9 @@ __all__ = [
     "ForwardOutput",
     "chunk_tokens",
     "linear_token_logps",
+    "moe_kwargs",
     "sanitize_logits",
-    "sequence_logps",
-    "token_entropy",
+    "scaled_aux_loss",
     "token_logps",
 ]
 
@@ -53,13 +55,6 @@ def sanitize_logits(logits: torch.Tensor) -> torch.Tensor:
     if all_in_range(wide, -_CLAMP, _CLAMP):  # the usual case: nothing to replace or clamp
         return wide
     return torch.nan_to_num(wide, nan=0.0, posinf=30.0, neginf=-30.0).clamp(-_CLAMP, _CLAMP)
-
-
-def token_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of each position's next-token distribution (no gradient)."""
-    with torch.no_grad():
-        logp = torch.log_softmax(logits, dim=-1)
-        return -(logp.exp() * logp).sum(dim=-1)
 
 
 def chunk_tokens(vocab: int, elements: int | None = None) -> int:
@@ -300,35 +295,3 @@ def scaled_aux_loss(out: Any, aux_scale: float | None) -> torch.Tensor | None:
     if aux is not None and aux_scale is not None:
         aux = aux * aux_scale
     return aux if torch.is_tensor(aux) else None
-
-
-def sequence_logps(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    *,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-    autocast: Callable[[], AbstractContextManager[object]] | None = None,
-) -> ForwardOutput:
-    """Score every next token of ``input_ids`` under ``model``.
-
-    ``temperature`` divides the logits first, for engines whose behaviour log-probs were
-    taken at the sampling temperature; the default scores the raw policy distribution.
-    """
-    kwargs, aux_scale = moe_kwargs(model)
-    with (autocast or nullcontext)():
-        out = model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-    logits = out.logits[:, :-1, :]
-    rows, width = logits.shape[:2]
-    logps, entropy = token_logps(
-        logits.reshape(rows * width, -1),
-        input_ids[:, 1:].reshape(-1),
-        temperature=temperature,
-        with_entropy=with_entropy,
-    )
-    return ForwardOutput(
-        logps=logps.view(rows, width),
-        entropy=None if entropy is None else entropy.view(rows, width),
-        aux_loss=scaled_aux_loss(out, aux_scale),
-    )

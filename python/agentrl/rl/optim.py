@@ -3,10 +3,11 @@
 One training step may be split into micro-batches (bounded activation memory) and an
 optimizer step may span several training steps (gradient accumulation). Two promises:
 
-- Micro-batching does not change the objective: each micro-batch's loss is weighted by
-  its share of the reduction's denominator (rows for grpo/dr_grpo, tokens for
-  bnpo; likewise for the other reductions), so the weighted
-  sum is the full-batch loss.
+- Micro-batching does not change the objective: each micro-batch contributes its loss's
+  numerator over the whole batch's denominator (rows for grpo/dr_grpo, tokens for bnpo;
+  likewise for the other reductions), so the contributions sum to the full-batch loss.
+  The rows are cut in `agentrl.training.minibatch`; their metrics merge here
+  (:func:`merge_microbatch_metrics`).
 - A step whose loss or gradient is not finite is skipped and reported, and nothing else
   moves: the parameters, the optimizer state, the scheduler and the gradient already
   accumulated from earlier steps stay exactly as they were. The gradient of earlier
@@ -42,8 +43,6 @@ __all__ = [
     "build_scheduler",
     "clip_and_step",
     "merge_microbatch_metrics",
-    "microbatch_slices",
-    "microbatch_weights",
 ]
 
 logger = logging.getLogger(__name__)
@@ -112,25 +111,6 @@ def build_scheduler(
         return CosineAnnealingLR(optimizer, T_max=t_max, eta_min=config.learning_rate / 10)
 
     return LambdaLR(optimizer, lambda step: lr_factor(step, t_max, warmup, floor))
-
-
-def microbatch_slices(num_rows: int, size: int) -> list[slice]:
-    """Consecutive row ranges of at most ``size`` rows (one range when size <= 0)."""
-    if size <= 0 or size >= num_rows:
-        return [slice(0, num_rows)]
-    return [slice(start, min(start + size, num_rows)) for start in range(0, num_rows, size)]
-
-
-def microbatch_weights(denominators: Sequence[float], total: float) -> list[float]:
-    """Weight of each micro-batch: its denominator over the whole batch's.
-
-    With loss_c = numerator_c / denominator_c, sum(weight_c * loss_c) = sum(numerator_c)
-    / total = the full-batch loss.
-    """
-    total = float(total)
-    if total <= 0:
-        raise ValueError("the batch denominator must be positive")
-    return [float(d) / total for d in denominators]
 
 
 def merge_microbatch_metrics(parts: Sequence[tuple[dict[str, Any], Any, Any]]) -> dict[str, Any]:

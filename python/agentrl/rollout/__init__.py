@@ -1,7 +1,7 @@
 """Rollout: sampling, batched generation, the multi-turn agent loop, async production."""
 
 from agentrl.rollout.async_rollout import AsyncRollout, percentile, split_fresh_groups
-from agentrl.rollout.engine import Generation, TorchEngine, forward_logprobs
+from agentrl.rollout.engine import Generation, TorchEngine
 from agentrl.rollout.episodes import EpisodeConfig, RolloutEngine, parse_calls, run_episodes
 from agentrl.rollout.sampling import SampleResult, SamplingParams, sample_tokens
 from agentrl.trajectory import PolicyVersion, RolloutGroup, Trajectory
@@ -17,7 +17,6 @@ __all__ = [
     "SamplingParams",
     "TorchEngine",
     "Trajectory",
-    "forward_logprobs",
     "parse_calls",
     "percentile",
     "run_episodes",

@@ -16,17 +16,14 @@ that path gives the logits of the model's own attention.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from agentrl.errors import RecurringError, first_line
 from agentrl.rollout.decoding import EagerDecoding
 from agentrl.rollout.kv_store import count_unsupported
-from agentrl.rollout.prefill import MIN_SHARED_PREFIX
-
-if TYPE_CHECKING:
-    from agentrl.rollout.engine import TorchEngine
+from agentrl.rollout.prefill import MIN_SHARED_PREFIX, Forward
 
 logger = logging.getLogger(__name__)
 
@@ -55,25 +52,36 @@ def prefix_kwargs(cache: Any) -> dict[str, Any]:
 
 
 class CompiledDecoding:
-    """Decoding steps through the compiled model over a fixed-size cache (module doc).
+    """Decoding steps through ``model`` compiled, over a fixed-size cache (module doc).
 
+    ``forward`` runs the engine's model or the module it is given (the compiled one);
+    ``fallback_token_id`` is a token any row may be fed (the shared-prefix check's input).
     ``shared_prefix``: whether steps go through the grouped attention of `shared_prefix`
     (and so may hold a shared prompt prefix once); None: not checked yet.
     """
 
-    def __init__(self, engine: TorchEngine, shared_prefix: bool | None) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        forward: Forward,
+        model: torch.nn.Module,
+        fallback_token_id: int,
+        shared_prefix: bool | None,
+    ) -> None:
+        self.forward = forward
+        self.model = model
+        self.fallback_token_id = fallback_token_id
         self.shared_prefix = shared_prefix
-        self.eager = EagerDecoding(engine)
+        self.eager = EagerDecoding(forward)
         self.compiled: torch.nn.Module | None = None
 
-    def begin(self, cache: Any, attn: torch.Tensor, budget: int, common: int) -> tuple[Any, Any]:
+    def begin(
+        self, cache: Any, attn: torch.Tensor, budget: int, common: int, stats: dict[str, int]
+    ) -> tuple[Any, Any]:
         """The prefilled ``cache`` (positions under ``attn``) as a fixed-size copy, holding
         the ``common`` leading positions once when there are enough of them; the eager
         strategy's cache when it cannot be copied (warned once, counted)."""
         from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed  # imports transformers
 
-        engine = self.engine
         room = min(budget, FIXED_ROOM)
         candidate = common if common >= MIN_SHARED_PREFIX else 0
         if self.shared_prefix is None:
@@ -82,44 +90,48 @@ class CompiledDecoding:
         fixed = as_fixed(cache, attn.size(1), room, shared)
         if fixed is None:
             count_unsupported(
-                engine.stats,
+                stats,
                 "compiled_decode_unsupported",
                 "compile_decode: %s caches have no fixed-size form here; these rows decode eagerly",
                 cache,
             )
-            return self.eager.begin(cache, attn, budget, common)
+            return self.eager.begin(cache, attn, budget, common, stats)
         if self.compiled is None:
-            self.compiled = torch.compile(engine.model, dynamic=True)
+            self.compiled = torch.compile(self.model, dynamic=True)
         if shared:
-            engine.stats["shared_prefix_decodes"] += 1
+            stats["shared_prefix_decodes"] += 1
         return fixed, self
 
     def step(
-        self, token_col: torch.Tensor, attn: torch.Tensor, next_pos: torch.Tensor, cache: Any
+        self,
+        token_col: torch.Tensor,
+        attn: torch.Tensor,
+        next_pos: torch.Tensor,
+        cache: Any,
+        stats: dict[str, int],
     ) -> tuple[torch.Tensor, Any]:
         """One compiled decoding step over a fixed-size cache (copied into a larger one when
         full); the mask spans the whole buffer, its unfilled tail hidden."""
         from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed, capacity, prefix_length
 
-        engine = self.engine
         if attn.size(1) > capacity(cache):
             cache = as_fixed(cache, attn.size(1) - 1, FIXED_ROOM)
         shared = prefix_length(cache)
         mask = torch.nn.functional.pad(attn[:, shared:], (0, capacity(cache) - attn.size(1)))
         extra = prefix_kwargs(cache) if self.shared_prefix else None
         try:
-            out = engine._forward(
+            out = self.forward(
                 token_col, mask, next_pos.unsqueeze(-1), cache, model=self.compiled, extra=extra
             )
         except Exception as exc:
             if not is_compile_failure(exc):
                 raise
             raise CompileFailed(
-                f"compile_decode: compiling {type(engine.model).__name__} for decoding failed "
+                f"compile_decode: compiling {type(self.model).__name__} for decoding failed "
                 f"({type(exc).__name__}: {first_line(exc, 300)}); decode eagerly with "
                 "agentrl train --rollout_compile 0 (or TorchEngine(compile_decode=False))"
             ) from exc
-        engine.stats["compiled_decode_steps"] += 1
+        stats["compiled_decode_steps"] += 1
         return out
 
     def _shared_prefix_agrees(self, cache: Any, attn: torch.Tensor, shared: int) -> bool | None:
@@ -132,20 +144,19 @@ class CompiledDecoding:
         the next one checks again."""
         from agentrl.rollout.kv_cache import as_fixed, capacity
 
-        engine = self.engine
         width = attn.size(1)
         steps = []
         for grouped, split in ((False, 0), (True, shared)):
             fixed = as_fixed(cache, width, 1, split)
             if fixed is None:
                 return False
-            ids = torch.full((attn.size(0), 1), engine.fallback_token_id, device=attn.device)
+            ids = torch.full((attn.size(0), 1), self.fallback_token_id, device=attn.device)
             mask = torch.cat([attn, attn.new_ones((attn.size(0), 1))], dim=-1)[:, split:]
             mask = torch.nn.functional.pad(mask, (0, capacity(fixed) - width - 1))
             extra = prefix_kwargs(fixed) if grouped else None
             positions = attn.sum(-1, keepdim=True)
             try:
-                logits, _ = engine._forward(ids, mask, positions, fixed, extra=extra)
+                logits, _ = self.forward(ids, mask, positions, fixed, extra=extra)
             except torch.OutOfMemoryError as exc:
                 logger.warning(
                     "compile_decode: the shared-prefix check ran out of memory (%s); "
@@ -169,7 +180,7 @@ class CompiledDecoding:
             logger.warning(
                 "compile_decode: %s does not take the shared-prefix attention path; "
                 "decoding uses its own attention over every row's whole cache",
-                type(engine.model).__name__,
+                type(self.model).__name__,
             )
         return agrees
 

@@ -7,9 +7,10 @@ tokens (`DecodeState.record`: a row ends on an end token, a stop string or its b
 then feeds them back (`DecodeState.feed`), dropping finished rows from the batch
 (compaction) once enough have accumulated.
 
-How the model runs one decoding step is a strategy beside it: `EagerDecoding` calls the
-model over a cache that grows in place (`kv_cache.with_room`);
-`compiled_decoding.CompiledDecoding` runs a compiled model over a fixed-size cache.
+How the model runs one decoding step is a strategy beside it, given the engine's forward
+function (`prefill.Forward`): `EagerDecoding` calls the model over a cache that grows in
+place (`kv_cache.with_room`); `compiled_decoding.CompiledDecoding` runs a compiled model
+over a fixed-size cache.
 """
 
 from __future__ import annotations
@@ -17,16 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
 from agentrl.rollout.batch_engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Generation
-from agentrl.rollout.prefill import select_cache_rows
+from agentrl.rollout.prefill import Forward, select_cache_rows
 from agentrl.rollout.sampling import SampleResult
-
-if TYPE_CHECKING:
-    from agentrl.rollout.engine import TorchEngine
 
 
 def finite_logp(value: float) -> float:
@@ -205,40 +203,53 @@ class DecodeState:
 
 
 class Decoding(Protocol):
-    """How the model runs decoding steps over a prefilled cache."""
+    """How the model runs decoding steps over a prefilled cache (counting into the engine's
+    ``stats`` of the moment)."""
 
-    def begin(self, cache: Any, attn: torch.Tensor, budget: int, common: int) -> tuple[Any, Any]:
+    def begin(
+        self, cache: Any, attn: torch.Tensor, budget: int, common: int, stats: dict[str, int]
+    ) -> tuple[Any, Any]:
         """The cache to decode over (``attn`` masks its positions; ``budget`` new tokens at
         most; the ``common`` leading positions are the same in every row) and the strategy
         that decodes it (itself, or another when it cannot)."""
         ...
 
     def step(
-        self, token_col: torch.Tensor, attn: torch.Tensor, next_pos: torch.Tensor, cache: Any
+        self,
+        token_col: torch.Tensor,
+        attn: torch.Tensor,
+        next_pos: torch.Tensor,
+        cache: Any,
+        stats: dict[str, int],
     ) -> tuple[torch.Tensor, Any]:
         """One step: next logits and cache for input tokens ``token_col`` at ``next_pos``."""
         ...
 
 
 class EagerDecoding:
-    """Decoding through the model as it is, over a cache growing in place: at most
-    INITIAL_ROOM positions of room up front, doubling after, so a large budget that rows
+    """Decoding through the model as it is (``forward``), over a cache growing in place: at
+    most INITIAL_ROOM positions of room up front, doubling after, so a large budget that rows
     do not use costs no memory."""
 
-    def __init__(self, engine: TorchEngine) -> None:
-        self.engine = engine
+    def __init__(self, forward: Forward) -> None:
+        self.forward = forward
 
     def begin(
-        self, cache: Any, attn: torch.Tensor, budget: int, common: int
+        self, cache: Any, attn: torch.Tensor, budget: int, common: int, stats: dict[str, int]
     ) -> tuple[Any, EagerDecoding]:
         from agentrl.rollout.kv_cache import INITIAL_ROOM, with_room  # imports transformers
 
         return with_room(cache, min(budget, INITIAL_ROOM)), self
 
     def step(
-        self, token_col: torch.Tensor, attn: torch.Tensor, next_pos: torch.Tensor, cache: Any
+        self,
+        token_col: torch.Tensor,
+        attn: torch.Tensor,
+        next_pos: torch.Tensor,
+        cache: Any,
+        stats: dict[str, int],
     ) -> tuple[torch.Tensor, Any]:
-        return self.engine._forward(token_col, attn, next_pos.unsqueeze(-1), cache)
+        return self.forward(token_col, attn, next_pos.unsqueeze(-1), cache)
 
 
 __all__ = [

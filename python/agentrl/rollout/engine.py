@@ -19,7 +19,8 @@ different lengths and generates for all of them at once. One call reads top to b
   cache after the call; a later row with the same key whose prompt starts with those ids
   prefills only the rest, so multi-turn episodes append each observation instead of
   prefilling the whole context again;
-* behaviour log-probs come from the raw policy distribution (`sampling`).
+* behaviour log-probs come from the raw policy distribution (`sampling`); the trainer
+  recomputes them with `agentrl.training.forward.masked_logps`.
 
 `update_weights` loads new policy weights between generations (the engine lock makes it
 wait for a running `generate`), skipping weights with non-finite values
@@ -59,7 +60,7 @@ from agentrl.rollout.decoding import (
 )
 from agentrl.rollout.kv_store import KVStore
 from agentrl.rollout.prefill import Prefill, select_cache_rows
-from agentrl.rollout.sampling import SamplingParams, gather_logprobs, sample_tokens, seen_mask
+from agentrl.rollout.sampling import SamplingParams, sample_tokens, seen_mask
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -156,7 +157,7 @@ class TorchEngine(BatchEngine):
         self.kv_store = KVStore()
         self.compile_decode = bool(compile_decode)
         self.decoding: Decoding = (
-            self._compiled_decoding() if self.compile_decode else EagerDecoding(self)
+            self._compiled_decoding() if self.compile_decode else EagerDecoding(self._forward)
         )
 
     # ---- configuration helpers ----
@@ -172,7 +173,8 @@ class TorchEngine(BatchEngine):
             )
         from agentrl.rollout import shared_prefix
 
-        return CompiledDecoding(self, None if shared_prefix.enable(self.model) else False)
+        shared = None if shared_prefix.enable(self.model) else False
+        return CompiledDecoding(self._forward, self.model, self.fallback_token_id, shared)
 
     def _autocast_factory(self, autocast: bool | AutocastFactory | None) -> AutocastFactory:
         if callable(autocast):
@@ -343,7 +345,9 @@ class TorchEngine(BatchEngine):
         valid = None if vocab is None else (lambda ids: self._valid_ids(ids, vocab))
         filled = prefill.rows([rows[i] for i in live], reuse, self.stats, valid)
         most = max(budgets[i] for i in live)
-        cache, decoding = self.decoding.begin(filled.cache, filled.attn, most, filled.common)
+        cache, decoding = self.decoding.begin(
+            filled.cache, filled.attn, most, filled.common, self.stats
+        )
         logits, attn = filled.logits, filled.attn
         if filled.copied:  # rows that copy a distinct prompt get their own cache rows
             source = torch.tensor(filled.source, dtype=torch.long, device=self.device)
@@ -372,7 +376,7 @@ class TorchEngine(BatchEngine):
             self.stats["compactions"] += int(compacted)
             self.stats["decode_rows"] += state.size
             state.logits, state.cache = decoding.step(
-                token_col, state.attn, state.next_pos, state.cache
+                token_col, state.attn, state.next_pos, state.cache, self.stats
             )
             state.next_pos = state.next_pos + 1
 
@@ -399,26 +403,6 @@ def _embedding_rows(model: torch.nn.Module) -> int | None:
     return int(weight.shape[0]) if weight is not None else None
 
 
-@torch.no_grad()
-def forward_logprobs(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor | None = None,
-    autocast: AutocastFactory | None = None,
-    temperature: float = 1.0,
-) -> torch.Tensor:
-    """Log-prob of every token after the first under ``logits / temperature`` (1.0: the raw
-    policy): shape ``[batch, len - 1]``.
-
-    The reference computation behind the rollout's behaviour log-probs (no cache, one
-    forward pass over whole sequences), used to check them and by evaluation code.
-    """
-    context = autocast() if autocast is not None else contextlib.nullcontext()
-    with context:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-    return gather_logprobs(logits[:, :-1, :], input_ids[:, 1:], temperature)
-
-
 __all__ = [
     "FINISH_EOS",
     "FINISH_LENGTH",
@@ -428,7 +412,6 @@ __all__ = [
     "Generation",
     "TorchEngine",
     "WeightSource",
-    "forward_logprobs",
     "generation_rows",
     "tokenizer_end_ids",
 ]

@@ -16,13 +16,15 @@ class RolloutConfig:
 
     SECTION: ClassVar[str] = "rollout"
 
-    num_generations: int = option(4, "trajectories per prompt (the group size G)", check=">=1")
-    max_turns: int = option(3, "assistant turns per episode", check=">=1")
+    num_generations: int = option(
+        4, "trajectories per prompt (the group size G)", check=">=1", common=True
+    )
+    max_turns: int = option(3, "assistant turns per episode", check=">=1", common=True)
     tool_workers: int = option(
         8, "episodes whose tool calls run at once (1: one episode's after another)", check=">=1"
     )
     thinking_ratio: float = option(0.0, "share of prompts rendered with thinking on", check="[0,1]")
-    temperature: float = option(0.7, "sampling temperature", check=">=0")
+    temperature: float = option(0.7, "sampling temperature", check=">=0", common=True)
     top_p: float = option(0.88, "nucleus sampling mass", check="(0,1]")
     top_k: int = option(40, "top-k filter (0: off)", check=">=0")
     min_p: float = option(
@@ -57,13 +59,14 @@ class RolloutConfig:
         "tokens can differ from eager decoding by float rounding)",
     )
     max_context_len: int = option(1024, "prompt tokens kept (from the end)", check=">=1")
-    max_gen_len: int = option(192, "new tokens per assistant turn", check=">=1")
+    max_gen_len: int = option(192, "new tokens per assistant turn", check=">=1", common=True)
     max_total_len: int = option(1536, "packed sequence length (longer keeps its tail)", check=">=2")
     rollout_engine: str = option(
         "torch",
         "torch (in process), sglang (a running SGLang server), vllm (vLLM in process), "
         "vllm-server (a running `vllm serve`, at rollout_url)",
         ("torch", "sglang", "vllm", "vllm-server"),
+        common=True,
     )
     rollout_url: str = option("http://localhost:8000", "vLLM server URL (vllm-server)")
     weight_sync: str = option(

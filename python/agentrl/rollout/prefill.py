@@ -10,9 +10,9 @@ tail after the kept positions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -21,8 +21,21 @@ from agentrl.rollout.kv_store import Reuse, common_prefix
 # A prefix shared by every prompt of a batch is prefilled once when at least this long.
 MIN_SHARED_PREFIX = 16
 
-# forward(ids, attention mask, position ids, cache) -> (last logits, cache)
-Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], tuple[torch.Tensor, Any]]
+
+class Forward(Protocol):
+    """One forward pass of the engine's model: the last position's logits (float32) and the
+    new cache. ``model``: another module to run in its place (the compiled decoder);
+    ``extra``: more keyword arguments for it."""
+
+    def __call__(
+        self,
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        positions: torch.Tensor,
+        cache: Any,
+        model: torch.nn.Module | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> tuple[torch.Tensor, Any]: ...
 
 
 @dataclass

@@ -308,20 +308,6 @@ def sample_tokens(
     return SampleResult(tokens, logps, sample_logps, nonfinite, fallback)
 
 
-def gather_logprobs(
-    logits: torch.Tensor, token_ids: torch.Tensor, temperature: float = 1.0
-) -> torch.Tensor:
-    """Log-probs of ``token_ids`` under ``logits / temperature`` (last dim = vocab), sanitised.
-
-    Ids outside the vocabulary are clamped into it rather than raising.
-    """
-    clean, _ = sanitize_logits(logits)
-    if temperature != 1.0:
-        clean = clean / temperature
-    ids = token_ids.clamp(min=0, max=clean.size(-1) - 1)
-    return F.log_softmax(clean, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-
-
 def seen_mask(
     rows: Sequence[Sequence[int]], vocab_size: int, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
@@ -339,7 +325,6 @@ __all__ = [
     "SampleResult",
     "SamplingParams",
     "apply_repetition_penalty",
-    "gather_logprobs",
     "min_p_filter",
     "sample_tokens",
     "sampling_logits",

@@ -1,5 +1,6 @@
 """Tools the policy can call: registry, ``@tool`` decorator, built-ins, schema helpers, and
-the sandboxed ``python`` tool (:mod:`agentrl.tools.python_sandbox`)."""
+the sandboxed ``python`` tool (:mod:`agentrl.tools.python_sandbox`; its per-episode
+environment is `agentrl.envs.python_env`)."""
 
 from agentrl.tools.builtin import (
     CALCULATE_MATH_SPEC,
@@ -13,12 +14,10 @@ from agentrl.tools.builtin import (
     builtin_registry,
 )
 from agentrl.tools.python_sandbox import (
-    PythonEnvironment,
     PythonSandbox,
     PythonToolError,
     SandboxLimits,
     SandboxUnavailable,
-    python_environment,
     python_tool,
 )
 from agentrl.tools.registry import (
@@ -55,7 +54,6 @@ __all__ = [
     "UNIT_CONVERTER_SPEC",
     "UNIT_FACTORS",
     "ArgumentError",
-    "PythonEnvironment",
     "PythonSandbox",
     "PythonToolError",
     "SandboxLimits",
@@ -75,7 +73,6 @@ __all__ = [
     "merge_tool_specs",
     "normalize_tool_schema",
     "parse_tool_schema",
-    "python_environment",
     "python_tool",
     "resolve_tool_specs",
     "supported_tool_names",

@@ -22,8 +22,8 @@ refuses to start rather than run with less, except where an option says otherwis
 * **output**: stdout and stderr (of child processes too) are captured up to a cap.
 
 :func:`python_tool` makes the stateless tool (a fresh interpreter per call);
-:class:`PythonEnvironment` gives each episode its own interpreter, closed with the
-episode (``--python_keep_state 1``, the default for ``--tools python``).
+`agentrl.envs.python_env.PythonEnvironment` gives each episode its own interpreter, closed
+with the episode (``--python_keep_state 1``, the default for ``--tools python``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,7 @@ import contextlib
 import itertools
 import json
 import os
-import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -45,11 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.errors import UsageError
+from agentrl.tools.framing import FrameTimeout, read_frame, write_frame
 from agentrl.tools.registry import Tool
 
 PYTHON_TOOL = "python"
 _BOOT = Path(__file__).with_name("sandbox_boot.py")
-_HEADER = struct.Struct("<I")
 # Fresh uids for sandboxes started as root: far above any real account's, one per sandbox.
 _UID_BASE, _UID_SPAN = 0x60000000, 1 << 24
 _uids = itertools.count((os.getpid() * 4099) % _UID_SPAN)
@@ -79,17 +77,22 @@ class PythonToolError(RuntimeError):
     """The code failed (an exception, a time or memory limit); the message says how."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SandboxLimits:
-    """Limits of one sandbox; ``cpu_seconds`` 0 means the wall-clock ``timeout``."""
+    """Limits of one sandbox; ``cpu_seconds`` 0 means the wall-clock ``timeout``.
 
-    timeout: float = 10.0  # wall-clock seconds per call
+    ``timeout``, ``memory_mb`` and ``allow_network`` are the run's ``python_*`` options,
+    declared with their defaults in `agentrl.data.options.DataConfig` (see
+    :func:`limits_from_options`); the others are the sandbox's own.
+    """
+
+    timeout: float  # wall-clock seconds per call
+    memory_mb: int  # address space of each process
+    allow_network: bool
     cpu_seconds: float = 0.0  # CPU seconds per call (0: timeout)
-    memory_mb: int = 512  # address space of each process
     max_processes: int = 16  # processes of the sandbox's uid
     disk_mb: int = 16  # the private /tmp, and the largest file
     max_output_chars: int = 4096  # each of stdout and stderr
-    allow_network: bool = False
 
     def __post_init__(self) -> None:
         checks = {
@@ -118,8 +121,8 @@ class PythonSandbox:
     result says the state was lost. Calls on one sandbox run one at a time.
     """
 
-    def __init__(self, limits: SandboxLimits | None = None) -> None:
-        self.limits = limits or SandboxLimits()
+    def __init__(self, limits: SandboxLimits) -> None:
+        self.limits = limits
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._lost_state = False
@@ -259,7 +262,7 @@ class PythonSandbox:
         assert process is not None and process.stdin is not None
         data = json.dumps({"code": code, "cpu": self.limits.cpu}).encode()
         try:
-            process.stdin.write(_HEADER.pack(len(data)) + data)
+            write_frame(process.stdin.fileno(), data)
         except OSError:
             raise PythonToolError("the interpreter died") from None
         return self._receive(self.limits.timeout)
@@ -267,38 +270,29 @@ class PythonSandbox:
     def _receive(self, timeout: float) -> dict[str, Any]:
         process = self._process
         assert process is not None and process.stdout is not None
-        deadline = time.monotonic() + timeout
-        fd = process.stdout.fileno()
-        head = self._read(fd, _HEADER.size, deadline)
-        (size,) = _HEADER.unpack(head)
         # A reply holds two capped outputs, an error line and a value: far below this.
-        if size > 16 * self.limits.max_output_chars + 65536:
-            raise PythonToolError("the interpreter sent a malformed reply")
+        limit = 16 * self.limits.max_output_chars + 65536
         try:
-            reply = json.loads(self._read(fd, size, deadline))
+            body = read_frame(process.stdout.fileno(), time.monotonic() + timeout, limit)
+        except FrameTimeout:
+            self.stats["timeouts"] += 1
+            raise PythonToolError(
+                f"TimeoutError: the code ran past the {self.limits.timeout:g}s time limit "
+                "(it was killed, its variables are gone)"
+            ) from None
+        except EOFError:
+            raise PythonToolError(
+                "the interpreter died (a limit was passed, or it exited)"
+            ) from None
+        except ValueError:
+            raise PythonToolError("the interpreter sent a malformed reply") from None
+        try:
+            reply = json.loads(body)
         except ValueError:
             raise PythonToolError("the interpreter sent a malformed reply") from None
         if not isinstance(reply, dict):
             raise PythonToolError("the interpreter sent a malformed reply")
         return reply
-
-    def _read(self, fd: int, n: int, deadline: float) -> bytes:
-        parts, left = [], n
-        while left:
-            wait = deadline - time.monotonic()
-            ready = select.select([fd], [], [], max(wait, 0.0))[0] if wait > 0 else []
-            if not ready:
-                self.stats["timeouts"] += 1
-                raise PythonToolError(
-                    f"TimeoutError: the code ran past the {self.limits.timeout:g}s time limit "
-                    "(it was killed, its variables are gone)"
-                )
-            chunk = os.read(fd, left)
-            if not chunk:
-                raise PythonToolError("the interpreter died (a limit was passed, or it exited)")
-            parts.append(chunk)
-            left -= len(chunk)
-        return b"".join(parts)
 
 
 def _failure_text(error: str, result: dict[str, Any]) -> str:
@@ -313,24 +307,24 @@ def _failure_text(error: str, result: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
-def check_sandbox(limits: SandboxLimits | None = None) -> dict[str, Any]:
+def check_sandbox(limits: SandboxLimits) -> dict[str, Any]:
     """Start a sandbox, run nothing, close it: its guarantees, or SandboxUnavailable."""
     with PythonSandbox(limits) as sandbox:
         return sandbox.guarantees()
 
 
-def python_tool(limits: SandboxLimits | None = None) -> Tool:
+def python_tool(limits: SandboxLimits) -> Tool:
     """The stateless ``python`` tool: every call in a fresh sandbox, closed after it."""
-    chosen = limits or SandboxLimits()
 
     def python(args: dict[str, Any]) -> dict[str, Any]:
-        with PythonSandbox(chosen) as sandbox:
+        with PythonSandbox(limits) as sandbox:
             return sandbox.run(args.get("code", ""))
 
-    return _tool(python, chosen)
+    return sandbox_tool(python, limits)
 
 
-def _tool(fn: Callable[[dict[str, Any]], Any], limits: SandboxLimits) -> Tool:
+def sandbox_tool(fn: Callable[[dict[str, Any]], Any], limits: SandboxLimits) -> Tool:
+    """The ``python`` tool calling ``fn(args)``, with waits and caps fitted to ``limits``."""
     spec = json.loads(json.dumps(PYTHON_SPEC))
     # The registry's own wait outlasts the sandbox's limit, so the sandbox's answer wins;
     # start-up (a second or so) counts too.
@@ -346,12 +340,12 @@ def _tool(fn: Callable[[dict[str, Any]], Any], limits: SandboxLimits) -> Tool:
 
 
 def limits_from_options(options: Any) -> SandboxLimits:
-    """The sandbox limits a run's config asks for (its ``python_*`` options)."""
-    defaults = SandboxLimits()
+    """The sandbox limits a run's config (or its ``data`` section, `DataConfig`) asks for:
+    its ``python_*`` options."""
     return SandboxLimits(
-        timeout=float(getattr(options, "python_timeout", defaults.timeout)),
-        memory_mb=int(getattr(options, "python_memory_mb", defaults.memory_mb)),
-        allow_network=bool(getattr(options, "python_allow_network", defaults.allow_network)),
+        timeout=float(options.python_timeout),
+        memory_mb=int(options.python_memory_mb),
+        allow_network=bool(options.python_allow_network),
     )
 
 
@@ -366,58 +360,9 @@ def checked_limits(options: Any) -> SandboxLimits:
     return limits
 
 
-class PythonEnvironment:
-    """An episode environment with its own ``python`` interpreter, closed with the episode.
-
-    ``inner`` is the user's environment factory (or None): its tools, ``reset``,
-    ``reward`` and ``close`` are passed through, so ``--environment`` and the stateful
-    ``python`` tool go together.
-    """
-
-    def __init__(self, limits: SandboxLimits, inner: Callable[[], Any] | None = None) -> None:
-        self.sandbox = PythonSandbox(limits)
-        self.inner = inner() if inner is not None else None
-        if self.inner is not None and callable(getattr(self.inner, "reward", None)):
-            self.reward = self.inner.reward
-        self.tools = [*self._inner_tools(), _tool(self._run, limits)]
-
-    def _inner_tools(self) -> list[Any]:
-        from agentrl.envs.environment import environment_tools
-
-        return [] if self.inner is None else environment_tools(self.inner)
-
-    def _run(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self.sandbox.run(args.get("code", ""))
-
-    def reset(self, sample: Any) -> Any:
-        reset = getattr(self.inner, "reset", None)
-        return reset(sample) if callable(reset) else None
-
-    def close(self) -> None:
-        try:
-            self.sandbox.close()
-        finally:
-            close = getattr(self.inner, "close", None)
-            if callable(close):
-                close()
-
-
-def python_environment(
-    limits: SandboxLimits, inner: Callable[[], Any] | None = None
-) -> Callable[[], PythonEnvironment]:
-    """A factory of :class:`PythonEnvironment` objects (what ``--environment`` takes)."""
-
-    def factory() -> PythonEnvironment:
-        return PythonEnvironment(limits, inner)
-
-    factory.__name__ = "python_environment"
-    return factory
-
-
 __all__ = [
     "PYTHON_SPEC",
     "PYTHON_TOOL",
-    "PythonEnvironment",
     "PythonSandbox",
     "PythonToolError",
     "SandboxLimits",
@@ -425,6 +370,6 @@ __all__ = [
     "check_sandbox",
     "checked_limits",
     "limits_from_options",
-    "python_environment",
     "python_tool",
+    "sandbox_tool",
 ]

@@ -2,7 +2,8 @@
 
 Run as a script (``python -I sandbox_boot.py SETTINGS_JSON``) by
 :mod:`agentrl.tools.python_sandbox`, never imported by agentrl itself: it uses the standard
-library only, because after set-up it can read nothing but the interpreter's own files.
+library only, because after set-up it can read nothing but the interpreter's own files
+(its frames come from the file beside it, `framing.py`, loaded by path before set-up).
 
 Set-up, in order (a step that fails stops the sandbox with a ``setup_error`` frame):
 
@@ -21,7 +22,7 @@ Set-up, in order (a step that fails stops the sandbox with a ``setup_error`` fra
    the new root, write only in ``/tmp`` and two devices; TCP connect/bind refused and
    signals and abstract sockets scoped to the sandbox where the ABI has them.
 
-Then frames (a 4-byte little-endian length and UTF-8 JSON) go both ways on two private
+Then frames (`framing`: a length, then UTF-8 JSON) go both ways on two private
 file descriptors: ``{"code": ..., "cpu": seconds}`` in, ``{"status", "stdout", "stderr",
 "error", "value"}`` out. Descriptors 1 and 2 write to memory files read back after each
 call, so what child processes print is captured too.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import ctypes
+import importlib.util
 import json
 import math
 import os
@@ -40,6 +42,7 @@ import signal
 import struct
 import sys
 import traceback
+import types
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -48,7 +51,6 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, MNT_DETACH = 1, 38, 2
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 SYS_LANDLOCK_CREATE, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT = 444, 445, 446
 WORKDIR = "/tmp/work"
-_HEADER = struct.Struct("<I")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -73,30 +75,29 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     )
 
 
+def _load_framing() -> types.ModuleType:
+    """`agentrl.tools.framing`, loaded from the file beside this one."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "framing.py")
+    spec = importlib.util.spec_from_file_location("_agentrl_framing", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_framing = _load_framing()
+
+
 def send(fd: int, value: dict) -> None:
-    data = json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")
-    view = memoryview(_HEADER.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
+    _framing.write_frame(fd, json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
 
 
 def receive(fd: int) -> dict | None:
-    head = _read_exact(fd, _HEADER.size)
-    if head is None:
+    """The next request, None when the pipe has ended."""
+    try:
+        return json.loads(_framing.read_frame(fd))
+    except EOFError:
         return None
-    body = _read_exact(fd, _HEADER.unpack(head)[0])
-    return None if body is None else json.loads(body)
-
-
-def _read_exact(fd: int, n: int) -> bytes | None:
-    parts, left = [], n
-    while left:
-        chunk = os.read(fd, left)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
 
 
 # ---------------------------------------------------------------- Landlock

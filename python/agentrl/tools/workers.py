@@ -11,8 +11,8 @@ result is refused without being encoded (or sent back) in full.
 Workers are fresh interpreters (``python -c``, with this process's ``sys.path``): forking
 a process that runs torch threads is not safe, and unlike ``multiprocessing``'s spawn they
 never re-run the main script, so a training script needs no ``__main__`` guard. Requests
-and replies are length-prefixed pickles on the worker's stdin and a copy of its stdout;
-what a tool prints goes to stderr. Workers are kept warm between calls.
+and replies are pickles in frames (`agentrl.tools.framing`) on the worker's stdin and a copy
+of its stdout; what a tool prints goes to stderr. Workers are kept warm between calls.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import os
 import pathlib
 import pickle
 import select
-import struct
 import subprocess
 import sys
 import threading
@@ -38,6 +37,8 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import IO, Any
+
+from agentrl.tools.framing import read_frame, write_frame
 
 
 def tool_json_default(value: Any) -> Any:
@@ -148,29 +149,12 @@ def resolve_reference(module: str, qualname: str) -> Callable[..., Any]:
     return inner if callable(inner) and hasattr(value, "spec") else value
 
 
-_HEADER = struct.Struct("<Q")
+def _send(fd: int, value: Any) -> None:
+    write_frame(fd, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _write_frame(stream: IO[bytes], value: Any) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
-
-
-def _read_exact(stream: IO[bytes], n: int) -> bytes:
-    chunks, left = [], n
-    while left > 0:
-        chunk = stream.read(left)
-        if not chunk:
-            raise EOFError("the stream ended")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _read_frame(stream: IO[bytes]) -> Any:
-    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
-    return pickle.loads(_read_exact(stream, size))
+def _receive(fd: int) -> Any:
+    return pickle.loads(read_frame(fd))
 
 
 def _answer(request: tuple[str, str, dict[str, Any], bool, int]) -> tuple[str, str]:
@@ -185,22 +169,21 @@ def _answer(request: tuple[str, str, dict[str, Any], bool, int]) -> tuple[str, s
 
 def serve_stdio() -> None:
     """A worker's loop: (module, qualname, args, raw, cap) in, ("ok"|"error", text) out."""
-    requests = os.fdopen(os.dup(0), "rb", buffering=0)
-    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    requests, replies = os.dup(0), os.dup(1)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # tools read no protocol bytes
     os.dup2(2, 1)  # and what they print goes to stderr
     sys.stdout = sys.stderr
     try:
-        _write_frame(replies, READY)  # booted: the caller's clock for the call starts now
+        _send(replies, READY)  # booted: the caller's clock for the call starts now
     except OSError:
         return
     while True:
         try:
-            request = _read_frame(requests)
+            request = _receive(requests)
         except (EOFError, OSError):
             return
         try:
-            _write_frame(replies, _answer(request))
+            _send(replies, _answer(request))
         except OSError:
             return
 
@@ -246,14 +229,14 @@ class _Worker:
         return self.process.poll() is None
 
     def send(self, request: Any) -> None:
-        _write_frame(self.requests, request)
+        _send(self.requests.fileno(), request)
 
     def poll(self, timeout: float | None) -> bool:
         ready, _, _ = select.select([self.replies], [], [], timeout)
         return bool(ready)
 
     def recv(self) -> Any:
-        return _read_frame(self.replies)
+        return _receive(self.replies.fileno())
 
     def stop(self) -> None:
         if self.alive():

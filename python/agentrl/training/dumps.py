@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentrl.observability import QuietObserver, RunObserver
 from agentrl.observability.rollout_dump import episode_records
 from agentrl.observability.token_view import share_prompts, token_view, vocab_table
+from agentrl.training.sources import GroupSource
 from agentrl.training.step import StepOutcome
 from agentrl.trajectory import Trajectory
+
+Observer = RunObserver | QuietObserver
 
 
 def step_records(
@@ -94,4 +98,24 @@ def add_episode_token_views(
     return records
 
 
-__all__ = ["add_episode_token_views", "step_records"]
+def show_episodes(
+    observer: Observer,
+    step: int,
+    outcome: StepOutcome,
+    source: GroupSource,
+    max_turns: int,
+    tokenizer: Any,
+) -> None:
+    """The step's debug sample (at ``debug_interval``) and its dump (at ``dump_rollouts``),
+    an agent's failed episodes included."""
+    if outcome.scores is not None and outcome.batch is not None:
+        rewards = outcome.scores.rewards.tolist()
+        observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
+    if observer.dump_due(step):
+        records = step_records(outcome, step, max_turns, tokenizer)
+        dropped = getattr(source, "dropped_records", None)  # an agent's failures
+        records += dropped(step, len(records)) if dropped is not None else []
+        observer.dump("train", step, records)
+
+
+__all__ = ["Observer", "add_episode_token_views", "show_episodes", "step_records"]

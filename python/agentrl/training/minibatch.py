@@ -20,7 +20,7 @@ from agentrl.rl.pack import PackedBatch
 from agentrl.training.forward import SharedPrefixes, shared_prefixes
 
 if TYPE_CHECKING:
-    from agentrl.training.step import StepSettings
+    from agentrl.training.step_data import StepSettings
 
 
 def row_chunks(seq_lens: torch.Tensor, size: int) -> list[torch.Tensor]:

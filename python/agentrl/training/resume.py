@@ -39,7 +39,7 @@ from agentrl.training.checkpoint import (
     save_checkpoint,
     save_sharded_checkpoint,
 )
-from agentrl.training.setup import Models
+from agentrl.training.models import Models
 from agentrl.training.sources import GroupSource
 
 CHECKPOINT_DIR = "checkpoints"

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import torch
 
-from agentrl.config import TrainConfig
 from agentrl.rollout import AsyncRollout, EpisodeConfig, PolicyVersion, RolloutGroup, run_episodes
 from agentrl.rollout.engine import TorchEngine
 from agentrl.tools import ToolRegistry
@@ -79,7 +78,7 @@ def step_prompt_indices(
     return out
 
 
-def _load_weights(engine: TorchEngine, version: PolicyVersion, model: Weights) -> int:
+def load_weights(engine: TorchEngine, version: PolicyVersion, model: Weights) -> int:
     with engine.lock:
         new = version.get() + 1
         if engine.update_weights(model, version=new):
@@ -134,7 +133,7 @@ class InlineSource:
         return groups
 
     def sync(self, model: Weights) -> int:
-        return _load_weights(self.engine, self.version, model)
+        return load_weights(self.engine, self.version, model)
 
     def stats(self) -> dict[str, float]:
         return {"queued": 0.0, "queue_capacity": 0.0, "stale_drop": 0.0, **self._last}
@@ -169,50 +168,12 @@ class BackgroundSource:
         self.rollout.stop()
 
 
-def local_source(
-    engine: Any,
-    prompts: Sequence[Any],
-    tools: ToolRegistry,
-    episode: EpisodeConfig,
-    config: TrainConfig,
-    *,
-    seed: int,
-) -> GroupSource:
-    """Rollout in this process: inline when ``async_workers`` is 0, else background threads."""
-    version = PolicyVersion(0)
-    if config.async_workers == 0:
-        return InlineSource(
-            engine,
-            prompts,
-            tools,
-            episode,
-            num_generations=config.num_generations,
-            batch_size=config.batch_size,
-            seed=seed,
-            version=version,
-        )
-    rollout = AsyncRollout(
-        engine,
-        prompts,
-        tools,
-        version=version,
-        config=episode,
-        num_generations=config.num_generations,
-        batch_size=config.batch_size,
-        max_version_gap=config.effective_max_version_gap,
-        max_queue_groups=config.effective_max_queue_groups,
-        num_workers=config.async_workers,
-        seed=seed,
-    )
-    return BackgroundSource(rollout, config.fetch_timeout_sec)
-
-
 __all__ = [
     "BackgroundSource",
     "GroupSource",
     "InlineSource",
     "Weights",
     "epoch_order",
-    "local_source",
+    "load_weights",
     "step_prompt_indices",
 ]

@@ -14,25 +14,19 @@ stay on the device until ``host_floats`` reads them all at once, before the opti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from agentrl.chat import apply_chat_template
-from agentrl.rewards import CombinedReward, RewardConfig
 from agentrl.rl.advantages import (
-    AdvantageConfig,
     TurnRewards,
     compute_advantages,
     token_advantages,
     update_reward_baseline,
 )
-from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.logprobs import moe_kwargs
 from agentrl.rl.losses import (
-    LossConfig,
     advantage_weighted,
     policy_loss,
     reduction_denominator,
@@ -51,8 +45,9 @@ from agentrl.training.minibatch import (
     select_rows,
     update_plan,
 )
+from agentrl.training.models import Models
 from agentrl.training.scoring import Scores, score_trajectories
-from agentrl.training.setup import Models
+from agentrl.training.step_data import StepOutcome, StepSettings, TokenStats
 from agentrl.training.step_metrics import (
     generation_metrics,
     host_floats,
@@ -61,89 +56,6 @@ from agentrl.training.step_metrics import (
     update_metrics,
 )
 from agentrl.trajectory import RolloutGroup
-
-
-@dataclass
-class StepSettings:
-    """What shapes every step of a run (built once from the config)."""
-
-    loss: LossConfig
-    advantage: AdvantageConfig
-    bc: BCConfig
-    reward: RewardConfig
-    num_generations: int
-    max_total_len: int
-    strict_group_packing: bool
-    stale_discount: float
-    micro_batch_size: int
-    # Optimizer updates per rollout batch: `ppo_epochs` passes, each cutting the rows into
-    # `num_mini_batches` parts; every part is one update against the same behaviour log-probs.
-    ppo_epochs: int = 1
-    num_mini_batches: int = 1
-    default_tools: list[dict[str, Any]] = field(default_factory=list)
-    rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
-    user_tools: bool = False  # tools beyond the built-ins (--tools, --mcp): their metrics
-    # Logits are divided by this before log-probs (1.0: raw; else the sampling temperature,
-    # the same divisor the rollouts' behaviour log-probs used).
-    logprob_temperature: float = 1.0
-
-
-@dataclass
-class StepOutcome:
-    metrics: dict[str, float]
-    report: StepReport | None  # None when nothing could be trained on
-    scores: Scores | None
-    batch: PackedBatch | None
-    reward_baseline: float
-    advantages: torch.Tensor | None = None  # [rows] per trajectory of ``batch``
-    current_version: int = 0  # the trainer's policy version the step trained against
-    # Per-turn modes: [rows, turns] advantages (None: one per episode, ``advantages``).
-    turn_advantages: torch.Tensor | None = None
-    tokens: TokenStats | None = None  # what the trainer saw of each token, for the dumps
-    # The step's timings (drawing its rollout groups, training on them) and dynamic
-    # sampling's metrics: filled in by the trainer, which times the step.
-    rollout_seconds: float = 0.0
-    train_seconds: float = 0.0
-    sampling_metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class TokenStats:
-    """Each packed position's trained log-prob and entropy ([rows, T-1], 0 off the loss),
-    taken from the first pass over its row (later updates have moved the policy), and the
-    advantage each position trained with."""
-
-    logps: torch.Tensor
-    entropy: torch.Tensor
-    advantages: torch.Tensor
-    seen: torch.Tensor  # [rows] bool
-
-    @staticmethod
-    def empty(batch: PackedBatch, advantages: torch.Tensor) -> TokenStats:
-        zeros = torch.zeros_like(batch.behavior_logps)
-        if advantages.dim() == 1:
-            advantages = advantages.unsqueeze(1) * batch.loss_mask
-        seen = torch.zeros(batch.num_rows, dtype=torch.bool, device=zeros.device)
-        return TokenStats(zeros, zeros.clone(), advantages.detach(), seen)
-
-    def keeper(self, origin: torch.Tensor | None) -> Callable[..., None]:
-        """``record`` for a pass over ``batch[origin]`` (None: the whole batch)."""
-
-        def keep(rows: torch.Tensor, logps: torch.Tensor, entropy: torch.Tensor | None) -> None:
-            self.record(rows if origin is None else origin[rows], logps, entropy)
-
-        return keep
-
-    def record(self, rows: torch.Tensor, logps: torch.Tensor, entropy: torch.Tensor | None):
-        fresh = rows[~self.seen[rows]]
-        if not fresh.numel():
-            return
-        keep = ~self.seen[rows]
-        width = logps.size(1)
-        self.logps[fresh, :width] = logps.detach()[keep].float()
-        if entropy is not None:
-            self.entropy[fresh, :width] = entropy.detach()[keep].float()
-        self.seen[fresh] = True
 
 
 def pack_batch(
@@ -413,19 +325,9 @@ def turn_rewards(scores: Scores, batch: PackedBatch, device: torch.device) -> Tu
     return TurnRewards.at_last_turn(scores.rewards.to(device), counts)
 
 
-def config_sections(config: Any) -> tuple[LossConfig, AdvantageConfig, BCConfig]:
-    """The loss, advantage and BC parts of the run's config (a TrainConfig)."""
-    from agentrl.utils.options import part
-
-    length = config.max_completion_length or config.max_gen_len
-    loss = part(LossConfig, config, max_completion_length=length)
-    return loss, part(AdvantageConfig, config), part(BCConfig, config)
-
-
 __all__ = [
     "StepOutcome",
     "StepSettings",
-    "config_sections",
     "generation_metrics",
     "host_floats",
     "pack_batch",

@@ -22,7 +22,7 @@ from agentrl.training.scoring import Scores
 
 if TYPE_CHECKING:
     from agentrl.training.sources import GroupSource
-    from agentrl.training.step import StepOutcome
+    from agentrl.training.step_data import StepOutcome
 
 
 def host_floats(metrics: Mapping[str, torch.Tensor | float]) -> dict[str, float]:

@@ -10,13 +10,18 @@ from the same fields, so a default is written in exactly one place.
 A component receives the run's config as itself (``TrainConfig`` is a subclass of each
 component dataclass) or, when it wants a small object of its own type, as
 ``part(OptimConfig, config)``.
+
+``common=True`` puts an option on the front page of ``--help`` (the options people change
+most); every option is listed by ``--help SECTION`` and ``--help_all``. One checker
+(:func:`check_value`) and one text parser (:func:`text_type`) serve every option, the
+command line, TOML files and ``agentrl score --set`` alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import Field, field, fields, is_dataclass
 from typing import Any, TypeVar
 
@@ -26,8 +31,11 @@ __all__ = [
     "is_option",
     "option",
     "option_fields",
+    "parse_text",
     "part",
     "str2bool",
+    "str2flag",
+    "text_type",
 ]
 
 T = TypeVar("T")
@@ -44,6 +52,11 @@ CHECKS: dict[str, tuple[Any, str]] = {
 }
 
 
+# The choices of an integer option that is a switch (the reward's 0/1 settings): it takes
+# true/false too, and keeps the value an integer (what the Rust scorer reads).
+FLAG = (0, 1)
+
+
 def option(
     default: Any,
     doc: str,
@@ -51,15 +64,24 @@ def option(
     *,
     check: str = "",
     flags: tuple[str, ...] = (),
+    common: bool = False,
 ) -> Any:
     """A dataclass field that is a user-facing option.
 
-    ``choices``: the accepted values (a registry's names, usually); ``check``: one of
-    :data:`CHECKS`; ``flags``: extra command-line spellings (``--data`` for ``data_path``).
+    ``choices``: the accepted values (a registry's names, usually; :data:`FLAG` for a 0/1
+    switch); ``check``: one of :data:`CHECKS`; ``flags``: extra command-line spellings
+    (``--data`` for ``data_path``); ``common``: on the front page of ``--help``.
     """
     if check and check not in CHECKS:
         raise ValueError(f"unknown option check {check!r}; checks: {', '.join(CHECKS)}")
-    metadata = {"option": True, "doc": doc, "choices": choices, "check": check, "flags": flags}
+    metadata = {
+        "option": True,
+        "doc": doc,
+        "choices": choices,
+        "check": check,
+        "flags": flags,
+        "common": common,
+    }
     return field(default=default, metadata=metadata)
 
 
@@ -112,7 +134,9 @@ def check_value(name: str, f: Field[Any], value: Any) -> Any:
         else:
             raise fail("true or false (or 1 / 0)")
     elif kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) and _is_flag(f):
+            value = int(value)
+        elif isinstance(value, bool) or not isinstance(value, int):
             raise fail("an integer")
     elif kind is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -131,6 +155,41 @@ def check_value(name: str, f: Field[Any], value: Any) -> Any:
         if not ok(value):
             raise fail(words)
     return value
+
+
+def _is_flag(f: Field[Any]) -> bool:
+    return type(f.default) is int and tuple(f.metadata.get("choices") or ()) == FLAG
+
+
+def text_type(f: Field[Any]) -> Callable[[str], Any]:
+    """How a written value (a command-line flag, ``--set name=value``) becomes the option's
+    type; :func:`check_value` then checks it."""
+    kind = type(f.default)
+    if kind is bool:
+        return str2bool
+    if _is_flag(f):
+        return str2flag
+    return kind if kind in (int, float) else str
+
+
+def parse_text(name: str, f: Field[Any], text: str) -> Any:
+    """``text`` as option ``name``'s value, checked; a ValueError names the option."""
+    try:
+        value = text_type(f)(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        kind = type(f.default)
+        expected = (
+            "true or false (or 1 / 0)"
+            if kind is bool or _is_flag(f)
+            else {int: "an integer", float: "a number"}.get(kind, "a string")
+        )
+        raise ValueError(f"option {name}={text!r}: expected {expected}") from None
+    return check_value(name, f, value)
+
+
+def str2flag(text: str) -> int:
+    """A command-line 0/1 switch: what :func:`str2bool` takes, as 1 or 0."""
+    return int(str2bool(text))
 
 
 def str2bool(text: str) -> bool:

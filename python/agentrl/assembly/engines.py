@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentrl.assembly.models import run_dtype, torch_engine_options
 from agentrl.config import TrainConfig
 from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.checkpoint import export_policy
-from agentrl.training.setup import Models, run_dtype, torch_engine_options
+from agentrl.training.models import Models
 
 
 def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:

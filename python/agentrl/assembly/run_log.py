@@ -8,15 +8,11 @@ processes get a quiet one, whose metrics reach rank 0's averaged.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from agentrl.assembly.parts import RunParts
+from agentrl.assembly.settings import steps_text
 from agentrl.config import TrainConfig
 from agentrl.observability import QuietObserver, RunObserver
-from agentrl.training.dumps import step_records
-from agentrl.training.parts import RunParts
-from agentrl.training.settings import steps_text
-from agentrl.training.sources import GroupSource
-from agentrl.training.step import StepOutcome
 
 Observer = RunObserver | QuietObserver
 
@@ -86,24 +82,4 @@ def banner(
     )
 
 
-def show_episodes(
-    observer: Observer,
-    step: int,
-    outcome: StepOutcome,
-    source: GroupSource,
-    max_turns: int,
-    tokenizer: Any,
-) -> None:
-    """The step's debug sample (at ``debug_interval``) and its dump (at ``dump_rollouts``),
-    an agent's failed episodes included."""
-    if outcome.scores is not None and outcome.batch is not None:
-        rewards = outcome.scores.rewards.tolist()
-        observer.debug_sample(step, outcome.batch.groups, rewards, outcome.scores.details)
-    if observer.dump_due(step):
-        records = step_records(outcome, step, max_turns, tokenizer)
-        dropped = getattr(source, "dropped_records", None)  # an agent's failures
-        records += dropped(step, len(records)) if dropped is not None else []
-        observer.dump("train", step, records)
-
-
-__all__ = ["Observer", "banner", "open_run_log", "show_episodes"]
+__all__ = ["banner", "open_run_log"]

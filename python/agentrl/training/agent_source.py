@@ -13,7 +13,7 @@ the run with the agent's first error. :class:`AgentEvaluator` plays the held-out
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,9 @@ from agentrl.agents.runner import AgentBatch, AgentRunner, error_summary, failur
 from agentrl.agents.server import EndpointServer
 from agentrl.data import build_fixed_eval_indices
 from agentrl.errors import UserCodeError
+from agentrl.observability.rollout_dump import episode_records
 from agentrl.rollout import EpisodeConfig, PolicyVersion, RolloutGroup
+from agentrl.training.sources import load_weights, step_prompt_indices
 from agentrl.trajectory import Trajectory
 
 # Metrics summed over a step's rounds (the others are the first round's).
@@ -117,8 +119,6 @@ class AgentSource:
                 self._dropped.append((ep.position, ep))
 
     def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
-        from agentrl.training.sources import step_prompt_indices
-
         if step != self._step:
             self._step, self._metrics, self._dropped = step, {}, []
         began = time.perf_counter()
@@ -166,9 +166,7 @@ class AgentSource:
         return full, (one, any(c < 2 for c in counts))
 
     def sync(self, model: Any) -> int:
-        from agentrl.training.sources import _load_weights
-
-        return _load_weights(self.engine, self.version, model)
+        return load_weights(self.engine, self.version, model)
 
     def stats(self) -> dict[str, float]:
         return {"queued": 0.0, "queue_capacity": 0.0, "stale_drop": 0.0, **self._last}
@@ -243,8 +241,6 @@ class AgentEvaluator:
 
     def records(self, step: int) -> list[dict[str, Any]]:
         """Dump records of the last evaluation: every sequence, then the dropped episodes."""
-        from agentrl.observability.rollout_dump import episode_records
-
         if self._last is None:
             return []
         batch, version = self._last
@@ -269,16 +265,6 @@ class AgentEvaluator:
         return records
 
 
-def run_agent(config_agent: str, agent: AgentFn | str | None) -> AgentFn | None:
-    """The run's agent: ``Trainer(agent=...)`` or ``--agent`` (not both), loaded."""
-    from agentrl.agents.endpoint import load_agent
-
-    if agent is not None and config_agent:
-        raise ValueError("an agent given both in the config (--agent) and as an argument")
-    chosen = agent if agent is not None else (config_agent or None)
-    return None if chosen is None else load_agent(chosen)
-
-
 def agent_reward_plan(
     reward_funcs: Sequence[Any], reward_weights: Sequence[float] | None
 ) -> tuple[list[Any], list[float] | None, str]:
@@ -293,81 +279,6 @@ def agent_reward_plan(
     return functions, weights, f"reward: {shown}"
 
 
-def agent_source(
-    agent: AgentFn,
-    engine: Any,
-    prompts: Sequence[Any],
-    episode: EpisodeConfig,
-    config: Any,
-    *,
-    seed: int,
-    log: Callable[[str], None] = print,
-) -> AgentSource:
-    """The rollout source of an agent run (its episodes run in the trainer's loop)."""
-    from agentrl.training.setup import model_spec
-
-    if config.async_workers > 0:
-        log(
-            f"--agent: the agent's episodes run in the trainer loop, all of a step at once; "
-            f"async_workers={config.async_workers} starts no rollout threads"
-        )
-    log(describe(agent, config.agent_timeout))
-    return AgentSource(
-        agent,
-        engine,
-        prompts,
-        episode,
-        num_generations=config.num_generations,
-        batch_size=config.batch_size,
-        seed=seed,
-        timeout=config.agent_timeout,
-        refill_rounds=config.dynamic_sampling_rounds,
-        model=model_name(model_spec(config)),
-    )
-
-
-def agent_evaluator(
-    agent: AgentFn, pool: Any, evaluator: Any, source: Any, config: Any
-) -> AgentEvaluator:
-    """The evaluation of an agent run, with the built-in evaluator's prompts and decoding,
-    served by the training source's endpoint."""
-    server = getattr(source, "server", None)
-    if server is None:
-        raise ValueError(f"--agent needs the agent's rollout source, not {type(source).__name__}")
-    return AgentEvaluator(
-        agent,
-        pool,
-        evaluator.episode,
-        samples=config.eval_samples,
-        seed=config.eval_seed,
-        generations=config.eval_generations,
-        timeout=config.agent_timeout,
-        server=server,
-    )
-
-
-def evaluate_agent(
-    config: Any, spec: str, pool: Any, evaluator: Any, engine: Any
-) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """`agentrl eval --agent`: the held-out prompts played by the agent; (metrics, dump
-    records), with the built-in evaluator's prompts and decoding."""
-    agent = run_agent(config.agent, None)
-    assert agent is not None
-    with EndpointServer(model_name(spec)) as server:
-        agents = AgentEvaluator(
-            agent,
-            pool,
-            evaluator.episode,
-            samples=len(evaluator.indices),
-            seed=config.eval_seed,
-            generations=config.eval_generations,
-            timeout=config.agent_timeout,
-            server=server,
-        )
-        agents.indices = list(evaluator.indices)
-        return agents.run(engine), agents.records(step=0)
-
-
 def describe(agent: AgentFn, timeout: float) -> str:
     return (
         f"agent {agent_name(agent)}: each episode calls the endpoint on 127.0.0.1 "
@@ -378,13 +289,9 @@ def describe(agent: AgentFn, timeout: float) -> str:
 __all__ = [
     "AgentEvaluator",
     "AgentSource",
-    "agent_evaluator",
     "agent_reward",
     "agent_reward_plan",
-    "agent_source",
     "describe",
-    "evaluate_agent",
     "limits_of",
     "model_name",
-    "run_agent",
 ]

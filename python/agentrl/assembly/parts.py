@@ -15,18 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentrl.agents.source import agent_evaluator, agent_reward_plan
+from agentrl.assembly.evaluation import agent_evaluator
+from agentrl.assembly.models import load_models
+from agentrl.assembly.prompts import prompt_config
+from agentrl.assembly.settings import beta_config, optim_config, planned_total_steps, step_settings
+from agentrl.assembly.task import build_tools, episode_config, run_reward_set
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
-from agentrl.envs import EnvironmentTools, TaskParts, reward_plan, rewards_read_gt
+from agentrl.envs import TaskParts
 from agentrl.rl.kl_control import BetaController
 from agentrl.rl.optim import Optimization
 from agentrl.rollout import EpisodeConfig
 from agentrl.tools import ToolRegistry
 from agentrl.training.evaluation import Evaluator, eval_episode_config
-from agentrl.training.scoring import reward_set
-from agentrl.training.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.training.setup import Models, build_tools, episode_config, load_models
+from agentrl.training.models import Models
 from agentrl.training.sources import GroupSource
 from agentrl.training.step import StepSettings
 
@@ -51,32 +53,6 @@ class RunParts:
     episode: EpisodeConfig
     source: GroupSource
     evaluator: Any  # an `Evaluator`, or an agent run's own
-
-
-def prompt_config(
-    config: TrainConfig, task: TaskParts, tools: ToolRegistry, log: Log
-) -> TrainConfig:
-    """The config the prompts load with: ``require_gt`` applies when a reward needs
-    the ground truth (the built-in tool_use or math_tool), not to the user's own."""
-    env_reward = isinstance(tools, EnvironmentTools) and tools.has_reward
-    if not config.require_gt or rewards_read_gt(task, env_reward):
-        return config
-    log("prompts without ground truth are kept: no reward here reads it (require_gt)")
-    return replace(config, require_gt=0)
-
-
-def run_reward_set(task: TaskParts, tools: ToolRegistry, agent: Any, log: Log) -> Any:
-    """The run's weighted reward functions (None: the built-in tool-use reward alone)."""
-    if agent is not None:
-        functions, weights, line = agent_reward_plan(task.reward_funcs, task.reward_weights)
-        log(line)
-        return reward_set(functions, weights)
-    if task.empty:
-        return None
-    env_reward = isinstance(tools, EnvironmentTools) and tools.has_reward
-    functions, weights, line = reward_plan(task, env_reward)
-    log(line)
-    return reward_set(functions, weights)
 
 
 def build_run_parts(
@@ -139,4 +115,4 @@ def build_run_parts(
     )
 
 
-__all__ = ["RunParts", "build_run_parts", "prompt_config", "run_reward_set"]
+__all__ = ["RunParts", "SourceFactory", "build_run_parts"]

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 
 from agentrl.config import TrainConfig
+from agentrl.rl.advantages import AdvantageConfig
+from agentrl.rl.bc import BCConfig
 from agentrl.rl.kl_control import BetaConfig
+from agentrl.rl.losses import LossConfig
 from agentrl.rl.optim import OptimConfig
 from agentrl.tools import ToolRegistry
-from agentrl.training.step import StepSettings, config_sections
+from agentrl.training.step import StepSettings
 
 
 def planned_total_steps(config: TrainConfig, train_prompts: int, data_shards: int = 1) -> int:
@@ -74,4 +77,18 @@ def beta_config(config: TrainConfig) -> BetaConfig:
     return config.part(BetaConfig)
 
 
-__all__ = ["beta_config", "optim_config", "planned_total_steps", "step_settings"]
+def config_sections(config: TrainConfig) -> tuple[LossConfig, AdvantageConfig, BCConfig]:
+    """The loss, advantage and BC parts of the run's config (a TrainConfig)."""
+    length = config.max_completion_length or config.max_gen_len
+    loss = config.part(LossConfig, max_completion_length=length)
+    return loss, config.part(AdvantageConfig), config.part(BCConfig)
+
+
+__all__ = [
+    "beta_config",
+    "config_sections",
+    "optim_config",
+    "planned_total_steps",
+    "step_settings",
+    "steps_text",
+]

@@ -1,0 +1,161 @@
+"""`agentrl eval`'s evaluation, from the config: one policy loaded outside a run and scored
+on the held-out prompts by `agentrl.training.evaluation` (the one home of held-out
+evaluation), so its numbers compare with a run's ``eval/...``; with ``--agent``, the
+user's agent plays them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.agents.endpoint import AgentFn
+from agentrl.agents.server import EndpointServer
+from agentrl.assembly.models import (
+    check_data_files,
+    configure_threads,
+    ensure_warm_start,
+    model_spec,
+    run_dtype,
+    torch_engine_options,
+)
+from agentrl.assembly.prompts import generated_heldout_samples
+from agentrl.assembly.sources import run_agent
+from agentrl.assembly.task import build_tools, episode_config
+from agentrl.chat import apply_chat_template, template_name, template_traits
+from agentrl.config import TrainConfig
+from agentrl.data import PromptPool
+from agentrl.data.dataset_files import ColumnMap
+from agentrl.models import load_policy
+from agentrl.models.precision import auto_dtype
+from agentrl.rollout.remote import create_rollout_engine
+from agentrl.tool_formats import tool_format_of
+from agentrl.training.agent_source import AgentEvaluator, model_name
+from agentrl.training.evaluation import Evaluator, eval_episode_config
+from agentrl.training.models import Log, autocast_factory
+
+
+@dataclass(frozen=True)
+class PolicyEvaluation:
+    """Which policy was scored and its ``eval/...`` metrics."""
+
+    spec: str
+    metrics: dict[str, float]
+    records: list[dict[str, Any]] = field(default_factory=list)  # one dump record per episode
+
+
+def evaluate_policy(
+    config: TrainConfig, log: Log = print, *, show_prompt: bool = False
+) -> PolicyEvaluation:
+    """Load the configured policy (training the built-in warm start if it is asked for and
+    missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
+    `agentrl sft` reports on. Raises a :class:`agentrl.errors.UserError` (a
+    ``ModelLoadError``, a ``PromptPoolError``) for a policy or prompts that cannot be used;
+    a missing prompt file is found before the policy loads. ``show_prompt``
+    logs the first scored prompt as the model sees it (template, tools and all).
+    """
+    check_data_files(config)
+    spec = model_spec(config)
+    configure_threads(config)
+    ensure_warm_start(spec, log)
+    device = None if config.device == "auto" else config.device
+    if config.dtype == "auto":
+        log(auto_dtype(device).describe())
+    model, tokenizer = load_policy(
+        spec,
+        run_dtype(config),
+        device,
+        tokenizer=config.tokenizer or None,
+        chat_template=config.chat_template,
+        tool_format=config.tool_format,
+    )
+    tools = build_tools(config)
+    if config.data_path:
+        pool = PromptPool(
+            config.data_path,
+            require_gt=bool(config.require_gt),
+            filter_mode=config.filter_mode,
+            allowed_tools=tools.supported_names(),
+            inject_answer_instruction=bool(config.inject_answer_instruction),
+            default_tools=tools.specs(),
+            split=config.data_split,
+            columns=ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
+        )
+    else:
+        pool = PromptPool.from_samples(generated_heldout_samples(config.eval_samples))
+    evaluator = Evaluator(
+        pool,
+        tools,
+        eval_episode_config(
+            episode_config(config), config.eval_temperature, config.eval_max_gen_len
+        ),
+        config.reward,
+        samples=config.eval_samples or len(pool),
+        seed=config.eval_seed,
+        generations=config.eval_generations,
+    )
+    if show_prompt and evaluator.indices:
+        sample = pool[evaluator.indices[0]]
+        specs = sample.get("tools") or tools.specs()
+        text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        traits = template_traits(tokenizer) if tokenizer.chat_template else None
+        where = traits.describe() if traits else "in the built-in layout (no chat template)"
+        log(f"{template_name(tokenizer)}: tools are {where}")
+        log(f"tool calls: {tool_format_of(tokenizer).describe()}")
+        log(f"---- rendered prompt ({len(ids)} tokens) ----")
+        log(text)
+        log("---- end of prompt ----")
+    device = next(model.parameters()).device
+    autocast = autocast_factory(device, config.dtype)
+    options = torch_engine_options(config, model, device, autocast)
+    engine = create_rollout_engine("torch", tokenizer=tokenizer, seed=config.seed, **options)
+    if config.agent:  # the user's agent plays the prompts (`agentrl.agents`)
+        metrics, records = evaluate_agent(config, spec, pool, evaluator, engine)
+        return PolicyEvaluation(spec, metrics, records)
+    metrics = evaluator.run(engine)
+    return PolicyEvaluation(spec, metrics, evaluator.records(step=0))
+
+
+def agent_evaluator(
+    agent: AgentFn, pool: Any, evaluator: Any, source: Any, config: Any
+) -> AgentEvaluator:
+    """The evaluation of an agent run, with the built-in evaluator's prompts and decoding,
+    served by the training source's endpoint."""
+    server = getattr(source, "server", None)
+    if server is None:
+        raise ValueError(f"--agent needs the agent's rollout source, not {type(source).__name__}")
+    return AgentEvaluator(
+        agent,
+        pool,
+        evaluator.episode,
+        samples=config.eval_samples,
+        seed=config.eval_seed,
+        generations=config.eval_generations,
+        timeout=config.agent_timeout,
+        server=server,
+    )
+
+
+def evaluate_agent(
+    config: Any, spec: str, pool: Any, evaluator: Any, engine: Any
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """`agentrl eval --agent`: the held-out prompts played by the agent; (metrics, dump
+    records), with the built-in evaluator's prompts and decoding."""
+    agent = run_agent(config.agent, None)
+    assert agent is not None
+    with EndpointServer(model_name(spec)) as server:
+        agents = AgentEvaluator(
+            agent,
+            pool,
+            evaluator.episode,
+            samples=len(evaluator.indices),
+            seed=config.eval_seed,
+            generations=config.eval_generations,
+            timeout=config.agent_timeout,
+            server=server,
+        )
+        agents.indices = list(evaluator.indices)
+        return agents.run(engine), agents.records(step=0)
+
+
+__all__ = ["PolicyEvaluation", "agent_evaluator", "evaluate_agent", "evaluate_policy"]

@@ -1,0 +1,98 @@
+"""The run's task from its config: the tools (built-in, the user's, MCP servers'), the
+user's reward functions and environment, and the episode limits and sampling of rollouts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from agentrl.config import TrainConfig
+from agentrl.envs import EnvironmentTools, TaskParts, reward_plan, task_parts, task_tools
+from agentrl.rollout import EpisodeConfig, SamplingParams
+from agentrl.tools import ToolRegistry, builtin_registry
+from agentrl.training.agent_source import agent_reward_plan
+from agentrl.training.models import Log
+from agentrl.training.scoring import reward_set
+from agentrl.utils.imports import split_list
+
+# Where an answer ends: ``stop_at_answer_end`` ends a turn there.
+ANSWER_END = "</answer>"
+
+
+def episode_config(config: TrainConfig) -> EpisodeConfig:
+    """Episode limits and sampling of training rollouts."""
+    sampling = SamplingParams(
+        temperature=config.temperature,
+        top_k=config.top_k,
+        top_p=config.top_p,
+        min_p=config.min_p,
+        repetition_penalty=config.repetition_penalty,
+        max_new_tokens=config.max_gen_len,
+        stop=(ANSWER_END,) if config.stop_at_answer_end else (),
+        logprob_temperature=config.logprob_divisor,
+    )
+    return EpisodeConfig(
+        max_turns=config.max_turns,
+        max_new_tokens=config.max_gen_len,
+        max_context_len=config.max_context_len,
+        thinking_ratio=config.thinking_ratio,
+        sampling=sampling,
+        tool_workers=config.tool_workers,
+    )
+
+
+def config_parts(config: TrainConfig) -> TaskParts:
+    """The user's tools, reward functions and environment named in the config."""
+    return task_parts(
+        config_tools=config.tools,
+        config_reward_funcs=config.reward_funcs,
+        config_reward_weights=config.reward_weights,
+        config_environment=config.environment,
+        options=config,
+    )
+
+
+def build_tools(
+    config: TrainConfig, parts: TaskParts | None = None, log: Log = print
+) -> ToolRegistry:
+    """The built-in tools (active subset, time mode, alias switch), plus the user's.
+
+    ``parts`` defaults to the ones the config names. With user tools or an environment,
+    the built-ins are still accepted where a prompt lists them, but prompts that list no
+    tools are offered the user's only.
+    """
+    names = [n.strip() for n in config.tool_subset.split(",") if n.strip()]
+    builtin = builtin_registry(
+        config.time_mode, names or None, bool(config.augment_calculator_alias)
+    )
+    parts = parts if parts is not None else config_parts(config)
+    if config.mcp:
+        from agentrl.tools.mcp import mcp_tools
+
+        commands = split_list(config.mcp, ";")
+        served, _ = mcp_tools(
+            commands,
+            timeout=builtin.timeout,
+            log_dir=config.run_dir,
+            log=log,
+            max_restarts=config.mcp_max_restarts,
+        )
+        parts = replace(parts, tools=[*parts.tools, *served])
+    if parts.tools or parts.environment is not None:
+        for name in builtin.supported_names():
+            builtin.set_visibility(name, "hidden")
+    return task_tools(builtin, parts, log)
+
+
+def run_reward_set(task: TaskParts, tools: ToolRegistry, agent: Any, log: Log) -> Any:
+    """The run's weighted reward functions (None: the built-in tool-use reward alone)."""
+    if agent is not None:
+        functions, weights, line = agent_reward_plan(task.reward_funcs, task.reward_weights)
+        log(line)
+        return reward_set(functions, weights)
+    if task.empty:
+        return None
+    env_reward = isinstance(tools, EnvironmentTools) and tools.has_reward
+    functions, weights, line = reward_plan(task, env_reward)
+    log(line)
+    return reward_set(functions, weights)

@@ -1,0 +1,1 @@
+"""The test suite: one folder of test modules per layer, and `tests.fakes`, what they share."""
