@@ -51,7 +51,7 @@ def test_an_exiting_server_is_said_restarted_to_its_limit_then_stops(
             and "exited with status 3; starting it again (restart 1 of 1)" in (said[0])
         )
         assert registry.execute(add)["result"] == "42"  # the restarted server answers
-        assert mcp_metrics()["tools/mcp/restarts"] >= 1
+        assert mcp_metrics([server])["tools/mcp/restarts"] >= 1
         with pytest.raises(ToolServerFailed, match=r"exited with status 3 after 1 restart"):
             registry.execute(die)
         assert isinstance(ToolServerFailed("x"), RecurringError)
@@ -86,15 +86,14 @@ def test_a_run_with_only_mcp_tools_logs_their_metrics(server_command, run_files,
 
 
 def test_the_restart_limit_is_the_runs_option(server_command, tmp_path):
-    from agentrl.assembly.task import build_tools
+    from agentrl.assembly.task import build_tools, start_mcp_servers
     from agentrl.config import resolve
-    from agentrl.tools.mcp import _SERVERS
 
     overrides = {"mcp": server_command, "mcp_max_restarts": 0}
     config = resolve(preset="tiny", overrides={**overrides, "save_dir": str(tmp_path)})
     said: list[str] = []
-    registry = build_tools(config, log=said.append)
-    server = _SERVERS[-1]
+    [server] = start_mcp_servers(config, log=said.append)
+    registry = build_tools(config, log=said.append, servers=[server])
     try:
         assert server.max_restarts == 0
         with pytest.raises(ToolServerFailed, match=r"after 0 restart\(s\), its limit"):

@@ -19,7 +19,7 @@ from agentrl.assembly.evaluation import agent_evaluator
 from agentrl.assembly.models import load_models
 from agentrl.assembly.prompts import prompt_config
 from agentrl.assembly.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.assembly.task import build_tools, episode_config, run_reward_set
+from agentrl.assembly.task import build_tools, episode_config, run_reward_set, start_mcp_servers
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.envs import TaskParts
@@ -71,7 +71,8 @@ def build_run_parts(
     cfg, place = config, placement
     with place.preparing():  # files shared by every process are made once, first
         loaded = load_models(cfg, log, should_stop)
-        tools = build_tools(cfg, task, log)
+        servers = start_mcp_servers(cfg, log)
+        tools = build_tools(cfg, task, log, servers)
         train_pool, eval_pool = place.load_prompts(prompt_config(cfg, task, tools, log), tools, log)
     rewards = run_reward_set(task, tools, agent, log)
     models: Models = adapter.apply(loaded, cfg)
@@ -81,6 +82,7 @@ def build_run_parts(
         step_settings(cfg, tools),
         rewards=rewards,
         user_tools=bool(cfg.tools or cfg.mcp),  # their tools/* metrics
+        tool_servers=tuple(servers),
     )
     updates = total_steps * cfg.ppo_epochs * cfg.num_mini_batches
     optimization = place.optimization(models.policy, optim_config(cfg), updates)

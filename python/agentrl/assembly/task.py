@@ -3,6 +3,7 @@ user's reward functions and environment, and the episode limits and sampling of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -10,6 +11,7 @@ from agentrl.config import TrainConfig
 from agentrl.envs import EnvironmentTools, TaskParts, reward_plan, task_parts, task_tools
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
+from agentrl.tools.mcp import MCPServer, mcp_tools
 from agentrl.training.agent_source import agent_reward_plan
 from agentrl.training.models import Log
 from agentrl.training.scoring import reward_set
@@ -52,31 +54,42 @@ def config_parts(config: TrainConfig) -> TaskParts:
     )
 
 
+def start_mcp_servers(config: TrainConfig, log: Log = print) -> list[MCPServer]:
+    """The MCP servers ``--mcp`` names, started (their stderr in the run directory)."""
+    if not config.mcp:
+        return []
+    _, servers = mcp_tools(
+        split_list(config.mcp, ";"),
+        timeout=ToolRegistry().timeout,
+        log_dir=config.run_dir,
+        log=log,
+        max_restarts=config.mcp_max_restarts,
+    )
+    return servers
+
+
 def build_tools(
-    config: TrainConfig, parts: TaskParts | None = None, log: Log = print
+    config: TrainConfig,
+    parts: TaskParts | None = None,
+    log: Log = print,
+    servers: Sequence[MCPServer] | None = None,
 ) -> ToolRegistry:
     """The built-in tools (active subset, time mode, alias switch), plus the user's.
 
     ``parts`` defaults to the ones the config names. With user tools or an environment,
     the built-ins are still accepted where a prompt lists them, but prompts that list no
-    tools are offered the user's only.
+    tools are offered the user's only. ``servers``: the run's MCP servers, already started
+    (None: started here when ``--mcp`` names any).
     """
     names = [n.strip() for n in config.tool_subset.split(",") if n.strip()]
     builtin = builtin_registry(
         config.time_mode, names or None, bool(config.augment_calculator_alias)
     )
     parts = parts if parts is not None else config_parts(config)
-    if config.mcp:
-        from agentrl.tools.mcp import mcp_tools
-
-        commands = split_list(config.mcp, ";")
-        served, _ = mcp_tools(
-            commands,
-            timeout=builtin.timeout,
-            log_dir=config.run_dir,
-            log=log,
-            max_restarts=config.mcp_max_restarts,
-        )
+    if servers is None:
+        servers = start_mcp_servers(config, log)
+    if servers:
+        served = [tool for server in servers for tool in server.tools]
         parts = replace(parts, tools=[*parts.tools, *served])
     if parts.tools or parts.environment is not None:
         for name in builtin.supported_names():

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import add_config_arguments, config_from_args
+from agentrl.config.help import common
 
 # The training options an evaluation reads: the policy, the prompts and tools, the episode
 # limits and the eval decoding.
@@ -69,17 +70,23 @@ def eval_config(args: argparse.Namespace) -> Any:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Evaluate a policy on held-out prompts (full tool loop)."
     add_config_arguments(parser, EVAL_OPTIONS)
-    parser.add_argument(
-        "--output",
-        default=None,
-        help="write one record per evaluated episode here (JSON lines, gzip when the name "
-        "ends in .gz; the rollout dump record, for agentrl view)",
+    common(
+        parser.add_argument(
+            "--output",
+            default=None,
+            help="write one record per evaluated episode here (JSON lines, gzip when the name "
+            "ends in .gz; the rollout dump record, for agentrl view)",
+        )
     )
-    parser.add_argument("--metrics_output", default=None, help="write the metrics as JSON here")
-    parser.add_argument(
-        "--show_prompt",
-        action="store_true",
-        help="print the first prompt as rendered for the model (chat template and tools)",
+    common(
+        parser.add_argument("--metrics_output", default=None, help="write the metrics as JSON here")
+    )
+    common(
+        parser.add_argument(
+            "--show_prompt",
+            action="store_true",
+            help="print the first prompt as rendered for the model (chat template and tools)",
+        )
     )
 
 

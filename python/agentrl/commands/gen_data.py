@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from agentrl.data.arith import ExprConfig
 from agentrl.data.synthetic import (
-    DEFAULT_MIX,
     MIX_HELP,
     SHORTCUT_SCOPE_HELP,
     SHORTCUT_SCOPES,
+    TaskConfig,
     format_mix,
 )
 from agentrl.errors import UsageError
@@ -18,6 +19,11 @@ from agentrl.utils.paths import check_writable_file
 
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
 DEFAULT_DEMOS_PATH = "runs/data/demos.jsonl"
+
+
+# The generator's defaults: the flags' defaults are its configs' own.
+_TASK = TaskConfig()
+_EXPR = ExprConfig()
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -55,32 +61,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --sft: " + SHORTCUT_SCOPE_HELP,
     )
-    parser.add_argument("--min_exprs", type=int, default=1, help="expressions per math task")
-    parser.add_argument("--max_exprs", type=int, default=3, help="expressions per math task")
-    parser.add_argument("--digits", type=int, default=3, help="largest operand digit count")
-    parser.add_argument("--min_ops", type=int, default=1, help="operators per expression")
-    parser.add_argument("--max_ops", type=int, default=2, help="operators per expression")
     parser.add_argument(
-        "--operators", default="+,-,*,/,//,%,**", help="comma-separated binary operators"
+        "--min_exprs", type=int, default=_TASK.min_exprs, help="expressions per math task"
+    )
+    parser.add_argument(
+        "--max_exprs", type=int, default=_TASK.max_exprs, help="expressions per math task"
+    )
+    parser.add_argument(
+        "--digits", type=int, default=_EXPR.max_digits, help="largest operand digit count"
+    )
+    parser.add_argument(
+        "--min_ops", type=int, default=_EXPR.min_ops, help="operators per expression"
+    )
+    parser.add_argument(
+        "--max_ops", type=int, default=_EXPR.max_ops, help="operators per expression"
+    )
+    parser.add_argument(
+        "--operators",
+        default=",".join(_EXPR.operators),
+        help="comma-separated binary operators",
     )
     parser.add_argument(
         "--functions",
-        default="sqrt,abs,round,log",
+        default=",".join(_EXPR.functions),
         help="comma-separated functions (sqrt abs round log exp sin cos tan), '' for none",
     )
-    parser.add_argument("--paren_prob", type=float, default=0.25)
-    parser.add_argument("--func_prob", type=float, default=0.15)
-    parser.add_argument("--decimal_prob", type=float, default=0.05)
-    parser.add_argument("--mix", default=format_mix(DEFAULT_MIX), help=MIX_HELP)
-    parser.add_argument("--zh_ratio", type=float, default=0.5, help="share of Chinese tasks")
+    parser.add_argument("--paren_prob", type=float, default=_EXPR.paren_prob)
+    parser.add_argument("--func_prob", type=float, default=_EXPR.func_prob)
+    parser.add_argument("--decimal_prob", type=float, default=_EXPR.decimal_prob)
+    parser.add_argument("--mix", default=format_mix(_TASK.mix), help=MIX_HELP)
     parser.add_argument(
-        "--fullwidth_ratio", type=float, default=0.1, help="share written in full-width"
+        "--zh_ratio", type=float, default=_TASK.zh_ratio, help="share of Chinese tasks"
+    )
+    parser.add_argument(
+        "--fullwidth_ratio",
+        type=float,
+        default=_TASK.fullwidth_ratio,
+        help="share written in full-width",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.data.arith import ExprConfig
-    from agentrl.data.synthetic import TaskConfig, TaskGenerator, parse_mix, write_tasks
+    from agentrl.data.synthetic import TaskGenerator, parse_mix, write_tasks
 
     if args.num < 0 or args.start < 0:
         raise UsageError("--num and --start must be >= 0")

@@ -9,8 +9,8 @@ the episode limits of its evaluation) are the same declarations under the same n
 the warm start's own defaults; ``--config run.toml`` reads the same file format (options
 that only RL reads are left to RL). ``--lora_rank`` > 0 trains a LoRA adapter only (the
 same ``--lora_*`` options as `agentrl train`); the run directory still gets full weights.
-Earlier spellings (``--lr``, ``--steps``, ``--output DIR``, ``--resume``, ``--compile``,
-``--no_progress``) still work.
+Other spellings are accepted too (``--lr``, ``--steps``, ``--output DIR``, ``--resume``,
+``--compile``, ``--no_progress``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.config import add_config_arguments, canonical_names, option_field, read_toml
+from agentrl.config.help import common
 from agentrl.data.synthetic import (
     MIX_HELP,
     SHORTCUT_SCOPE_HELP,
@@ -29,49 +30,84 @@ from agentrl.data.synthetic import (
     parse_mix,
 )
 from agentrl.errors import UsageError
-from agentrl.models.options import ModelConfig
-from agentrl.sft.pipeline import DEFAULT_EVAL_TASKS, DEFAULT_MAX_LEN, SFTRunOptions
+from agentrl.sft.pipeline import SFTRunOptions
 from agentrl.sft.tasks import DEFAULT_DEMOS, DEFAULT_SHORTCUT_RATE, shortcut_settings
 from agentrl.sft.train import SFTConfig
 from agentrl.utils.options import check_value, str2bool
 
 _D = SFTConfig()
-_M = ModelConfig()
-# The options `agentrl sft` shares with `agentrl train`, at the warm start's defaults.
-SFT_DEFAULTS: dict[str, Any] = {
-    "model": "tiny",
-    "tokenizer": "",
-    "chat_template": "",
-    "tool_format": "auto",
-    "lora_rank": _M.lora_rank,
-    "lora_alpha": _M.lora_alpha,
-    "lora_target_modules": _M.lora_target_modules,
-    "lora_dropout": _M.lora_dropout,
+_P = SFTRunOptions()
+# What `--dtype` is when not given: the weights SFTRunOptions.dtype None loads.
+SFT_DTYPE = "float32"
+# The options `agentrl sft` shares with `agentrl train` (the same declarations), and the
+# warm start's own defaults where it has them (SFTRunOptions, SFTConfig).
+_WARM_START_DEFAULTS: dict[str, Any] = {
+    "model": _P.model,
+    "chat_template": _P.chat_template,
+    "tool_format": _P.tool_format,
     "save_dir": str(Path(_D.output_dir).parent),
     "save_weight": Path(_D.output_dir).name,
     "total_steps": _D.steps,
     "learning_rate": _D.lr,
+    "min_lr_ratio": _D.min_lr_ratio,
     "warmup_steps": _D.warmup_steps,
     "weight_decay": _D.weight_decay,
     "accumulation_steps": _D.grad_accum,
     "grad_clip": _D.clip,
-    "max_total_len": DEFAULT_MAX_LEN,
+    "max_total_len": _P.max_len,
     "max_turns": _D.max_turns,
     "max_gen_len": _D.max_new_tokens,
     "eval_interval": _D.eval_interval,
-    "eval_samples": DEFAULT_EVAL_TASKS,
-    "eval_data_path": "",
+    "eval_samples": _P.eval_tasks,
     "save_interval": _D.save_interval,
     "keep_last": _D.keep_last,
     "log_interval": _D.log_interval,
     "max_time": _D.max_time,
     "seed": _D.seed,
-    "device": "auto",
-    "num_threads": 0,
-    "dtype": "float32",
+    "num_threads": _P.num_threads,
+    "dtype": SFT_DTYPE,
     "from_resume": _D.resume,
     "use_compile": _D.compile,
     "progress": _D.progress,
+}
+_SHARED = (
+    "model",
+    "tokenizer",
+    "chat_template",
+    "tool_format",
+    "lora_rank",
+    "lora_alpha",
+    "lora_target_modules",
+    "lora_dropout",
+    "save_dir",
+    "save_weight",
+    "total_steps",
+    "learning_rate",
+    "min_lr_ratio",
+    "warmup_steps",
+    "weight_decay",
+    "accumulation_steps",
+    "grad_clip",
+    "max_total_len",
+    "max_turns",
+    "max_gen_len",
+    "eval_interval",
+    "eval_samples",
+    "eval_data_path",
+    "save_interval",
+    "keep_last",
+    "log_interval",
+    "max_time",
+    "seed",
+    "device",
+    "num_threads",
+    "dtype",
+    "from_resume",
+    "use_compile",
+    "progress",
+)
+SFT_DEFAULTS: dict[str, Any] = {
+    name: _WARM_START_DEFAULTS.get(name, option_field(name).default) for name in _SHARED
 }
 
 
@@ -87,22 +123,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{parser.description or ''} {LORA_HELP}".strip()
     add_config_arguments(parser, tuple(SFT_DEFAULTS), presets={"tiny": {}}, defaults=SFT_DEFAULTS)
     own = parser.add_argument_group("warm start options")
-    own.add_argument(
-        "--data_path",
-        "--data",
-        dest="data_path",
-        nargs="+",
-        default=argparse.SUPPRESS,
-        help="demonstration JSONL file(s) (default: generated demonstrations)",
+    common(
+        own.add_argument(
+            "--data_path",
+            "--data",
+            dest="data_path",
+            nargs="+",
+            default=argparse.SUPPRESS,
+            help="demonstration JSONL file(s) (default: generated demonstrations)",
+        )
     )
     own.add_argument(
         "--tiny", default="", help="tiny preset overrides, e.g. hidden_size=192,num_layers=6"
     )
-    own.add_argument(
-        "--num_demos",
-        type=int,
-        default=DEFAULT_DEMOS,
-        help="generated demonstrations when --data is not given",
+    common(
+        own.add_argument(
+            "--num_demos",
+            type=int,
+            default=DEFAULT_DEMOS,
+            help="generated demonstrations when --data is not given",
+        )
     )
     own.add_argument(
         "--shortcut_rate",
@@ -119,7 +159,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=SHORTCUT_SCOPE_HELP,
     )
     own.add_argument("--mix", default=None, help="of the generated demonstrations: " + MIX_HELP)
-    own.add_argument("--min_lr_ratio", type=float, default=_D.min_lr_ratio)
     own.add_argument(
         "--decay_fraction",
         type=float,
@@ -145,11 +184,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_D.eval_subset,
         help="held-out tasks scored at each --eval_interval (all --eval_samples at the end)",
     )
-    earlier = parser.add_argument_group("earlier spellings")
-    earlier.add_argument(
+    aliases = parser.add_argument_group("aliases", "other spellings of the options above")
+    aliases.add_argument(
         "--output", default=None, help="the run directory (= --save_dir DIR/.. --run_name NAME)"
     )
-    earlier.add_argument(
+    aliases.add_argument(
         "--resume",
         dest="from_resume",
         action="store_const",
@@ -157,7 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="= --from_resume true",
     )
-    earlier.add_argument(
+    aliases.add_argument(
         "--compile",
         dest="use_compile",
         action="store_const",
@@ -166,7 +205,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="= --use_compile true: compile each decoder layer with torch.compile for the "
         "training steps (needs a C++ compiler on the CPU; evaluations run eagerly)",
     )
-    earlier.add_argument(
+    aliases.add_argument(
         "--no_progress",
         dest="progress",
         action="store_const",
@@ -263,7 +302,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         eval_tasks=v["eval_samples"],
         max_len=v["max_total_len"],
         device=None if v["device"] == "auto" else v["device"],
-        dtype=None if v["dtype"] == "float32" else v["dtype"],
+        dtype=None if v["dtype"] == SFT_DTYPE else v["dtype"],
         num_threads=v["num_threads"],
         chat_template=v["chat_template"],
         tool_format=v["tool_format"],
@@ -276,7 +315,7 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
             group_by_length=args.group_by_length,
             grad_accum=v["accumulation_steps"],
             lr=v["learning_rate"],
-            min_lr_ratio=args.min_lr_ratio,
+            min_lr_ratio=v["min_lr_ratio"],
             warmup_steps=v["warmup_steps"],
             decay_fraction=args.decay_fraction,
             weight_decay=v["weight_decay"],

@@ -52,7 +52,7 @@ COMPAT_ONLY: dict[str, str] = {
     "reward_model_path": _NO_REWARD_MODEL,
 }
 
-# Other spellings of agentrl's options (the supervised warm start's earlier flags among
+# Other spellings of agentrl's options (the supervised warm start's short flags among
 # them): accepted, and translated to the option's own name.
 ALIASES: dict[str, str] = {
     "lr": "learning_rate",

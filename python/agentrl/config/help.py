@@ -73,6 +73,7 @@ def _page(
         if not actions:
             continue
         formatter.start_section(title(group, len(actions), len(every)))
+        formatter.add_text(group.description)
         formatter.add_arguments(actions)
         formatter.end_section()
     formatter.add_text(epilog)

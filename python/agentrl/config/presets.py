@@ -5,6 +5,9 @@ tool-use tasks (README); every option it does not list keeps its declared defaul
 ``real``: the RL options of `make real-model`, for a small pretrained chat model.
 ``compat``: the reference trainers' defaults where they differ from agentrl's
 (:mod:`agentrl.config.compat`, docs/compat.md).
+
+Each value says what it is for; the runs that chose it are in docs/tuning.md ("Why the
+presets hold their values") and docs/real-models.md.
 """
 
 from __future__ import annotations
@@ -41,12 +44,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_total_len": 768,
         # Copying numbers repeats tokens: no repetition penalty (greedy eval = plain greedy).
         "repetition_penalty": 1.0,
-        # Small steps: a tiny model's precise number copying is easily shaken by noisy
-        # policy-gradient updates (2e-4 lost 6 points from a clean warm start).
+        # Small steps: noisy policy-gradient updates easily shake a tiny model's precise
+        # number copying.
         "learning_rate": 5e-5,
         "accumulation_steps": 1,
-        # Four optimizer updates per rollout batch (one per quarter of its episodes): from
-        # the same warm start, +11.5 points at step 100 against +7 with one update.
+        # Four optimizer updates per rollout batch (one per quarter of its episodes): more
+        # learned from each batch than with one update.
         "num_mini_batches": 4,
         "grad_clip": 1.0,
         "micro_batch_size": 8,
@@ -84,23 +87,18 @@ PRESETS["real"] = {
     # A real chat template with the tools block is about 520 prompt tokens.
     "max_context_len": 1024,
     "max_total_len": 1536,
-    # A real tokenizer spells a Hermes call in about 30 tokens: 96-token turns cut the third
-    # call of three-expression tasks (41 of the warm start's 98 failures); 192 do not.
+    # A real tokenizer spells a Hermes call in about 30 tokens: a 192-token turn holds the
+    # three calls of a three-expression task, a 96-token one cuts the third.
     "max_gen_len": 192,
     "eval_max_gen_len": 192,
     # A turn ends at </answer>: no tokens (or time) spent on what follows an answer.
     "stop_at_answer_end": True,
-    # A 200-task evaluation decoded as one batch held every row's KV cache at once: 21-23 GB
-    # once the policy made two or three calls a task, and one run was killed for memory on a
-    # 24 GB box. 64 rows a forward pass, in chunks of similar length.
+    # 64 rows a forward pass, in chunks of similar length: a 200-task evaluation decoded as
+    # one batch holds every row's KV cache at once, over 20 GB for a real model.
     "rollout_batch_rows": 64,
-    # A LoRA adapter (rank 16, every linear layer) at 2e-4 moved a 135M warm start +5.5
-    # points in 30 steps (docs/real-models.md); full fine-tuning at 1e-5 gave +1.5 (with
-    # 96-token turns), at 3e-5 its training exact match fell, and so did the adapter's at
-    # 5e-4. One update a batch of 8 prompts x 4 episodes: with 4 prompts (16 episodes) the
-    # held-out score of the same warm start wandered (seed 7: 58.0% -> 69.0%, 68.0%, 66.5%
-    # at steps 10, 20, 30; tool success 89.8%, 88.6%, 87.8%); with 8 the update averages
-    # twice the tasks (docs/real-models.md).
+    # A LoRA adapter (rank 16, every linear layer) at 2e-4: the largest steady gain from a
+    # small warm start. One update a batch of 8 prompts x 4 episodes: each update averages
+    # over 8 tasks, which keeps the held-out score from wandering.
     "lora_rank": 16,
     "lora_alpha": 32.0,
     "learning_rate": 2e-4,
@@ -108,18 +106,15 @@ PRESETS["real"] = {
     "batch_size": 8,
     "num_generations": 4,
     # Sampling close to the policy itself, untruncated: after a warm start its distribution
-    # is sharp (entropy 0.05-0.10 a token), so at the tiny preset's 0.7 / top-p 0.88 / top-k
-    # 40 most groups' four episodes came out alike and taught nothing (8-15 of 16 rows
-    # idle). At 1.0 a third of the sampled episodes failed on a sampled digit, noise around
-    # the greedy path (30 steps: 60.5% -> 59.5%); at 0.85, with the rate held constant
-    # (a cosine over 20-30 steps spends half of them at a fraction of it): 60.5% -> 63.5%
-    # in 20 steps, 4.6 of 16 rows idle a step (docs/real-models.md).
+    # is sharp, and truncated, cooler sampling makes a group's episodes alike (they teach
+    # nothing); below 1.0, so that few episodes fail on a sampled digit.
     "temperature": 0.85,
     "top_p": 1.0,
     "top_k": 0,
+    # The rate held constant: a cosine over 20 steps spends half of them at a fraction of it.
     "min_lr_ratio": 1.0,
-    # No KL penalty and so no reference pass: the adapter's small steps stayed within
-    # 0.02 of the warm start (k3 estimate) without one.
+    # No KL penalty and so no reference pass: the adapter's small steps stay close to the
+    # warm start without one.
     "beta": 0.0,
     "beta_auto_tune": False,
     # 20 steps of about 70 s and two 200-task evaluations keep `make real-model` within 45
@@ -130,10 +125,9 @@ PRESETS["real"] = {
     "dump_rollouts": 5,
     "format_warmup_steps": 0,
     "reward_cap_warmup_steps": 10,
-    # The RL prompts in the warm start's mix: unit conversions at 0.2 rather than 0.08. At
-    # 0.08 a step of 8 prompts held 0.6 conversions on average; the policy learned to call a
-    # tool on every task from the math ones and sent half the held-out conversions to
-    # calculate_math ("316 meters"), where its warm start had answered them without a call.
+    # The RL prompts in the warm start's mix, unit conversions at 0.2 (the generator's
+    # default: 0.08): with few conversions a step, RL teaches the policy to send them to
+    # calculate_math along with the math tasks.
     "generated_mix": "math=0.68,unit=0.2,time=0.05,none=0.07",
 }
 PRESETS["compat"] = dict(COMPAT_DEFAULTS)

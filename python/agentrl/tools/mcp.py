@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -42,7 +42,6 @@ MAX_RESTARTS = 3
 # The server under a shell that writes its exit status to the file named first.
 _WRAPPER = '"$@"; echo $? > "$0"'
 # The servers running in this process (for the step metrics).
-_SERVERS: list[MCPServer] = []
 
 
 class ToolServerFailed(RecurringError):
@@ -114,7 +113,6 @@ class MCPServer:
         self._thread.start()
         listed = self._start()
         self.tools = [self._tool(item) for item in listed]
-        _SERVERS.append(self)
         atexit.register(self.close)
 
     def _start(self) -> list[Any]:
@@ -276,16 +274,13 @@ class MCPServer:
         if self._stderr is not sys.stderr:
             self._stderr.close()
         self._status.unlink(missing_ok=True)
-        if self in _SERVERS:
-            _SERVERS.remove(self)
 
 
-def mcp_metrics() -> dict[str, float]:
-    """``tools/mcp/restarts``: restarts of the servers running in this process (no server:
-    no key)."""
-    if not _SERVERS:
+def mcp_metrics(servers: Sequence[MCPServer]) -> dict[str, float]:
+    """``tools/mcp/restarts``: restarts of a run's servers (no server: no key)."""
+    if not servers:
         return {}
-    return {"tools/mcp/restarts": float(sum(server.restarts for server in _SERVERS))}
+    return {"tools/mcp/restarts": float(sum(server.restarts for server in servers))}
 
 
 def _result_value(result: Any) -> Any:

@@ -25,7 +25,7 @@ from agentrl.data import build_fixed_eval_indices
 from agentrl.errors import UserCodeError
 from agentrl.observability.rollout_dump import episode_records
 from agentrl.rollout import EpisodeConfig, PolicyVersion, RolloutGroup
-from agentrl.training.sources import load_weights, step_prompt_indices
+from agentrl.training.sources import StepSource
 from agentrl.trajectory import Trajectory
 
 # Metrics summed over a step's rounds (the others are the first round's).
@@ -70,7 +70,7 @@ def _finished(batch: AgentBatch, positions: int) -> list[int]:
     return counts
 
 
-class AgentSource:
+class AgentSource(StepSource):
     """The `agentrl.training.sources.GroupSource` of an agent run (see module doc)."""
 
     def __init__(
@@ -88,24 +88,22 @@ class AgentSource:
         model: str,
         version: PolicyVersion | None = None,
     ) -> None:
-        if len(prompts) == 0:
-            raise ValueError("no training prompts")
-        self.engine, self.prompts = engine, prompts
-        self.num_generations, self.batch_size, self.seed = num_generations, batch_size, seed
+        super().__init__(
+            engine,
+            prompts,
+            num_generations=num_generations,
+            batch_size=batch_size,
+            seed=seed,
+            version=version or PolicyVersion(0),
+        )
         self.refill_rounds = max(1, int(refill_rounds))
-        self.version = version or PolicyVersion(0)
-        self.engine.version = self.version.get()
         self.server = EndpointServer(model)
         self.runner = AgentRunner(agent, self.server, engine, limits_of(episode), timeout=timeout)
         self._step = -1
         self._metrics: dict[str, float] = {}
         self._dropped: list[tuple[int, Any]] = []  # (group in the step, episode)
-        self._last: dict[str, float] = {}
 
     # ------------------------------------------------------------------ GroupSource
-
-    def start(self, prefill_groups: int, timeout_s: float) -> bool:
-        return True
 
     def _play(self, indices: list[int]) -> AgentBatch:
         return self.runner.run([self.prompts[i] for i in indices], indices, self.num_generations)
@@ -122,10 +120,9 @@ class AgentSource:
         if step != self._step:
             self._step, self._metrics, self._dropped = step, {}, []
         began = time.perf_counter()
-        n = len(self.prompts)
         with self.engine.lock:
-            self.engine.reseed(self.seed * 1_000_003 + step + attempt * 7_919_000_003)
-        indices = step_prompt_indices(n, self.batch_size, step, self.seed, stream=attempt)
+            self.reseed(step, attempt)
+        indices = self.indices(step, stream=attempt)
         batch = self._play(indices)
         self._note(batch)
         full, short = self._sort(batch, len(indices))
@@ -134,7 +131,7 @@ class AgentSource:
             rounds += 1
             stream = _REFILL_STREAM + attempt * 1_000 + rounds
             wanted = self.batch_size - len(full)
-            more = step_prompt_indices(n, self.batch_size, step, self.seed, stream=stream)
+            more = self.indices(step, stream=stream)
             batch = self._play(more[:wanted])
             self._note(batch)
             extra_full, extra_short = self._sort(batch, wanted)
@@ -149,7 +146,7 @@ class AgentSource:
             self._metrics.get("agent/refill_rounds", 0.0) + rounds
         )
         self._metrics["agent/short_groups"] = float(len(groups) - min(len(full), len(groups)))
-        self._last = {"last_rollout_time": time.perf_counter() - began, "last_train_wait": 0.0}
+        self.timed(began)
         return groups
 
     def _sort(self, batch: AgentBatch, positions: int) -> tuple[list[RolloutGroup], tuple]:
@@ -164,12 +161,6 @@ class AgentSource:
             group = next(groups)
             (full if counts[position] >= 2 else one).append(group)
         return full, (one, any(c < 2 for c in counts))
-
-    def sync(self, model: Any) -> int:
-        return load_weights(self.engine, self.version, model)
-
-    def stats(self) -> dict[str, float]:
-        return {"queued": 0.0, "queue_capacity": 0.0, "stale_drop": 0.0, **self._last}
 
     def stop(self) -> None:
         self.server.close()

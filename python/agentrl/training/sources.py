@@ -86,7 +86,54 @@ def load_weights(engine: TorchEngine, version: PolicyVersion, model: Weights) ->
         return version.get()
 
 
-class InlineSource:
+class StepSource:
+    """What every source that plays step ``k``'s prompts when the trainer asks shares: the
+    prompts and random numbers of a step depend only on (seed, step, attempt), weights are
+    loaded between steps, and there is no queue."""
+
+    def __init__(
+        self,
+        engine: Any,
+        prompts: Sequence[Any],
+        *,
+        num_generations: int,
+        batch_size: int,
+        seed: int,
+        version: PolicyVersion,
+    ) -> None:
+        if len(prompts) == 0:
+            raise ValueError("no training prompts")
+        self.engine, self.prompts = engine, prompts
+        self.num_generations, self.batch_size, self.seed = num_generations, batch_size, seed
+        self.version = version
+        self.engine.version = version.get()
+        self._last: dict[str, float] = {}
+
+    def indices(self, step: int, stream: int = 0) -> list[int]:
+        """The prompts of ``step`` in prompt stream ``stream``."""
+        return step_prompt_indices(len(self.prompts), self.batch_size, step, self.seed, stream)
+
+    def reseed(self, step: int, attempt: int) -> None:
+        """The engine's sampling seed for ``step``'s attempt ``attempt`` (hold its lock)."""
+        self.engine.reseed(self.seed * 1_000_003 + step + attempt * 7_919_000_003)
+
+    def timed(self, began: float) -> None:
+        self._last = {"last_rollout_time": time.perf_counter() - began, "last_train_wait": 0.0}
+
+    def start(self, prefill_groups: int, timeout_s: float) -> bool:
+        return True
+
+    def sync(self, model: Weights) -> int:
+        return load_weights(self.engine, self.version, model)
+
+    def stats(self) -> dict[str, float]:
+        return {"queued": 0.0, "queue_capacity": 0.0, "stale_drop": 0.0, **self._last}
+
+    def stop(self) -> None:
+        return None
+
+
+class InlineSource(StepSource):
     """Rollout of each step's groups on demand, reproducible from (seed, step)."""
 
     def __init__(
@@ -101,25 +148,23 @@ class InlineSource:
         seed: int,
         version: PolicyVersion,
     ) -> None:
-        if len(prompts) == 0:
-            raise ValueError("no training prompts")
-        self.engine, self.prompts, self.tools, self.episode = engine, prompts, tools, episode
-        self.num_generations, self.batch_size, self.seed = num_generations, batch_size, seed
-        self.version = version
-        self.engine.version = version.get()
-        self._last: dict[str, float] = {}
-
-    def start(self, prefill_groups: int, timeout_s: float) -> bool:
-        return True
+        super().__init__(
+            engine,
+            prompts,
+            num_generations=num_generations,
+            batch_size=batch_size,
+            seed=seed,
+            version=version,
+        )
+        self.tools, self.episode = tools, episode
 
     def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
         """Step ``step``'s groups; ``attempt`` > 0 draws dynamic sampling's extra prompts."""
-        n = len(self.prompts)
-        indices = step_prompt_indices(n, self.batch_size, step, self.seed, stream=attempt)
+        indices = self.indices(step, stream=attempt)
         tag = f"{self.seed}:{step}" + (f":{attempt}" if attempt else "")
         began = time.perf_counter()
         with self.engine.lock:
-            self.engine.reseed(self.seed * 1_000_003 + step + attempt * 7_919_000_003)
+            self.reseed(step, attempt)
             groups = run_episodes(
                 self.engine,
                 [self.prompts[i] for i in indices],
@@ -129,17 +174,8 @@ class InlineSource:
                 data_indices=indices,
                 rng=random.Random(f"agentrl-rollout:{tag}"),
             )
-        self._last = {"last_rollout_time": time.perf_counter() - began, "last_train_wait": 0.0}
+        self.timed(began)
         return groups
-
-    def sync(self, model: Weights) -> int:
-        return load_weights(self.engine, self.version, model)
-
-    def stats(self) -> dict[str, float]:
-        return {"queued": 0.0, "queue_capacity": 0.0, "stale_drop": 0.0, **self._last}
-
-    def stop(self) -> None:
-        return None
 
 
 class BackgroundSource:
@@ -172,6 +208,7 @@ __all__ = [
     "BackgroundSource",
     "GroupSource",
     "InlineSource",
+    "StepSource",
     "Weights",
     "epoch_order",
     "load_weights",

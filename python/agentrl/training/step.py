@@ -297,7 +297,7 @@ def train_on_groups(
     metrics.update(reward_metrics(scores, reward_baseline))
     if settings.rewards is not None or settings.user_tools:  # a user task: how tools are used
         metrics.update(tool_metrics(batch.trajectories))
-        metrics.update(mcp_metrics())
+        metrics.update(mcp_metrics(settings.tool_servers))
     metrics.update(generation_metrics(batch.trajectories))
     metrics.update(update_metrics(batch, report, beta, current_version))
     episode_advantages = advantages.detach()

@@ -16,6 +16,7 @@ from agentrl.rl.bc import BCConfig
 from agentrl.rl.losses import LossConfig
 from agentrl.rl.optim import StepReport
 from agentrl.rl.pack import PackedBatch
+from agentrl.tools.mcp import MCPServer
 from agentrl.training.scoring import Scores
 
 
@@ -39,6 +40,7 @@ class StepSettings:
     default_tools: list[dict[str, Any]] = field(default_factory=list)
     rewards: CombinedReward | None = None  # the reward functions (None: tool_use alone)
     user_tools: bool = False  # tools beyond the built-ins (--tools, --mcp): their metrics
+    tool_servers: tuple[MCPServer, ...] = ()  # the run's MCP servers (their restarts)
     # Logits are divided by this before log-probs (1.0: raw; else the sampling temperature,
     # the same divisor the rollouts' behaviour log-probs used).
     logprob_temperature: float = 1.0

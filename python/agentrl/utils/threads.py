@@ -1,10 +1,9 @@
 """How many CPU threads torch may use.
 
 Models as small as the tiny preset gain little from intra-op threads, and threads beyond
-the cores a process may run on spin-wait for each other: measured on two cores shared
-with other jobs, 10 RL steps took 402 s with two threads and 13 s with one. On the same
-two cores when idle, two threads beat one (20 RL steps: 19.4 s against 25.6 s; SFT:
-6.5 against 4 steps/s). So a request is honoured but never exceeds the usable cores.
+the cores a process may run on spin-wait for each other, which slows a run down many
+times over. So a request is honoured but never exceeds the usable cores (the measurements:
+docs/tuning.md, "Why the presets hold their values").
 """
 
 from __future__ import annotations
