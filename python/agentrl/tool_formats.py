@@ -74,37 +74,46 @@ def _text_value(value: Any) -> str:
     return value if isinstance(value, str) else _dumps(value)
 
 
-def _qwen3_coder(calls: Sequence[Call]) -> str:
-    blocks = []
-    for name, args in calls:
-        params = "".join(
-            f"<parameter={k}>\n{_text_value(v)}\n</parameter>\n" for k, v in args.items()
+def _tagged(calls: Sequence[Call], call: str, argument: str, sep: str = "\n") -> str:
+    """Calls written as tagged text, one tag per argument, joined by ``sep``: ``call`` holds
+    ``{name}`` and ``{arguments}``; ``argument`` holds ``{key}``, ``{value}`` (as
+    `_text_value` writes it) and ``{string}`` (``true`` for a string value)."""
+    return sep.join(
+        call.format(
+            name=name,
+            arguments="".join(
+                argument.format(key=k, value=_text_value(v), string=str(isinstance(v, str)).lower())
+                for k, v in args.items()
+            ),
         )
-        blocks.append(f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
-    return "\n".join(blocks)
+        for name, args in calls
+    )
+
+
+def _qwen3_coder(calls: Sequence[Call]) -> str:
+    return _tagged(
+        calls,
+        "<tool_call>\n<function={name}>\n{arguments}</function>\n</tool_call>",
+        "<parameter={key}>\n{value}\n</parameter>\n",
+    )
 
 
 def _glm45(calls: Sequence[Call]) -> str:
-    blocks = []
-    for name, args in calls:
-        pairs = "".join(
-            f"<arg_key>{k}</arg_key>\n<arg_value>{_text_value(v)}</arg_value>\n"
-            for k, v in args.items()
-        )
-        blocks.append(f"<tool_call>{name}\n{pairs}</tool_call>")
-    return "\n".join(blocks)
+    return _tagged(
+        calls,
+        "<tool_call>{name}\n{arguments}</tool_call>",
+        "<arg_key>{key}</arg_key>\n<arg_value>{value}</arg_value>\n",
+    )
 
 
 def _dsml(calls: Sequence[Call]) -> str:
-    invokes = []
-    for name, args in calls:
-        params = "".join(
-            f'<｜DSML｜parameter name="{k}" string="{str(isinstance(v, str)).lower()}">'
-            f"{_text_value(v)}</｜DSML｜parameter>\n"
-            for k, v in args.items()
-        )
-        invokes.append(f'<｜DSML｜invoke name="{name}">\n{params}</｜DSML｜invoke>\n')
-    return "<｜DSML｜function_calls>\n" + "".join(invokes) + "</｜DSML｜function_calls>"
+    invokes = _tagged(
+        calls,
+        '<｜DSML｜invoke name="{name}">\n{arguments}</｜DSML｜invoke>\n',
+        '<｜DSML｜parameter name="{key}" string="{string}">{value}</｜DSML｜parameter>\n',
+        sep="",
+    )
+    return "<｜DSML｜function_calls>\n" + invokes + "</｜DSML｜function_calls>"
 
 
 def _deepseek(calls: Sequence[Call]) -> str:

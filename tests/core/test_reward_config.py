@@ -7,16 +7,41 @@ from pathlib import Path
 import pytest
 from agentrl import _core
 from agentrl.rewards import RewardConfig, score_batch
+from agentrl.rewards.config import FORMAT_MODES, SETTINGS
+from agentrl.utils.options import FLAG
 
 TASK = {"messages": [{"role": "user", "content": "计算 12*3"}], "gt": ["36"]}
 NO_TAG = {**TASK, "completion": "36", "tool_events": []}
 
 
-def test_python_fields_and_defaults_mirror_the_rust_struct() -> None:
-    rust = {name: default for name, _kind, default in _core.reward_config_fields()}
-    python = RewardConfig().to_dict()
-    assert list(python) == list(rust)
-    assert python == rust
+def test_the_rust_scorers_fields_and_defaults_are_the_declarations() -> None:
+    """The Rust core's own defaults and kinds, read from it, against the option()
+    declarations (RewardConfig's fields, current_step first): nothing is restated here."""
+    rust = _core.reward_config_fields()
+    assert [name for name, _, _ in rust] == RewardConfig.names()
+    assert dict((name, default) for name, _, default in rust) == RewardConfig().to_dict()
+    declared = {name: (type(f.default), f.metadata["choices"]) for name, f in SETTINGS.items()}
+    kinds = {
+        "float": (float, ()),
+        "int": (int, ()),
+        "flag": (int, FLAG),
+        "mode": (str, FORMAT_MODES),
+    }
+    for name, kind, _ in rust:
+        if name == "current_step":
+            assert kind == "step" and name not in SETTINGS
+        else:
+            assert declared[name] == kinds[kind], name
+
+
+def test_settings_and_what_the_scorer_receives_keep_their_shape() -> None:
+    settings = RewardConfig().to_dict()
+    assert len(settings) == 43 and settings["current_step"] is None
+    assert RewardConfig.from_dict(settings) == RewardConfig()
+    flags = RewardConfig.from_dict({"strict_order_reward": True, "strict_exact_reward": False})
+    assert (flags.strict_order_reward, flags.strict_exact_reward) == (1, 0)
+    assert isinstance(flags.to_dict()["strict_order_reward"], int)
+    assert type(RewardConfig.from_dict({"reward_base": 1}).reward_base) is float
 
 
 def test_defaults_are_the_compatible_command_line_defaults() -> None:

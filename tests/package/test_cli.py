@@ -1,5 +1,5 @@
 """The command line: one documented spelling (underscores), dashes accepted everywhere,
-and each command showing only its own options."""
+each command showing only its own options, and `--help` a page (the rest one flag away)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ import re
 
 import pytest
 from agentrl.cli import COMMANDS, command_parser, main, normalize_option_spelling
+from agentrl.config import OPTION_NAMES, option_field, option_section
+
+# The most lines `--help` may take at 80 columns.
+HELP_PAGE_LINES = 100
+# The commands whose options are the run config's, with `--help SECTION` and `--help_all`.
+CONFIG_COMMANDS = ("train", "sft", "eval")
 
 # A training-only option that a command other than `train` must not offer.
 TRAINING_ONLY = ("--learning_rate", "--bc_coef", "--kl_target", "--lora_rank", "--beta_max")
@@ -16,7 +22,12 @@ SHARED_WITH_SFT = ("--learning_rate", "--lora_rank")
 
 
 def _long_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if any(s.startswith("--") for s in a.option_strings)]
+    """The options that take part in a command line (not the help flags, which exit)."""
+    return [
+        a
+        for a in parser._actions
+        if any(s.startswith("--") for s in a.option_strings) and a.dest != argparse.SUPPRESS
+    ]
 
 
 def _sample_value(action: argparse.Action) -> list[str]:
@@ -124,7 +135,7 @@ def test_no_reference_trainer_path_in_help(name: str) -> None:
         assert fragment not in help_text, f"agentrl {name} --help shows {fragment}"
 
 
-def test_sft_earlier_spellings_still_parse() -> None:
+def test_sft_other_spellings_parse() -> None:
     from agentrl.commands.sft import options_from_args
 
     parser = command_parser("sft")[0]
@@ -224,3 +235,93 @@ def test_main_accepts_both_spellings(capsys: pytest.CaptureFixture[str]) -> None
     dashed = capsys.readouterr().out
     assert main(["train", "--print_config", "--batch_size", "3"]) == 0
     assert capsys.readouterr().out == dashed and "batch_size = 3" in dashed
+
+
+def _help(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``agentrl ARGV`` at 80 columns."""
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _flags_listed(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--\w+", text))
+
+
+@pytest.mark.parametrize("name", CONFIG_COMMANDS)
+def test_help_is_one_page_of_the_common_options_and_says_where_the_rest_is(
+    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, page, _ = _help(capsys, [name, "--help"])
+    assert code == 0
+    lines = page.splitlines()
+    assert len(lines) <= HELP_PAGE_LINES, f"agentrl {name} --help: {len(lines)} lines"
+    words = " ".join(page.split())
+    assert f"agentrl {name} --help SECTION" in words and f"agentrl {name} --help_all" in words
+    assert _help(capsys, [name, "-h"])[1] == page
+    parser = command_parser(name)[0]
+    offered = {a.dest for a in parser._actions if a.dest in OPTION_NAMES}
+    common = {n for n in offered if option_field(n).metadata.get("common")}
+    shown = {n for n in offered if f"--{n} " in page or f"--{n}," in page or f"--{n}\n" in page}
+    assert shown == common  # the front page is what the declarations mark, nothing else
+    assert common, f"agentrl {name} --help shows no option"
+
+
+def test_train_help_groups_the_common_options_by_section(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    page = _help(capsys, ["train", "--help"])[1]
+    for flag in ("--model", "--data", "--total_steps", "--num_generations", "--reward_funcs"):
+        assert flag in page
+    for section in ("run", "model", "data", "rollout", "eval", "reward"):
+        assert re.search(rf"^{section} options \(\d+ of \d+; all: --help {section}\):$", page, re.M)
+    assert "--help_all" in page and "--print_config" in page
+    assert "--kl_target" not in page and "--reward_base" not in page
+
+
+@pytest.mark.parametrize("name", CONFIG_COMMANDS)
+def test_help_all_lists_every_option(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = command_parser(name)[0]
+    every = {s for a in _long_options(parser) for s in a.option_strings if s.startswith("--")}
+    code, text, _ = _help(capsys, [name, "--help_all"])
+    assert code == 0 and every <= _flags_listed(text)
+    assert "Exit codes" in text
+    assert _help(capsys, [name, "--help-all"])[1] == text  # the dashed spelling too
+    if name == "train":
+        assert {f"--{n}" for n in OPTION_NAMES} <= _flags_listed(text)
+
+
+def test_help_section_lists_that_sections_options_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, text, _ = _help(capsys, ["train", "--help", "rollout"])
+    assert code == 0 and "rollout options:" in text
+    rollout = {f"--{n}" for n in OPTION_NAMES if option_section(n) == "rollout"}
+    assert rollout <= _flags_listed(text)
+    others = {f"--{n}" for n in OPTION_NAMES if option_section(n) != "rollout"}
+    assert not others & _flags_listed(text.split("rollout options:")[1])
+    reward = _help(capsys, ["train", "--help", "reward"])[1]
+    assert "--reward_base" in reward and "--judge_model" in reward
+    assert "--num_demos" in _help(capsys, ["sft", "--help", "warm_start"])[1]
+    assert "--resume" in _help(capsys, ["sft", "-h", "aliases"])[1]
+
+
+def test_an_unknown_help_section_is_a_usage_error_naming_the_sections(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _help(capsys, ["train", "--help", "optimiser"])
+    assert code == 2 and out == ""
+    assert "unknown help section 'optimiser'" in err and "rollout" in err and "reward" in err
+    code, _, err = _help(capsys, ["eval", "--help", "optim"])  # eval has no optim section
+    assert code == 2 and "unknown help section 'optim'" in err
+
+
+def test_print_config_takes_todays_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--print_config", "--total_steps", "7", "--epsilon", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "total_steps = 7" in out and "epsilon = 0.3" in out and "[reward]" in out

@@ -168,6 +168,7 @@ def test_an_option_subset_adds_only_those_flags():
     flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
     assert flags == {
         "--help",
+        "--help_all",
         "--config",
         "--preset",
         "--model",
@@ -180,15 +181,32 @@ def test_an_option_subset_adds_only_those_flags():
 
 
 def test_the_advantage_stage_reads_the_reward_baseline_settings():
-    """reward_scale / reward_ema_decay are reward settings (the scorer's list); the
-    advantage stage's own defaults, for library calls, equal them."""
-    from agentrl.rewards.config import RewardConfig
+    """reward_scale / reward_ema_decay are reward settings (the scorer's list); the run's
+    config hands the values set there to the advantage stage."""
     from agentrl.rl.advantages import AdvantageConfig
 
-    for name in ("reward_scale", "reward_ema_decay"):
-        assert getattr(AdvantageConfig(), name) == getattr(RewardConfig(), name)
-    config = resolve(overrides={"reward_scale": 2.5})
-    assert config.part(AdvantageConfig).reward_scale == 2.5
+    config = resolve(overrides={"reward_scale": 2.5, "reward_ema_decay": 0.5})
+    advantage = config.part(AdvantageConfig)
+    assert (advantage.reward_scale, advantage.reward_ema_decay) == (2.5, 0.5)
+    assert config.reward.reward_scale == 2.5
+
+
+def test_reward_settings_are_options_like_every_other():
+    """The 42 reward settings are option() declarations: one checker, one text parser, the
+    same help; their flags keep their names and land in config.reward."""
+    from agentrl.config import option_field
+    from agentrl.rewards.config import SETTINGS
+    from agentrl.utils.options import is_option
+
+    assert len(SETTINGS) == 42 and all(is_option(f) for f in SETTINGS.values())
+    assert set(SETTINGS) <= set(OPTION_NAMES)
+    assert option_field("strict_order_reward").metadata["choices"] == (0, 1)
+    config = _parse(["--strict_order_reward", "false", "--max_reward_answer_len", "10"])
+    assert config.reward.strict_order_reward == 0 and config.reward.max_reward_answer_len == 10
+    with pytest.raises(ValueError, match=r"format_enforce_mode='strict': expected one of"):
+        resolve(overrides={"format_enforce_mode": "strict"})
+    with pytest.raises(ValueError, match=r"strict_exact_reward=2: expected one of 0, 1"):
+        resolve(overrides={"strict_exact_reward": 2})
 
 
 def test_each_option_is_declared_once_by_one_component():

@@ -72,7 +72,7 @@ READ_BY: dict[str, str] = {
     "max_head_offpolicyness": "agentrl.placement.split:split_version_gap",
     "max_version_gap": "agentrl.rollout.async_rollout:AsyncRollout.__init__",
     "max_queue_groups": "agentrl.placement.split:TrainerRolloutSplit.rollout_worker",
-    "mcp_max_restarts": "agentrl.assembly.task:build_tools",
+    "mcp_max_restarts": "agentrl.assembly.task:start_mcp_servers",
     "python_allow_network": "agentrl.tools.python_sandbox:limits_from_options",
     "python_memory_mb": "agentrl.tools.python_sandbox:limits_from_options",
     "python_timeout": "agentrl.tools.python_sandbox:limits_from_options",

@@ -8,16 +8,10 @@ import time
 
 from agentrl.assembly.task import episode_config
 from agentrl.config import resolve
-from agentrl.rollout.episodes import EpisodeConfig, _run_tools
+from agentrl.rollout.episodes import EpisodeConfig, run_episodes
 from agentrl.tools import ToolRegistry, tool
 
-
-class _Episode:
-    def __init__(self, registry: ToolRegistry) -> None:
-        self.registry = registry
-        self.pending_calls = [{"name": "nap", "arguments": {}}]
-        self.valid_names = None
-        self.tool_seconds: list[float] = []
+from tests.fakes.engines import ScriptedEngine, tool_call
 
 
 def _most_at_once(workers: int) -> int:
@@ -36,8 +30,17 @@ def _most_at_once(workers: int) -> int:
 
     registry = ToolRegistry(timeout=10)
     registry.register(nap)
-    events = _run_tools([_Episode(registry) for _ in range(4)], workers)
-    assert all(e.ok for batch in events for e in batch)
+    # Four episodes that each call `nap` in their first turn, then answer.
+    engine = ScriptedEngine(
+        lambda turn, _c: tool_call("nap") if turn == 0 else "<answer>ok</answer>"
+    )
+    samples = [
+        {"messages": [{"role": "user", "content": f"task {i}"}], "gt": ["ok"]} for i in range(4)
+    ]
+    config = EpisodeConfig(tool_workers=workers)
+    groups = run_episodes(engine, samples, registry, num_generations=1, config=config)
+    events = [e for g in groups for t in g.trajectories for e in t.tool_events]
+    assert len(events) == 4 and all(e["ok"] for e in events)
     return most[0]
 
 

@@ -29,8 +29,7 @@ def test_a_tool_named_like_a_built_in_replaces_it_and_says_so():
     registry = task_tools(builtin_registry(), TaskParts(tools=[calculate_math]), said.append)
     assert registry.run("calculate_math", {"expression": "1+1"}) == "forty-two"
     assert said == [
-        "tool 'calculate_math': test_tool_names.calculate_math replaces the built-in one "
-        "for this run"
+        f"tool 'calculate_math': {__name__}.calculate_math replaces the built-in one for this run"
     ]
     specs = {s["function"]["name"]: s["function"] for s in registry.specs()}
     assert specs["calculate_math"]["description"] == "My own calculator."

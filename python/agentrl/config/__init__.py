@@ -17,9 +17,8 @@ flags (``--learning_rate 1e-5``).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import Field, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,20 @@ from typing import Any
 from agentrl.agents.options import AgentConfig
 from agentrl.config.compat import ALIASES, COMPAT_DEFAULTS, COMPAT_ONLY, compat_only_error
 from agentrl.config.help import add_paged_help, common
+from agentrl.config.names import (
+    COMMAND_OPTIONS,
+    COMPONENTS,
+    FIELDS,
+    LIST_OPTIONS,
+    OPTION_NAMES,
+    REWARD_FIELDS,
+    SECTIONS,
+    TRAIN_FIELDS,
+    canonical_names,
+    check_names,
+    option_field,
+    option_section,
+)
 from agentrl.config.presets import DEFAULT_PRESET, PRESETS
 from agentrl.config.run import EvalConfig, RunConfig
 from agentrl.data.options import DataConfig
@@ -34,7 +47,7 @@ from agentrl.data.synthetic import TaskConfig, parse_mix
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.observability.trackers import parse_report_to
-from agentrl.rewards.config import SETTINGS, RewardConfig
+from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.options import RewardFunctionsConfig
 from agentrl.rl.advantages import AdvantageConfig
 from agentrl.rl.bc import BCConfig
@@ -42,26 +55,8 @@ from agentrl.rl.kl_control import BetaConfig
 from agentrl.rl.losses import LossConfig
 from agentrl.rl.optim import OptimConfig
 from agentrl.rollout.options import RolloutConfig
-from agentrl.utils.options import check_value, option_fields, part, text_type
+from agentrl.utils.options import check_value, part, text_type
 from agentrl.utils.tomlfile import load_toml
-
-SECTIONS = ("run", "model", "data", "rollout", "optim", "loss", "kl", "bc", "eval", "reward")
-
-# The components whose options make up a run's config, in section order.
-COMPONENTS: tuple[type, ...] = (
-    RunConfig,
-    ModelConfig,
-    DataConfig,
-    AgentConfig,
-    RolloutConfig,
-    OptimConfig,
-    LossConfig,
-    AdvantageConfig,
-    BetaConfig,
-    BCConfig,
-    EvalConfig,
-    RewardFunctionsConfig,
-)
 
 
 @dataclass(frozen=True)
@@ -121,7 +116,7 @@ class TrainConfig(
 
     def flat(self) -> dict[str, Any]:
         """Every option by name, reward settings included."""
-        out = {name: getattr(self, name) for name in _OWN}
+        out = {name: getattr(self, name) for name in TRAIN_FIELDS}
         out.update(self.reward.to_dict())
         out.pop("current_step", None)
         return out
@@ -135,8 +130,8 @@ class TrainConfig(
         """Options from a flat name -> value mapping; unknown names are an error."""
         values = canonical_names(values)
         check_names(values)
-        own = {k: _joined(k, v) for k, v in values.items() if k in _OWN}
-        reward = {k: v for k, v in values.items() if k in _REWARD}
+        own = {k: _joined(k, v) for k, v in values.items() if k in TRAIN_FIELDS}
+        reward = {k: v for k, v in values.items() if k in REWARD_FIELDS}
         return cls(**own, reward=RewardConfig.from_dict(reward))
 
     def to_toml(self) -> str:
@@ -150,43 +145,12 @@ class TrainConfig(
         return "\n".join(lines) + "\n"
 
 
-def _collect_options() -> tuple[dict[str, Field[Any]], dict[str, str]]:
-    own: dict[str, Field[Any]] = {}
-    sections: dict[str, str] = {}
-    for component in COMPONENTS:
-        for f in option_fields(component):
-            if f.name in own:
-                raise TypeError(f"option {f.name!r} is declared twice ({sections[f.name]})")
-            own[f.name] = f
-            sections[f.name] = component.SECTION  # type: ignore[attr-defined]
-    return own, sections
-
-
-_OWN, _SECTION_OF = _collect_options()
-# The built-in reward's settings: options like the others, held by ``config.reward``.
-_REWARD = SETTINGS
-_FIELDS: dict[str, Field[Any]] = {**_OWN, **_REWARD}
-OPTION_NAMES: tuple[str, ...] = tuple(_FIELDS)
-
-
-# Options holding a list, written as one comma-separated string (TOML may give a list).
-LIST_OPTIONS = ("tools", "reward_funcs", "reward_weights")
-
-
-# Options holding commands (which may contain commas), joined with ";".
-COMMAND_OPTIONS = ("mcp",)
-
-
 def _joined(name: str, value: Any) -> Any:
     if name in LIST_OPTIONS and isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
     if name in COMMAND_OPTIONS and isinstance(value, list | tuple):
         return ";".join(str(v) for v in value)
     return value
-
-
-def option_section(name: str) -> str:
-    return RewardConfig.SECTION if name in _REWARD else _SECTION_OF[name]
 
 
 def _toml_value(value: Any) -> str:
@@ -198,32 +162,6 @@ def _toml_value(value: Any) -> str:
     return f'"{text}"'
 
 
-def canonical_names(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with other spellings of an option (:data:`compat.ALIASES`) renamed; the
-    same option given under two names is an error."""
-    out: dict[str, Any] = {}
-    for name, value in values.items():
-        own = ALIASES.get(name, name)
-        if own in out and own != name:
-            raise ValueError(f"option {own!r} is given twice (as {name!r} too)")
-        out[own] = value
-    return out
-
-
-def option_field(name: str) -> Field[Any]:
-    """The declaration of option ``name`` (its default, help, choices and range)."""
-    return _FIELDS[ALIASES.get(name, name)]
-
-
-def check_names(values: Iterable[str]) -> None:
-    """Raise ValueError for unknown option names, suggesting the closest known one."""
-    for name in values:
-        if name not in _FIELDS and name not in ALIASES:
-            close = difflib.get_close_matches(name, OPTION_NAMES, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown option {name!r}{hint}")
-
-
 # ------------------------------------------------------------------ validation
 
 
@@ -233,7 +171,7 @@ def validate(config: TrainConfig) -> None:
     Each option's type, choices and range come from its declaration; what is checked here
     are the rules that tie options together.
     """
-    for name, f in _OWN.items():
+    for name, f in TRAIN_FIELDS.items():
         object.__setattr__(config, name, check_value(name, f, getattr(config, name)))
     if config.beta_min > config.beta_max:
         raise ValueError(f"beta_min={config.beta_min} is above beta_max={config.beta_max}")
@@ -256,7 +194,10 @@ def validate(config: TrainConfig) -> None:
             "logprob_temperature=sampling"
         )
     for name in COMPAT_ONLY:
-        accepted = (_OWN[name].default, COMPAT_DEFAULTS.get(name, _OWN[name].default))
+        accepted = (
+            TRAIN_FIELDS[name].default,
+            COMPAT_DEFAULTS.get(name, TRAIN_FIELDS[name].default),
+        )
         error = compat_only_error(name, getattr(config, name), accepted)
         if error:
             raise ValueError(error)
@@ -417,7 +358,7 @@ def add_config_arguments(
     for name in OPTION_NAMES:
         if name not in wanted:
             continue
-        f = _FIELDS[name]
+        f = FIELDS[name]
         default = defaults.get(name, f.default)
         choices = list(f.metadata.get("choices") or ()) or None
         repeatable = {"action": "append"} if name in COMMAND_OPTIONS else {}
@@ -438,7 +379,7 @@ def add_config_arguments(
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The resolved config of a parsed command line; a bad option or file is a UsageError."""
-    given = {k: v for k, v in vars(args).items() if k in _FIELDS}
+    given = {k: v for k, v in vars(args).items() if k in FIELDS}
     try:
         return resolve(getattr(args, "preset", None), getattr(args, "config", None), given)
     except ValueError as exc:

@@ -444,13 +444,4 @@ class PromptPool:
         )
 
 
-__all__ = [
-    "MALFORMED_REASONS",
-    "POLICY_REASONS",
-    "PromptPool",
-    "PromptPoolError",
-    "PromptSample",
-    "SkippedLine",
-    "inject_instruction",
-    "iter_jsonl_lines",
-]
+__all__ = ["PromptPool", "PromptPoolError"]

@@ -125,9 +125,7 @@ class RunObserver:
 
     def close(self) -> Path | None:
         """Stop the display and dashboards; write the report. Returns the report path."""
-        self.display.close()
-        self.trackers.close()
-        self.metrics.close()
+        self.abort()  # everything closes as when a run fails, then the report is written
         if not self.report:
             return None
         path = write_report(
@@ -145,41 +143,21 @@ class QuietObserver:
     a multi-process run, whose metrics reach rank 0's observer (averaged) instead.
 
     It has every method of :class:`RunObserver`, so the trainer reports the same way in
-    every process; here each one does nothing, or returns what nothing written means.
+    every process; here each one ignores what it is given and does nothing, or returns what
+    nothing written means.
     """
 
-    def log(self, message: str) -> None:
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
         return None
 
-    def train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
-        return None
-
-    def evaluation(self, step: int, metrics: Mapping[str, Any], label: str = "eval") -> None:
-        return None
-
-    def debug_sample(
-        self,
-        step: int,
-        groups: Sequence[RolloutGroup],
-        rewards: Sequence[float],
-        details: Sequence[Mapping[str, Any]],
-    ) -> None:
-        return None
+    log = train_step = evaluation = debug_sample = abort = _nothing
+    dump = close = _nothing  # no file written: None
 
     def dump_due(self, step: int) -> bool:
         return False
 
-    def dump(self, kind: str, step: int, records: Sequence[Mapping[str, Any]]) -> Path | None:
-        return None
-
     def history(self) -> list[dict[str, Any]]:
         return []
-
-    def abort(self) -> None:
-        return None
-
-    def close(self) -> Path | None:
-        return None
 
 
 __all__ = ["METRICS_FILE", "REPORT_FILE", "QuietObserver", "RunObserver"]

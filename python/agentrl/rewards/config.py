@@ -101,11 +101,11 @@ class RewardConfig:
     def from_toml(cls, path: str | Path) -> RewardConfig:
         """Settings from a TOML file: top-level keys, or a ``[reward]`` table."""
         data = load_toml(path)
-        if isinstance(data.get("reward"), dict):
-            extra = sorted(k for k in data if k != "reward")
+        if isinstance(data.get(cls.SECTION), dict):
+            extra = sorted(k for k in data if k != cls.SECTION)
             if extra:
-                raise ValueError(f"{path}: keys outside [reward]: {', '.join(extra)}")
-            data = data["reward"]
+                raise ValueError(f"{path}: keys outside [{cls.SECTION}]: {', '.join(extra)}")
+            data = data[cls.SECTION]
         try:
             return cls.from_dict(data)
         except ValueError as exc:

@@ -29,9 +29,6 @@ every token of it, most of which were right, while pushing up a success reinforc
 exactly what worked.
 
 Standard deviations are population ones (``unbiased=False``).
-
-Scoring text with reward functions and then normalising within groups is
-`agentrl.training.group_rewards`: it composes the reward layer with this math.
 """
 
 from __future__ import annotations
@@ -41,7 +38,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
 from agentrl.utils.options import option
@@ -58,7 +54,6 @@ __all__ = [
     "compute_advantages",
     "equal_group_ids",
     "group_advantages",
-    "group_ids_from_labels",
     "group_moments",
     "register_advantage",
     "register_turn_advantage",
@@ -82,7 +77,9 @@ class AdvantageConfig:
 
     SECTION: ClassVar[str] = "loss"
 
-    advantage_mode: str = option("mixed", "how rewards become advantages", ADVANTAGE_ESTIMATORS)
+    advantage_mode: str = option(
+        "mixed", "how rewards become advantages", ADVANTAGE_ESTIMATORS, common=True
+    )
     adv_min_std: float = option(0.10, "group std below this counts as zero", check=">=0")
     zero_std_advantage_mode: str = option(
         "baseline", "advantage of a zero-std group in mixed mode", ZERO_STD_MODES
@@ -279,12 +276,6 @@ def token_advantages(turn_values: torch.Tensor, token_turns: torch.Tensor) -> to
     return turn_values.gather(1, index) * (token_turns >= 0)
 
 
-def is_per_turn(mode: str) -> bool:
-    """Whether ``mode`` gives one advantage per turn rather than per episode."""
-    estimator = lookup(ADVANTAGE_ESTIMATORS, mode, "advantage_mode")
-    return bool(getattr(estimator, "per_turn", False))
-
-
 def compute_advantages(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
@@ -375,15 +366,3 @@ def update_reward_baseline(
     if opt_step == 1 and abs(float(baseline)) < 1e-12:
         return reward_mean
     return float(decay) * float(baseline) + (1.0 - float(decay)) * reward_mean
-
-
-def group_ids_from_labels(groups: Sequence[Any] | np.ndarray | int, n: int) -> torch.Tensor:
-    """Group ids 0..K-1 for ``n`` rows from one label per row (any hashable values, e.g.
-    the prompt index) or from an int group size (consecutive groups)."""
-    if isinstance(groups, int | np.integer):
-        return equal_group_ids(n, int(groups))
-    labels = np.asarray(groups)
-    if labels.shape != (n,):
-        raise ValueError(f"got {labels.size} group ids for {n} rewards")
-    _, inverse = np.unique(labels, return_inverse=True)
-    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long)

@@ -43,7 +43,7 @@ class BetaConfig:
 
     SECTION: ClassVar[str] = "kl"
 
-    beta: float = option(0.03, "initial KL coefficient", check=">=0")
+    beta: float = option(0.03, "initial KL coefficient", check=">=0", common=True)
     beta_auto_tune: bool = option(True, "adapt beta towards kl_target")
     beta_control_metric: str = option(
         "old_current_abs_delta", "drift metric beta follows", CONTROL_METRICS

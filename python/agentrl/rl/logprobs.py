@@ -17,7 +17,7 @@ prompts) is `agentrl.training.forward.masked_logps`, the one home of model log-p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,30 +103,49 @@ def _slice_grad(
     return out
 
 
-def _chunked_stats(
-    n: int,
+def _slices(n: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of consecutive slices of at most ``chunk`` of ``n`` rows."""
+    for start in range(0, n, chunk):
+        yield start, min(start + chunk, n)
+
+
+@dataclass(frozen=True)
+class _Slicing:
+    """How the autograd functions normalise: the temperature dividing the logits, tokens
+    per slice, and whether entropies are wanted too."""
+
+    temperature: float
+    chunk: int
+    with_entropy: bool
+
+
+def _forward_stats(
+    ctx: Any,
     slice_logits: Callable[[int, int], torch.Tensor],
+    inputs: tuple[torch.Tensor, ...],
     targets: torch.Tensor,
-    temperature: float,
-    chunk: int,
-    with_entropy: bool,
-    device: torch.device,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(log-probs, log-normalisers, entropies or an empty tensor) of ``n`` rows' targets,
-    from the raw logits ``slice_logits(start, end)`` of ``chunk`` rows at a time (no grad)."""
+    how: _Slicing,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward of both autograd functions: (log-probs, entropies or an empty tensor)
+    of the targets of ``inputs[0]``'s rows, from the raw logits ``slice_logits(start,
+    end)`` of one slice of rows at a time (no grad); ``ctx`` keeps ``inputs``, the targets
+    and the log-normalisers for the backward."""
+    n, device = inputs[0].size(0), inputs[0].device
     logps = torch.empty(n, dtype=torch.float32, device=device)
     lse = torch.empty_like(logps)
-    entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=device)
+    entropy = torch.empty(n if how.with_entropy else 0, dtype=torch.float32, device=device)
     with torch.no_grad():
-        for start in range(0, n, chunk):
-            end = min(start + chunk, n)
+        for start, end in _slices(n, how.chunk):
             picked, norm, ent = _slice_stats(
-                slice_logits(start, end), targets[start:end], temperature, with_entropy
+                slice_logits(start, end), targets[start:end], how.temperature, how.with_entropy
             )
             logps[start:end], lse[start:end] = picked, norm
             if ent is not None:
                 entropy[start:end] = ent
-    return logps, lse, entropy
+    ctx.save_for_backward(*inputs, targets, lse)
+    ctx.temperature, ctx.chunk = how.temperature, how.chunk
+    ctx.mark_non_differentiable(entropy)
+    return logps, entropy
 
 
 class _LogitsLogps(torch.autograd.Function):
@@ -134,34 +153,16 @@ class _LogitsLogps(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any,
-        logits: torch.Tensor,
-        targets: torch.Tensor,
-        temperature: float,
-        chunk: int,
-        with_entropy: bool,
+        ctx: Any, logits: torch.Tensor, targets: torch.Tensor, how: _Slicing
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        logps, lse, entropy = _chunked_stats(
-            logits.size(0),
-            lambda start, end: logits[start:end],
-            targets,
-            temperature,
-            chunk,
-            with_entropy,
-            logits.device,
-        )
-        ctx.save_for_backward(logits, targets, lse)
-        ctx.temperature, ctx.chunk = temperature, chunk
-        ctx.mark_non_differentiable(entropy)
-        return logps, entropy
+        return _forward_stats(ctx, lambda start, end: logits[start:end], (logits,), targets, how)
 
     @staticmethod
     def backward(ctx: Any, grad_logps: torch.Tensor, _grad_entropy: Any) -> Any:  # type: ignore[override]
         logits, targets, lse = ctx.saved_tensors
         grad_logits = torch.empty_like(logits)
         grad_logps = grad_logps.float()
-        for start in range(0, logits.size(0), ctx.chunk):
-            end = min(start + ctx.chunk, logits.size(0))
+        for start, end in _slices(logits.size(0), ctx.chunk):
             grad = _slice_grad(
                 logits[start:end],
                 targets[start:end],
@@ -170,7 +171,7 @@ class _LogitsLogps(torch.autograd.Function):
                 ctx.temperature,
             )
             grad_logits[start:end] = grad.to(logits.dtype)
-        return grad_logits, None, None, None, None
+        return grad_logits, None, None
 
 
 class _LinearLogps(torch.autograd.Function):
@@ -184,27 +185,15 @@ class _LinearLogps(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
     def forward(  # type: ignore[override]
-        ctx: Any,
-        hidden: torch.Tensor,
-        weight: torch.Tensor,
-        targets: torch.Tensor,
-        temperature: float,
-        chunk: int,
-        with_entropy: bool,
+        ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, how: _Slicing
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        logps, lse, entropy = _chunked_stats(
-            hidden.size(0),
+        return _forward_stats(
+            ctx,
             lambda start, end: F.linear(hidden[start:end], weight),
+            (hidden, weight),
             targets,
-            temperature,
-            chunk,
-            with_entropy,
-            hidden.device,
+            how,
         )
-        ctx.save_for_backward(hidden, weight, targets, lse)
-        ctx.temperature, ctx.chunk = temperature, chunk
-        ctx.mark_non_differentiable(entropy)
-        return logps, entropy
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
@@ -214,8 +203,7 @@ class _LinearLogps(torch.autograd.Function):
         grad_hidden = torch.empty_like(hidden) if want_hidden else None
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         grad_logps = grad_logps.float()
-        for start in range(0, hidden.size(0), ctx.chunk):
-            end = min(start + ctx.chunk, hidden.size(0))
+        for start, end in _slices(hidden.size(0), ctx.chunk):
             piece = hidden[start:end]
             raw = F.linear(piece, weight)
             grad = _slice_grad(
@@ -225,18 +213,24 @@ class _LinearLogps(torch.autograd.Function):
                 grad_hidden[start:end] = torch.matmul(grad, weight.to(grad.dtype)).to(hidden.dtype)
             if want_weight:
                 grad_weight += torch.matmul(grad.t(), piece.to(grad.dtype)).float()
-        return (
-            grad_hidden,
-            grad_weight.to(weight.dtype) if want_weight else None,
-            None,
-            None,
-            None,
-            None,
-        )
+        return grad_hidden, grad_weight.to(weight.dtype) if want_weight else None, None, None
 
 
-def _checked_targets(targets: torch.Tensor, vocab: int) -> torch.Tensor:
-    return targets.clamp(min=0, max=vocab - 1)
+def _apply(
+    function: type[torch.autograd.Function],
+    inputs: tuple[torch.Tensor, ...],
+    vocab: int,
+    targets: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
+    chunk: int | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``function`` over ``inputs`` with the targets clamped into the vocabulary, the
+    temperature kept above 0 and slices of ``chunk`` tokens (default: `chunk_tokens`)."""
+    how = _Slicing(max(float(temperature), 1e-6), chunk or chunk_tokens(vocab), with_entropy)
+    checked = targets.clamp(min=0, max=vocab - 1)
+    logps, entropy = function.apply(*inputs, checked, how)
+    return logps, entropy if with_entropy else None
 
 
 def token_logps(
@@ -250,12 +244,7 @@ def token_logps(
     """(log-probs [N], entropies [N] or None) of ``targets`` [N] under ``logits`` [N, V] /
     ``temperature``; float32, at most ``chunk`` tokens normalised at once."""
     vocab = logits.size(-1)
-    size = chunk or chunk_tokens(vocab)
-    tau = max(float(temperature), 1e-6)
-    logps, entropy = _LogitsLogps.apply(
-        logits, _checked_targets(targets, vocab), tau, size, with_entropy
-    )
-    return logps, entropy if with_entropy else None
+    return _apply(_LogitsLogps, (logits,), vocab, targets, temperature, with_entropy, chunk)
 
 
 def linear_token_logps(
@@ -270,12 +259,7 @@ def linear_token_logps(
     """:func:`token_logps` of ``hidden`` [N, H] @ ``weight`` [V, H].T, without ever holding
     more than ``chunk`` tokens' logits (an output layer without bias)."""
     vocab = weight.size(0)
-    size = chunk or chunk_tokens(vocab)
-    tau = max(float(temperature), 1e-6)
-    logps, entropy = _LinearLogps.apply(
-        hidden, weight, _checked_targets(targets, vocab), tau, size, with_entropy
-    )
-    return logps, entropy if with_entropy else None
+    return _apply(_LinearLogps, (hidden, weight), vocab, targets, temperature, with_entropy, chunk)
 
 
 def moe_kwargs(model: torch.nn.Module) -> tuple[dict[str, bool], float | None]:

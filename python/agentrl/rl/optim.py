@@ -54,7 +54,9 @@ class OptimConfig:
 
     SECTION: ClassVar[str] = "optim"
 
-    learning_rate: float = option(2e-7, "AdamW peak rate (cosine to a tenth)", check=">0")
+    learning_rate: float = option(
+        2e-7, "AdamW peak rate (cosine to a tenth)", check=">0", common=True
+    )
     weight_decay: float = option(0.01, "AdamW weight decay", check=">=0")
     adam_beta1: float = option(0.9, "AdamW first-moment decay", check="[0,1]")
     adam_beta2: float = option(0.95, "AdamW second-moment decay", check="[0,1]")
@@ -70,7 +72,10 @@ class OptimConfig:
     micro_batch_size: int = option(0, "rows per forward pass (0: whole batch)", check=">=0")
     ppo_epochs: int = option(1, "passes over each rollout batch (PPO epochs)", check=">=1")
     num_mini_batches: int = option(
-        1, "optimizer updates per pass: the batch's rows cut into this many parts", check=">=1"
+        1,
+        "optimizer updates per pass: the batch's rows cut into this many parts",
+        check=">=1",
+        common=True,
     )
 
 

@@ -73,6 +73,7 @@ class CompiledDecoding:
         self.shared_prefix = shared_prefix
         self.eager = EagerDecoding(forward)
         self.compiled: torch.nn.Module | None = None
+        self.stats: dict[str, int] = {}  # the counters of the current decode (`begin`)
 
     def begin(
         self, cache: Any, attn: torch.Tensor, budget: int, common: int, stats: dict[str, int]
@@ -82,6 +83,7 @@ class CompiledDecoding:
         strategy's cache when it cannot be copied (warned once, counted)."""
         from agentrl.rollout.kv_cache import FIXED_ROOM, as_fixed  # imports transformers
 
+        self.stats = stats
         room = min(budget, FIXED_ROOM)
         candidate = common if common >= MIN_SHARED_PREFIX else 0
         if self.shared_prefix is None:
@@ -103,12 +105,7 @@ class CompiledDecoding:
         return fixed, self
 
     def step(
-        self,
-        token_col: torch.Tensor,
-        attn: torch.Tensor,
-        next_pos: torch.Tensor,
-        cache: Any,
-        stats: dict[str, int],
+        self, token_col: torch.Tensor, attn: torch.Tensor, next_pos: torch.Tensor, cache: Any
     ) -> tuple[torch.Tensor, Any]:
         """One compiled decoding step over a fixed-size cache (copied into a larger one when
         full); the mask spans the whole buffer, its unfilled tail hidden."""
@@ -131,7 +128,7 @@ class CompiledDecoding:
                 f"({type(exc).__name__}: {first_line(exc, 300)}); decode eagerly with "
                 "agentrl train --rollout_compile 0 (or TorchEngine(compile_decode=False))"
             ) from exc
-        stats["compiled_decode_steps"] += 1
+        self.stats["compiled_decode_steps"] += 1
         return out
 
     def _shared_prefix_agrees(self, cache: Any, attn: torch.Tensor, shared: int) -> bool | None:

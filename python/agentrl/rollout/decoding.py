@@ -203,24 +203,19 @@ class DecodeState:
 
 
 class Decoding(Protocol):
-    """How the model runs decoding steps over a prefilled cache (counting into the engine's
-    ``stats`` of the moment)."""
+    """How the model runs decoding steps over a prefilled cache."""
 
     def begin(
         self, cache: Any, attn: torch.Tensor, budget: int, common: int, stats: dict[str, int]
     ) -> tuple[Any, Any]:
         """The cache to decode over (``attn`` masks its positions; ``budget`` new tokens at
         most; the ``common`` leading positions are the same in every row) and the strategy
-        that decodes it (itself, or another when it cannot)."""
+        that decodes it (itself, or another when it cannot); it counts into ``stats`` (the
+        engine's counters of the moment) until the next ``begin``."""
         ...
 
     def step(
-        self,
-        token_col: torch.Tensor,
-        attn: torch.Tensor,
-        next_pos: torch.Tensor,
-        cache: Any,
-        stats: dict[str, int],
+        self, token_col: torch.Tensor, attn: torch.Tensor, next_pos: torch.Tensor, cache: Any
     ) -> tuple[torch.Tensor, Any]:
         """One step: next logits and cache for input tokens ``token_col`` at ``next_pos``."""
         ...
@@ -242,12 +237,7 @@ class EagerDecoding:
         return with_room(cache, min(budget, INITIAL_ROOM)), self
 
     def step(
-        self,
-        token_col: torch.Tensor,
-        attn: torch.Tensor,
-        next_pos: torch.Tensor,
-        cache: Any,
-        stats: dict[str, int],
+        self, token_col: torch.Tensor, attn: torch.Tensor, next_pos: torch.Tensor, cache: Any
     ) -> tuple[torch.Tensor, Any]:
         return self.forward(token_col, attn, next_pos.unsqueeze(-1), cache)
 

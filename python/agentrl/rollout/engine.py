@@ -59,6 +59,7 @@ from agentrl.rollout.decoding import (
     StopMatcher,
 )
 from agentrl.rollout.kv_store import KVStore
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.prefill import Prefill, select_cache_rows
 from agentrl.rollout.sampling import SamplingParams, sample_tokens, seen_mask
 
@@ -116,10 +117,10 @@ class TorchEngine(BatchEngine):
         eos_token_ids: Sequence[int] | None = None,
         seed: int = 0,
         version: int = 0,
-        max_batch_rows: int = 0,
+        max_batch_rows: int = RolloutConfig.rollout_batch_rows,
         compact_fraction: float = 0.125,
-        kv_reuse: bool = True,
-        compile_decode: bool = False,
+        kv_reuse: bool = RolloutConfig.rollout_kv_reuse,
+        compile_decode: bool = RolloutConfig.rollout_compile,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -376,7 +377,7 @@ class TorchEngine(BatchEngine):
             self.stats["compactions"] += int(compacted)
             self.stats["decode_rows"] += state.size
             state.logits, state.cache = decoding.step(
-                token_col, state.attn, state.next_pos, state.cache, self.stats
+                token_col, state.attn, state.next_pos, state.cache
             )
             state.next_pos = state.next_pos + 1
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -57,23 +57,15 @@ from agentrl.trajectory import RolloutGroup, ToolEvent, Trajectory
 
 
 class RolloutEngine(Protocol):
-    """What the loop needs from an engine (`TorchEngine`, a remote server client, a fake).
+    """What the loop needs from an engine (`TorchEngine`, a remote server client, a fake):
+    a tokenizer and `BatchEngine.generate` (its signature; ``cache_keys`` aside).
 
     An engine whose ``kv_reuse`` attribute is true also takes ``cache_keys`` (one per
     row) in ``generate`` and has ``drop_cache(keys)``; the loop then uses them.
     """
 
     tokenizer: Any
-
-    def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams | None = None,
-        *,
-        num_samples: int = 1,
-        max_new_tokens: int | Sequence[int] | None = None,
-        seed: int | None = None,
-    ) -> list[Generation]: ...
+    generate: Callable[..., list[Generation]]
 
 
 @dataclass

@@ -10,9 +10,9 @@ tail after the kept positions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -21,21 +21,10 @@ from agentrl.rollout.kv_store import Reuse, common_prefix
 # A prefix shared by every prompt of a batch is prefilled once when at least this long.
 MIN_SHARED_PREFIX = 16
 
-
-class Forward(Protocol):
-    """One forward pass of the engine's model: the last position's logits (float32) and the
-    new cache. ``model``: another module to run in its place (the compiled decoder);
-    ``extra``: more keyword arguments for it."""
-
-    def __call__(
-        self,
-        ids: torch.Tensor,
-        attn: torch.Tensor,
-        positions: torch.Tensor,
-        cache: Any,
-        model: torch.nn.Module | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> tuple[torch.Tensor, Any]: ...
+# One forward pass of the engine's model, forward(ids, attention mask, position ids, cache,
+# model=None, extra=None) -> (last position's logits in float32, new cache); ``model`` runs
+# in the engine's model's place (the compiled decoder), ``extra`` adds keyword arguments.
+Forward = Callable[..., tuple[torch.Tensor, Any]]
 
 
 @dataclass

@@ -5,12 +5,7 @@ environment is `agentrl.envs.python_env`)."""
 from agentrl.tools.builtin import (
     CALCULATE_MATH_SPEC,
     CALCULATOR_ALIAS_SPEC,
-    CURRENT_TIME_SPEC,
-    DEFAULT_ACTIVE_TOOLS,
-    FIXED_TIMES,
-    MATH_TOOL_NAMES,
     UNIT_CONVERTER_SPEC,
-    UNIT_FACTORS,
     builtin_registry,
 )
 from agentrl.tools.python_sandbox import (
@@ -47,12 +42,7 @@ from agentrl.tools.signature import ArgumentError, function_schema
 __all__ = [
     "CALCULATE_MATH_SPEC",
     "CALCULATOR_ALIAS_SPEC",
-    "CURRENT_TIME_SPEC",
-    "DEFAULT_ACTIVE_TOOLS",
-    "FIXED_TIMES",
-    "MATH_TOOL_NAMES",
     "UNIT_CONVERTER_SPEC",
-    "UNIT_FACTORS",
     "ArgumentError",
     "PythonSandbox",
     "PythonToolError",

@@ -242,24 +242,15 @@ def _coerce(name: str, value: Any, schema: dict[str, Any]) -> Any:
             return value
         if isinstance(value, int | float) and not isinstance(value, bool):
             return str(value)
-    elif kind == "integer":
-        if isinstance(value, int) and not isinstance(value, bool):
+    elif kind in ("integer", "number"):
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if numeric and (kind == "number" or isinstance(value, int)):
             return value
-        if isinstance(value, float) and value.is_integer():
+        if numeric and value.is_integer():  # an integral float where an integer is wanted
             return int(value)
         if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-    elif kind == "number":
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):
+                return (int if kind == "integer" else float)(value.strip())
     elif kind == "boolean":
         if isinstance(value, bool):
             return value

@@ -63,11 +63,6 @@ class Scores:
         return list(self.terms) if self.terms is not None else list(self.details)
 
 
-def trajectory_record(traj: Trajectory) -> dict[str, Any]:
-    """The scorer's row for one episode (the golden reward file's record shape)."""
-    return episode_record(traj)
-
-
 def reward_set(
     functions: Sequence[str | RewardFunction] | str | None = None,
     weights: Sequence[float] | None = None,
@@ -174,5 +169,4 @@ __all__ = [
     "reward_arguments",
     "reward_set",
     "score_trajectories",
-    "trajectory_record",
 ]

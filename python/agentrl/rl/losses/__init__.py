@@ -96,7 +96,7 @@ class LossConfig:
         0.0, "mask tokens with (behav - prox)^2 above (0: off)", check=">=0"
     )
     loss_reduction: str = option(
-        "sequence", "how token losses are averaged over the batch", REDUCTIONS
+        "sequence", "how token losses are averaged over the batch", REDUCTIONS, common=True
     )
     importance_sampling_level: str = option(
         "token", "importance ratio per token or per sequence (GSPO)", OBJECTIVE_BY_LEVEL

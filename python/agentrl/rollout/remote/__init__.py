@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
+from agentrl.rollout.options import RolloutConfig as R
+from agentrl.rollout.remote.http import (
+    REQUEST_TIMEOUT_S,
+    JsonHttpClient,
+    RemoteEngineError,
+    RetryPolicy,
+)
 
 ENGINES = ("torch", "sglang", "vllm", "vllm-server")
 
@@ -35,25 +41,27 @@ def create_rollout_engine(
     autocast: Any = None,
     seed: int = 0,
     version: int = 0,
-    kv_reuse: bool = True,
-    compile_decode: bool = False,
-    max_batch_rows: int = 0,
-    sglang_base_url: str = "http://localhost:8998",
+    kv_reuse: bool = R.rollout_kv_reuse,
+    compile_decode: bool = R.rollout_compile,
+    max_batch_rows: int = R.rollout_batch_rows,
+    sglang_base_url: str = R.sglang_base_url,
     sglang_model_path: str | None = None,
-    sglang_shared_path: str | os.PathLike[str] = "./sglang_ckpt_agentic_async",
-    sglang_timeout_s: float = 600.0,
-    sglang_wait_s: float = 0.0,
-    weight_sync: str = "nccl",
-    weight_sync_host: str = "",
-    weight_sync_timeout_s: float = 600.0,
-    vllm_server_url: str = "http://localhost:8000",
+    sglang_shared_path: str | os.PathLike[str] = R.sglang_shared_path,
+    sglang_timeout_s: float = REQUEST_TIMEOUT_S,
+    sglang_wait_s: float = R.sglang_wait_sec,
+    weight_sync: str = R.weight_sync,
+    weight_sync_host: str = R.weight_sync_host,
+    weight_sync_timeout_s: float = R.weight_sync_timeout_sec,
+    vllm_server_url: str = R.rollout_url,
     vllm_served_model: str | None = None,
     vllm_model_path: str | None = None,
-    vllm_gpu_memory_utilization: float = 0.3,
+    vllm_gpu_memory_utilization: float = R.vllm_gpu_memory_utilization,
     vllm_dtype: str = "bfloat16",
 ) -> Any:
     """The rollout engine named ``kind`` (one of `ENGINES`): the one place every engine of
     agentrl is built (training, evaluation, `agentrl eval`, SFT's held-out score).
+
+    The defaults are the run's rollout options' (`RolloutConfig`, declared once there).
 
     ``torch`` samples with ``rollout_model`` in this process (``kv_reuse``,
     ``compile_decode`` and ``max_batch_rows`` as `TorchEngine` takes them).
@@ -79,6 +87,13 @@ def create_rollout_engine(
             compile_decode=compile_decode,
             max_batch_rows=max_batch_rows,
         )
+    # What every server engine takes (`ServerEngine`).
+    server = {
+        "version": version,
+        "timeout_s": sglang_timeout_s,
+        "weight_sync_host": weight_sync_host,
+        "weight_sync_timeout_s": weight_sync_timeout_s,
+    }
     if kind == "sglang":
         from agentrl.rollout.remote.sglang import SGLangEngine
 
@@ -88,10 +103,7 @@ def create_rollout_engine(
             weight_sync=weight_sync,
             shared_dir=sglang_shared_path if weight_sync == "disk" else None,
             model_path=sglang_model_path,
-            version=version,
-            timeout_s=sglang_timeout_s,
-            weight_sync_host=weight_sync_host,
-            weight_sync_timeout_s=weight_sync_timeout_s,
+            **server,
         )
         return _seeded_and_up(engine, seed, sglang_wait_s)
     if kind == "vllm-server":
@@ -103,13 +115,7 @@ def create_rollout_engine(
                 "weight-transfer engine only (weight_sync='nccl')"
             )
         engine = VLLMServerEngine(
-            vllm_server_url,
-            tokenizer,
-            served_model=vllm_served_model,
-            version=version,
-            timeout_s=sglang_timeout_s,
-            weight_sync_host=weight_sync_host,
-            weight_sync_timeout_s=weight_sync_timeout_s,
+            vllm_server_url, tokenizer, served_model=vllm_served_model, **server
         )
         return _seeded_and_up(engine, seed, sglang_wait_s)
     if kind == "vllm":

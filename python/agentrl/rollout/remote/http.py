@@ -25,6 +25,8 @@ from agentrl.errors import UserError
 
 # HTTP statuses worth retrying: timeouts, rate limits and server-side failures.
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+# How long one request may take by default (a large batch of long generations).
+REQUEST_TIMEOUT_S = 600.0
 
 
 class RemoteEngineError(UserError, RuntimeError):
@@ -71,7 +73,7 @@ class JsonHttpClient:
         self,
         base_url: str,
         *,
-        timeout_s: float = 600.0,
+        timeout_s: float = REQUEST_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         headers: dict[str, str] | None = None,

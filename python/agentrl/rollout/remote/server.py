@@ -10,13 +10,15 @@ subclass says how its server is asked: `_server_ranks`, `_init_group_request` an
 from __future__ import annotations
 
 import abc
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from agentrl.rollout.engine import Generation
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.remote.collective import (
     BroadcastGroup,
     GroupFactory,
@@ -30,8 +32,18 @@ from agentrl.rollout.remote.collective import (
     tensor_specs,
     unique_group_name,
 )
-from agentrl.rollout.remote.common import LiveRowsEngine, PushedWeights, finish_generation
-from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError
+from agentrl.rollout.remote.common import (
+    LiveRowsEngine,
+    PushedWeights,
+    finish_generation,
+    tokenizer_end_ids,
+)
+from agentrl.rollout.remote.http import (
+    REQUEST_TIMEOUT_S,
+    JsonHttpClient,
+    RemoteEngineError,
+    RetryPolicy,
+)
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 
 
@@ -53,16 +65,47 @@ class ServerEngine(LiveRowsEngine):
         "weight_bytes_sent",
     )
 
-    client: JsonHttpClient
-    tokenizer: Any
-    eos_token_ids: frozenset[int]
-    stats: dict[str, int]
-    group_factory: GroupFactory
-    weight_sync_host: str
-    weight_sync_timeout_s: float
-    pushed: PushedWeights
-    _group: BroadcastGroup | None
-    group_name: str | None
+    def __init__(
+        self,
+        base_url: str,
+        tokenizer: Any,
+        *,
+        send_seed: bool,
+        group_factory: GroupFactory | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        version: int = 0,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        client: JsonHttpClient | None = None,
+        weight_sync_host: str = RolloutConfig.weight_sync_host,
+        weight_sync_timeout_s: float = RolloutConfig.weight_sync_timeout_sec,
+    ) -> None:
+        """The server at ``base_url`` (or ``client``, an HTTP client for it), asked with
+        ``timeout_s`` per request and ``retry``. ``eos_token_ids`` default: the tokenizer's
+        end tokens. ``group_factory`` builds the trainer's end of the weight-update group
+        (default: `_default_group_factory`); ``weight_sync_host`` is the address the server
+        reaches the trainer at (empty: the one it is reached from). Per-request seeds are
+        sent only with ``send_seed`` (the server must allow them)."""
+        self.client = client or JsonHttpClient(base_url, timeout_s=timeout_s, retry=retry)
+        self.tokenizer = tokenizer
+        ends = tokenizer_end_ids(tokenizer) if eos_token_ids is None else eos_token_ids
+        self.eos_token_ids: frozenset[int] = frozenset(int(t) for t in ends)
+        self.version = int(version)
+        self.send_seed = bool(send_seed)
+        self.weight_sync_host = weight_sync_host
+        self.weight_sync_timeout_s = float(weight_sync_timeout_s)
+        self.group_factory: GroupFactory = group_factory or self._default_group_factory()
+        self.pushed = PushedWeights()
+        self._group: BroadcastGroup | None = None
+        self.group_name: str | None = None
+        self.lock = threading.RLock()
+        self.stats = self._fresh_stats()
+        self._seed: int | None = None
+        self._calls = 0
+
+    @abc.abstractmethod
+    def _default_group_factory(self) -> GroupFactory:
+        """The trainer's end of the weight-update group when none is given."""
 
     # ---- server state ----
 
@@ -137,11 +180,19 @@ class ServerEngine(LiveRowsEngine):
 
     @abc.abstractmethod
     def _init_group_request(self, address: str, port: int, world_size: int, name: str) -> None:
-        """Ask the server to join the group (returns once it has); raise on refusal."""
+        """Ask the server to join the group (returns once it has; `rendezvous` says where);
+        raise on refusal."""
 
     @abc.abstractmethod
     def _update_request(self, specs: TensorSpecs, version: int) -> None:
         """Ask the server to receive ``specs`` from the group (returns once loaded)."""
+
+    def _weight_call(self, path: str, payload: Any) -> Any:
+        """POST a weight-sync request: one attempt (the other end is waiting in the group
+        meanwhile), within the weight-sync timeout; the JSON answer."""
+        return self.client.post_json(
+            path, payload, attempts=1, timeout_s=self.weight_sync_timeout_s
+        )
 
     def _before_update(self, version: int) -> None:
         """A step the server needs before receiving (default: none)."""
@@ -219,4 +270,15 @@ class ServerEngine(LiveRowsEngine):
             self._group = None
 
 
-__all__ = ["ServerEngine"]
+def rendezvous(address: str, port: int, world_size: int) -> dict[str, Any]:
+    """Where the weight-update group meets and how large it is, as both servers' requests
+    name it: the trainer is rank 0, the server's processes start at rank 1."""
+    return {
+        "master_address": address,
+        "master_port": int(port),
+        "rank_offset": 1,
+        "world_size": int(world_size),
+    }
+
+
+__all__ = ["ServerEngine", "rendezvous"]

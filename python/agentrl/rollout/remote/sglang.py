@@ -33,30 +33,24 @@ the SGLang version they may also be taken after temperature scaling: start the s
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from agentrl.rollout.engine import Generation, WeightSource
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.remote.collective import (
     BACKENDS,
-    BroadcastGroup,
     GroupFactory,
     TensorSpecs,
     require_success,
     torch_group_factory,
 )
-from agentrl.rollout.remote.common import (
-    PushedWeights,
-    shared_sampling_fields,
-    stored_logp,
-    tokenizer_end_ids,
-)
-from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
-from agentrl.rollout.remote.server import ServerEngine
+from agentrl.rollout.remote.common import shared_sampling_fields, stored_logp
+from agentrl.rollout.remote.http import RemoteEngineError
+from agentrl.rollout.remote.server import ServerEngine, rendezvous
 from agentrl.rollout.remote.weights import (
     WEIGHTS_FILE,
     has_nonfinite,
@@ -91,11 +85,11 @@ class SGLangEngine(ServerEngine):
     ``weight_sync``: ``nccl``/``gloo`` (a process group, see the module doc; the backend
     must be one the server's workers can use) or ``disk`` (``shared_dir`` must then be
     readable by the server at the same path). ``group_factory`` builds the trainer's end of
-    the group (default: `TorchBroadcastGroup` with that backend). ``eos_token_ids``
-    default: the tokenizer's EOS and pad ids; the server is asked to stop on them too, and
-    a final end token is moved out of ``token_ids`` as `TorchEngine` does.
-    ``max_batch_rows`` caps prompts per HTTP request (0: the whole batch in one request).
-    Per-request seeds are sent only with ``send_seed`` (the server must allow them).
+    the group (default: `TorchBroadcastGroup` with that backend). The server is asked to
+    stop on the end tokens too, and a final end token is moved out of ``token_ids`` as
+    `TorchEngine` does. ``max_batch_rows`` caps prompts per HTTP request (0: the whole
+    batch in one request). ``server``: the `ServerEngine` options (connection, end tokens,
+    version, weight-sync address and timeout).
     """
 
     SERVER_NAME = "SGLang server"
@@ -107,53 +101,33 @@ class SGLangEngine(ServerEngine):
         base_url: str,
         tokenizer: Any,
         *,
-        weight_sync: str = "nccl",
+        weight_sync: str = RolloutConfig.weight_sync,
         shared_dir: str | os.PathLike[str] | None = None,
         model_path: str | None = None,
-        eos_token_ids: Sequence[int] | None = None,
-        version: int = 0,
-        timeout_s: float = 600.0,
-        retry: RetryPolicy | None = None,
         max_batch_rows: int = 0,
         keep_published: int = 2,
         load_format: str | None = None,
         send_seed: bool = False,
-        client: JsonHttpClient | None = None,
-        group_factory: GroupFactory | None = None,
-        weight_sync_host: str = "",
-        weight_sync_timeout_s: float = 600.0,
+        **server: Any,
     ) -> None:
         if weight_sync not in WEIGHT_SYNCS:
             raise ValueError(f"weight_sync {weight_sync!r}: choose from {', '.join(WEIGHT_SYNCS)}")
         if weight_sync == "disk" and shared_dir is None:
             raise ValueError("weight_sync='disk' needs shared_dir, a directory the server reads")
-        self.client = client or JsonHttpClient(base_url, timeout_s=timeout_s, retry=retry)
-        self.tokenizer = tokenizer
         self.weight_sync = weight_sync
+        super().__init__(base_url, tokenizer, send_seed=send_seed, **server)
         self.shared_dir = Path(shared_dir) if shared_dir is not None else None
         self.model_path = model_path
-        ends = tokenizer_end_ids(tokenizer) if eos_token_ids is None else eos_token_ids
-        self.eos_token_ids = frozenset(int(t) for t in ends)
-        self.version = int(version)
         self.max_batch_rows = max(0, int(max_batch_rows))
         self.keep_published = int(keep_published)
         self.load_format = load_format
-        self.send_seed = bool(send_seed)
-        self.group_factory = group_factory or torch_group_factory(
-            weight_sync if weight_sync in BACKENDS else "nccl", timeout_s=weight_sync_timeout_s
-        )
-        self.weight_sync_host = weight_sync_host
-        self.weight_sync_timeout_s = float(weight_sync_timeout_s)
-        self.pushed = PushedWeights()
-        self._group: BroadcastGroup | None = None
-        self.group_name: str | None = None
-        self.lock = threading.RLock()
-        self.stats = self._fresh_stats()
         self.published_path: Path | None = (
             latest_published(self.shared_dir) if self.shared_dir is not None else None
         )
-        self._seed: int | None = None
-        self._calls = 0
+
+    def _default_group_factory(self) -> GroupFactory:
+        backend = self.weight_sync if self.weight_sync in BACKENDS else "nccl"
+        return torch_group_factory(backend, timeout_s=self.weight_sync_timeout_s)
 
     def flush_cache(self) -> bool:
         """Drop the server's prefix cache; False (and counted) when it refuses."""
@@ -207,16 +181,11 @@ class SGLangEngine(ServerEngine):
 
     def _init_group_request(self, address: str, port: int, world_size: int, name: str) -> None:
         payload = {
-            "master_address": address,
-            "master_port": int(port),
-            "rank_offset": 1,
-            "world_size": int(world_size),
+            **rendezvous(address, port, world_size),
             "group_name": name,
             "backend": self.weight_sync,
         }
-        answer = self.client.post_json(
-            "/init_weights_update_group", payload, attempts=1, timeout_s=self.weight_sync_timeout_s
-        )
+        answer = self._weight_call("/init_weights_update_group", payload)
         require_success(answer, "/init_weights_update_group")
 
     def _update_request(self, specs: TensorSpecs, version: int) -> None:
@@ -228,12 +197,7 @@ class SGLangEngine(ServerEngine):
             "flush_cache": True,
             "weight_version": str(version),
         }
-        answer = self.client.post_json(
-            "/update_weights_from_distributed",
-            payload,
-            attempts=1,
-            timeout_s=self.weight_sync_timeout_s,
-        )
+        answer = self._weight_call("/update_weights_from_distributed", payload)
         require_success(answer, "/update_weights_from_distributed")
 
     def close(self) -> None:

@@ -34,25 +34,14 @@ exercised on CPUs against a loopback server that receives over a gloo group.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agentrl.rollout.engine import Generation, WeightSource
-from agentrl.rollout.remote.collective import (
-    BroadcastGroup,
-    GroupFactory,
-    TensorSpecs,
-    vllm_nccl_group,
-)
-from agentrl.rollout.remote.common import (
-    PushedWeights,
-    shared_sampling_fields,
-    stored_logp,
-    tokenizer_end_ids,
-)
-from agentrl.rollout.remote.http import JsonHttpClient, RemoteEngineError, RetryPolicy
-from agentrl.rollout.remote.server import ServerEngine
+from agentrl.rollout.remote.collective import GroupFactory, TensorSpecs, vllm_nccl_group
+from agentrl.rollout.remote.common import shared_sampling_fields, stored_logp
+from agentrl.rollout.remote.http import RemoteEngineError
+from agentrl.rollout.remote.server import ServerEngine, rendezvous
 from agentrl.rollout.sampling import SamplingParams
 
 TOKEN_ID_PREFIX = "token_id:"
@@ -63,7 +52,8 @@ class VLLMServerEngine(ServerEngine):
 
     ``served_model``: the ``model`` field of requests (default: the first id the server
     lists at ``GET /v1/models``). ``group_factory`` builds the trainer's end of the
-    weight-transfer group (default: vLLM's own NCCL communicator).
+    weight-transfer group (default: vLLM's own NCCL communicator). ``server``: the
+    `ServerEngine` options (connection, end tokens, version, weight-sync address and timeout).
     """
 
     SERVER_NAME = "vLLM server"
@@ -79,33 +69,14 @@ class VLLMServerEngine(ServerEngine):
         tokenizer: Any,
         *,
         served_model: str | None = None,
-        eos_token_ids: Sequence[int] | None = None,
-        version: int = 0,
-        timeout_s: float = 600.0,
-        retry: RetryPolicy | None = None,
         send_seed: bool = True,
-        client: JsonHttpClient | None = None,
-        group_factory: GroupFactory | None = None,
-        weight_sync_host: str = "",
-        weight_sync_timeout_s: float = 600.0,
+        **server: Any,
     ) -> None:
-        self.client = client or JsonHttpClient(base_url, timeout_s=timeout_s, retry=retry)
-        self.tokenizer = tokenizer
+        super().__init__(base_url, tokenizer, send_seed=send_seed, **server)
         self.served_model = served_model
-        ends = tokenizer_end_ids(tokenizer) if eos_token_ids is None else eos_token_ids
-        self.eos_token_ids = frozenset(int(t) for t in ends)
-        self.version = int(version)
-        self.send_seed = bool(send_seed)
-        self.group_factory = group_factory or vllm_nccl_group
-        self.weight_sync_host = weight_sync_host
-        self.weight_sync_timeout_s = float(weight_sync_timeout_s)
-        self.pushed = PushedWeights()
-        self._group: BroadcastGroup | None = None
-        self.group_name: str | None = None
-        self.lock = threading.RLock()
-        self.stats = self._fresh_stats()
-        self._seed: int | None = None
-        self._calls = 0
+
+    def _default_group_factory(self) -> GroupFactory:
+        return vllm_nccl_group
 
     # ---- weights ----
 
@@ -121,29 +92,19 @@ class VLLMServerEngine(ServerEngine):
         )
         return int(info["world_size"])
 
-    def _post(self, path: str, payload: Any) -> Any:
-        return self.client.post_json(
-            path, payload, attempts=1, timeout_s=self.weight_sync_timeout_s
-        )
-
     def _init_group_request(self, address: str, port: int, world_size: int, name: str) -> None:
-        init_info = {
-            "master_address": address,
-            "master_port": int(port),
-            "rank_offset": 1,
-            "world_size": int(world_size),
-        }
-        self._post("/init_weight_transfer_engine", {"init_info": init_info})
+        init_info = rendezvous(address, port, world_size)
+        self._weight_call("/init_weight_transfer_engine", {"init_info": init_info})
 
     def _before_update(self, version: int) -> None:
-        self._post("/start_weight_update", {})
+        self._weight_call("/start_weight_update", {})
 
     def _update_request(self, specs: TensorSpecs, version: int) -> None:
         update_info = {"names": specs.names, "dtype_names": specs.dtypes, "shapes": specs.shapes}
-        self._post("/update_weights", {"update_info": update_info})
+        self._weight_call("/update_weights", {"update_info": update_info})
 
     def _after_update(self, version: int) -> None:
-        self._post("/finish_weight_update", {"weight_version": str(version)})
+        self._weight_call("/finish_weight_update", {"weight_version": str(version)})
         try:
             response = self.client.request("POST", "/reset_prefix_cache", None, timeout_s=60.0)
             ok = 200 <= response.status < 300
