@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.deps-stamp
 
-.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser real-model
+.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser real-model verifiers-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,17 @@ lint: dev
 	$(BIN)/ruff format --check python tests benches examples rust/tools
 	$(BIN)/ruff check python tests benches examples rust/tools
 
-test-python: dev
+test-python: dev verifiers-venv
 	$(BIN)/python -m pytest
+
+# verifiers (--environment verifiers:MODULE) pins mcp==2.0.0 and openai<3, which agentrl's
+# own environment does not hold: it runs in a virtual environment of its own.
+VERIFIERS_VENV := .venv-verifiers
+verifiers-venv: $(VERIFIERS_VENV)/bin/vf-eval
+
+$(VERIFIERS_VENV)/bin/vf-eval:
+	$(PYTHON) -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/pip install --quiet "verifiers==0.4.0"
 
 # The Python tests without those marked slow (training runs, fresh processes, long property
 # tests): a quick check while editing. `make test` runs everything.

@@ -86,7 +86,7 @@ def start_up(work: Path, data: Path, profile: Path | None = None) -> dict[str, f
     """One fresh ``agentrl train`` on ``data`` up to its first rollout."""
     options = (
         f"--model {work / 'model'} --data {data} --save_dir {work / 'runs'} "
-        f"--save_weight run-{data.stem} --total_steps 1 --batch_size 2 --num_generations 2 "
+        f"--run_name run-{data.stem} --total_steps 1 --batch_size 2 --num_generations 2 "
         "--max_gen_len 8 --eval_before_train 0 --eval_interval 0 --progress 0 --report 0 "
         "--async_workers 0"
     ).split()

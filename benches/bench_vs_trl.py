@@ -245,7 +245,7 @@ def build_inputs(args: argparse.Namespace, workdir: Path) -> Setup:
     steps = args.warmup + args.steps
     overrides: dict[str, Any] = {
         "save_dir": str(workdir),
-        "save_weight": "agentrl-run",
+        "run_name": "agentrl-run",
         "model": str(model_dir),
         "data_path": str(prompts_path),
         "filter_mode": "all",

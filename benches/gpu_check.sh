@@ -107,14 +107,14 @@ SFT_DEMOS=()
 step tiny-sft "${AGENTRL[@]}" sft --output "$WORK/tiny-sft" --steps "$SFT_STEPS" \
     --device "$DEVICE" --dtype "$DTYPE" "${SFT_DEMOS[@]}"
 
-step tiny-rl "${AGENTRL[@]}" train --model "$WORK/tiny-sft" --save_weight tiny-rl \
+step tiny-rl "${AGENTRL[@]}" train --model "$WORK/tiny-sft" --run_name tiny-rl \
     --total_steps "$RL_STEPS" --eval_samples 8 "${RUN_OPTS[@]}"
 step tiny-rl-check "$PY" "$HERE/gpu_check.py" check-run --run-dir "$WORK/tiny-rl" \
     --steps "$RL_STEPS"
 
 step build-model "$PY" "$HERE/gpu_check.py" build-model --out "$WORK/model-$SIZE" --size "$SIZE"
 step fsdp-rl "${TORCHRUN[@]}" -m agentrl.cli train --model "$WORK/model-$SIZE" \
-    --save_weight fsdp-rl --multi_gpu_mode ddp --fsdp 1 --dist_backend "$BACKEND" \
+    --run_name fsdp-rl --multi_gpu_mode ddp --fsdp 1 --dist_backend "$BACKEND" \
     --gradient_checkpointing 1 --total_steps "$FSDP_STEPS" --eval_samples 8 \
     --save_interval 0 "${RUN_OPTS[@]}"
 step fsdp-rl-check "$PY" "$HERE/gpu_check.py" check-run --run-dir "$WORK/fsdp-rl" \
@@ -128,7 +128,7 @@ step engine-vs-hf "$PY" "$HERE/gpu_check.py" engine-vs-hf --model "$WORK/model-$
     --device "$DEVICE"
 
 if "$PY" -c "import vllm" 2>/dev/null && [[ $MODE == gpu ]]; then
-    step vllm-rl "${AGENTRL[@]}" train --model "$WORK/tiny-sft" --save_weight vllm-rl \
+    step vllm-rl "${AGENTRL[@]}" train --model "$WORK/tiny-sft" --run_name vllm-rl \
         --rollout_engine vllm --total_steps 4 --eval_samples 8 "${RUN_OPTS[@]}"
     step vllm-rl-check "$PY" "$HERE/gpu_check.py" check-run --run-dir "$WORK/vllm-rl" --steps 4
 else

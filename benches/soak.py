@@ -310,7 +310,7 @@ def warm_start(root: Path, steps: int) -> Path:
 def train_argv(root: Path, save_dir: Path, steps: int) -> list[str]:
     options = (
         f"--model {root / 'sft'} --data {root / 'prompts.jsonl'} --save_dir {save_dir} "
-        f"--save_weight run --total_steps {steps} --save_interval 1 --keep_last 2 "
+        f"--run_name run --total_steps {steps} --save_interval 1 --keep_last 2 "
         "--batch_size 2 --num_generations 2 --max_turns 2 --max_gen_len 48 --tool_workers 1 "
         "--eval_before_train 0 --eval_interval 0 --eval_ratio 0 --progress 0 --report 0 "
         "--async_workers 0 --filter_mode all --require_gt 0 --from_resume 1 "

@@ -13,6 +13,8 @@ of the same name.
 from __future__ import annotations
 
 import signal
+import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,25 @@ from tests.fakes.runs import write_run_files
 # The suite's models are tiny: one intra-op thread is fastest, and on a shared machine a
 # second spinning OpenMP thread makes every small matmul many times slower.
 torch.set_num_threads(1)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs in ``tmp_path``, unmounted afterwards (the test is skipped, with the
+    reason, where mounting is not allowed): a disk that really fills up."""
+    mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip() or 'mount'}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,23 @@ def reward_config_fields() -> list[tuple[str, str, Any]]: ...
 def reward_resolve_threads(threads: int | None = None) -> int: ...
 def reward_parallelism_disabled() -> bool: ...
 
+# The function_call reward (rust/src/bindings/funcall.rs).
+def function_call_score_batch(
+    records: Any,
+    config: dict[str, Any] | None = None,
+    formats: list[str] | None = None,
+    threads: int | None = None,
+) -> tuple[int, bytearray]: ...
+def function_call_score_lines(
+    lines: list[str | bytes],
+    config: dict[str, Any] | None = None,
+    formats: list[str] | None = None,
+    threads: int | None = None,
+    render: bool = True,
+) -> tuple[list[str | None], bytearray, list[tuple[int, str]]]: ...
+def function_call_detail_keys() -> list[str]: ...
+def function_call_term_keys() -> list[str]: ...
+
 # File scoring (rust/src/bindings/scorefile.rs): src/dst are paths (str) or file objects.
 # Returns lines, rewards (float64 bytes), skipped [(line, reason)], skipped_count,
 # term_sums and explained [(line, reward, raw_reward, terms)].

@@ -13,23 +13,36 @@ the exit code of :mod:`agentrl.errors`; anything else is a bug and prints its tr
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from agentrl.errors import EXIT_BUG, EXIT_DATA, EXIT_SIGINT, EXIT_USAGE, UserError
+from agentrl.errors import (
+    EXIT_BUG,
+    EXIT_DATA,
+    EXIT_SIGINT,
+    EXIT_USAGE,
+    PATH_ERRNOS,
+    RUNTIME_ERRNOS,
+    UserError,
+    interrupt,
+)
 
 # Subcommand modules, in the order `agentrl --help` lists them. Each is imported lazily so
 # that `agentrl score` does not pay for importing torch.
 COMMANDS: dict[str, tuple[str, str]] = {
     "gen-data": ("agentrl.commands.gen_data", "Generate synthetic tool-use tasks or SFT demos."),
     "sft": ("agentrl.commands.sft", "Supervised warm start on tool-use demonstrations."),
-    "score": ("agentrl.commands.score", "Score trajectories (JSONL) with the tool-use reward."),
+    "score": (
+        "agentrl.commands.score",
+        "Score trajectories (JSONL) with the tool-use or function_call reward.",
+    ),
     "train": ("agentrl.commands.train", "RL training of tool use (no arguments: built-in run)."),
     "eval": ("agentrl.commands.eval", "Held-out evaluation of a policy (greedy, tool loop)."),
     "view": ("agentrl.commands.view", "HTML browser of a run's episodes, curves and evals."),
@@ -39,29 +52,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "AGENTRL_DEBUG"
 EXIT_CODES_HELP = (
-    "Exit codes: 0 done; 1 a model, data or checkpoint file that cannot be used, or a run "
-    "that failed on the way (score: lines were skipped); 2 wrong command line or "
+    "Exit codes: 0 done; 1 a model, data or checkpoint file that cannot be used, a run "
+    "that failed on the way, or your own code that failed (named with its line; score, "
+    "view: lines or dumps were skipped); 2 wrong command line or "
     "configuration, or a path that cannot be used as given (missing, not a directory, no "
     "permission); 70 internal error, a bug (traceback printed); 130/143 stopped by "
     "SIGINT/SIGTERM"
 )
-
-# OS errors that say "this path cannot be used as given": the command line is wrong.
-PATH_ERRNOS = frozenset(
-    {
-        errno.ENOENT,
-        errno.EACCES,
-        errno.EPERM,
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.EEXIST,
-        errno.EROFS,
-        errno.ENAMETOOLONG,
-        errno.ELOOP,
-    }
-)
-# OS errors of a run that failed on the way, through no fault in the code.
-RUNTIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 
 
 def normalize_option_spelling(argv: Sequence[str]) -> list[str]:
@@ -142,9 +139,18 @@ def debug_requested() -> bool:
 def run_command(name: str, argv: Sequence[str], debug: bool = False) -> int:
     """Run one subcommand; every failure becomes one line and an exit code (see module doc)."""
     prog = f"agentrl {name}"
+    # Ctrl-C raises `Interrupted`: a KeyboardInterrupt that user code raises is its error.
+    # (Only in place of Python's own handler: an ignored SIGINT, a background job's, stays.)
+    main_thread = threading.current_thread() is threading.main_thread()
+    own = main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, interrupt) if own else None
     try:
         parser, module = command_parser(name)
-        return int(module.run(parser.parse_args(argv)) or 0)
+        args = parser.parse_args(argv)  # --help and usage errors exit here
+        try:
+            return int(module.run(args) or 0)
+        except (SystemExit, GeneratorExit) as exc:  # user code's is a UserCodeError by now
+            raise RuntimeError(f"{type(exc).__name__} escaped {prog}: never a success") from exc
     except KeyboardInterrupt:
         if debug:
             traceback.print_exc()
@@ -165,6 +171,9 @@ def run_command(name: str, argv: Sequence[str], debug: bool = False) -> int:
         code, message = failure
         print(f"{prog}: error: {message}", file=sys.stderr)
         return code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def take_debug_flag(argv: Sequence[str]) -> tuple[bool, list[str]]:

@@ -12,8 +12,10 @@ Exit codes (`agentrl --help` and the README list them):
 - ``1``: what was given was found but cannot be used (an invalid model file, a data file
   with no usable record, a checkpoint that does not fit the model), or the work failed on
   the way through no fault in agentrl (disk full, a rollout server or another rank that
-  failed, an optional package not installed); ``agentrl score`` also exits 1 when it
-  skipped lines;
+  failed, an optional package not installed), or the user's own code failed (a
+  :class:`UserCodeError`: ``SystemExit`` and a ``KeyboardInterrupt`` of its own too, see
+  :func:`call_user_code`); ``agentrl score`` also exits 1 when it skipped lines, and
+  ``agentrl view`` when it skipped a damaged dump file;
 - ``2``: the command line or the configuration is wrong: an unknown option, an invalid
   value, a bad config file, or a path that cannot be used as given (missing, a file where
   a directory is needed, no permission);
@@ -24,12 +26,17 @@ Exit codes (`agentrl --help` and the README list them):
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import signal
 import sysconfig
 import traceback
-from typing import Any
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_DATA = 1
@@ -38,11 +45,37 @@ EXIT_BUG = 70  # sysexits.h EX_SOFTWARE: an internal software error
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
+# OS errors that say "this path cannot be used as given": the command line is wrong.
+PATH_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EEXIST,
+        errno.EROFS,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
+# OS errors of a run that failed on the way, through no fault in the code.
+RUNTIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, stripped; empty when the exception's own ``__str__`` fails (a user's
+    exception class may have a broken one: reporting it must not fail too)."""
+    try:
+        return str(exc).strip()
+    except Exception:
+        return ""
+
 
 def first_line(exc: BaseException, limit: int | None = None) -> str:
     """An exception's message on one line (libraries add context lines, compilers whole
     logs), at most ``limit`` characters; the exception's type name when it has none."""
-    text = str(exc).strip()
+    text = exception_text(exc)
     line = text.splitlines()[0] if text else type(exc).__name__
     return line if limit is None else line[:limit]
 
@@ -127,6 +160,43 @@ def user_code_error(exc: BaseException, what: str, code: Any = None) -> UserCode
     return UserCodeError(f"{what} raised {type(exc).__name__}{at}: {first_line(exc)}")
 
 
+class Interrupted(KeyboardInterrupt):
+    """The ``KeyboardInterrupt`` of a real Ctrl-C: what agentrl's SIGINT handlers raise
+    (:func:`interrupt`, `agentrl.training.signals`), told apart from a
+    ``KeyboardInterrupt`` that user code raises itself, which is an error in that code."""
+
+
+def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    """A SIGINT handler raising :class:`Interrupted` (the command line installs it)."""
+    raise Interrupted
+
+
+def from_signal(exc: BaseException) -> bool:
+    """Whether ``exc`` is a stop asked for with a signal rather than user code's own
+    ``raise``: an :class:`Interrupted`, or a ``KeyboardInterrupt`` while SIGINT has
+    Python's default handler (library use: its interrupts cannot be told apart)."""
+    if isinstance(exc, Interrupted):
+        return True
+    default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    return isinstance(exc, KeyboardInterrupt) and default
+
+
+def call_user_code(what: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)``, where ``function`` may be the user's: anything it
+    raises, ``SystemExit``, ``GeneratorExit`` and a ``KeyboardInterrupt`` of its own
+    included (a real Ctrl-C passes, see :func:`from_signal`), is a :class:`UserCodeError`
+    naming ``what`` and the line that raised, so that no user ``exit()`` ends a command
+    as a success. A function defined in agentrl is called as it is."""
+    if not is_user_code(function):
+        return function(*args, **kwargs)
+    try:
+        return function(*args, **kwargs)
+    except BaseException as exc:
+        if from_signal(exc):
+            raise
+        raise user_code_error(exc, what, function) from exc
+
+
 def is_user_code(code: Any) -> bool:
     """Whether ``code`` (a function, class or callable object, a ``functools.partial`` of
     one) is defined outside agentrl."""
@@ -144,13 +214,20 @@ __all__ = [
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
     "EXIT_USAGE",
+    "PATH_ERRNOS",
+    "RUNTIME_ERRNOS",
+    "Interrupted",
     "RecurringError",
     "SaveError",
     "UsageError",
     "UserCodeError",
     "UserError",
+    "call_user_code",
     "code_location",
+    "exception_text",
     "first_line",
+    "from_signal",
+    "interrupt",
     "is_user_code",
     "raise_location",
     "signal_exit_code",

@@ -29,6 +29,7 @@ from agentrl.assembly.sources import run_agent
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.envs import EnvironmentFactory, TaskParts, task_parts
+from agentrl.models.minimind import export_pth
 from agentrl.observability.trackers import check_installed, tracker_names
 from agentrl.placement import (
     DistributedError,
@@ -141,7 +142,7 @@ class Trainer:
         with owner, StopRequest(self.config.max_time, self._early_log) as stop:
             self.stop = stop
             try:
-                self._build()
+                self.build()
             except WarmStartStopped as stopped:
                 self._early_log(str(stopped))
                 return TrainResult(
@@ -177,6 +178,7 @@ class Trainer:
                 raise
             finally:
                 self.source.stop()
+            self._end_accumulation()
             checkpoint = self._save_checkpoint()
             export = self._export_policy()
             report = self.observer.close()
@@ -194,7 +196,9 @@ class Trainer:
         observer = getattr(self, "observer", None)
         (observer.log if observer is not None else print)(message)
 
-    def _build(self) -> None:
+    def build(self) -> None:
+        """Load the models, data, task parts and rollout source of the run (what
+        :meth:`run` does before its first step; called alone to inspect a built run)."""
         place, log = self.placement, self._early_log
 
         def make_source(models, prompts, tools, episode):  # type: ignore[no-untyped-def]
@@ -353,6 +357,11 @@ class Trainer:
         self.placement.batch_reward_baseline(outcome, before, decay)
         self.counters.step = step
         self.counters.reward_baseline = outcome.reward_baseline
+        trained = 0
+        if outcome.batch is not None and outcome.report is not None and not outcome.report.skipped:
+            trained = int(outcome.batch.loss_mask.sum())
+        self.counters.trained_tokens += sum(self.placement.gather(trained, "count trained tokens"))
+        outcome.metrics["train/trained_tokens"] = float(self.counters.trained_tokens)
         if outcome.report is not None and outcome.report.skipped:
             self.observer.log(f"step {step}: update skipped ({outcome.report.skipped})")
         return outcome
@@ -389,6 +398,28 @@ class Trainer:
 
     # ------------------------------------------------------------------ the end
 
+    def _end_accumulation(self) -> None:
+        """A partial accumulation window at the run's end: applied with
+        ``flush_accumulation``, else kept in the checkpoint for a resume (and said so)."""
+        pending = self.optimization.pending
+        if pending == 0 or self.counters.step < self.total_steps:
+            return
+        if not self.config.flush_accumulation:
+            self.observer.log(
+                f"the last {pending} step(s)' gradient is not applied (accumulation_steps="
+                f"{self.config.accumulation_steps}); it stays in the checkpoint "
+                "(--flush_accumulation 1 applies it)"
+            )
+            return
+        report = self.optimization.flush()
+        applied = report is not None and report.stepped
+        self.observer.log(
+            f"the last {pending} step(s)' gradient "
+            + ("applied" if applied else "not applied: not finite")
+            + " (flush_accumulation)"
+        )
+        self.last_saved_step = -1  # the weights moved after any save of this step
+
     def _save_checkpoint(self) -> Path | None:
         if not (self.placement.is_main or self.placement.collective_io):
             return None
@@ -408,7 +439,16 @@ class Trainer:
             self.observer.log("checkpoint skipped: the weights are not finite")
         else:
             self.last_saved_step = self.counters.step
+            if self.config.save_pth and self.placement.is_main:
+                self._save_pth()
         return path
+
+    def _save_pth(self) -> None:
+        """The weights as ``save_dir/<run name>_<hidden size>[_moe].pth`` (``save_pth``)."""
+        cfg, policy = self.config, self.models.policy
+        hidden = getattr(getattr(policy, "config", None), "hidden_size", cfg.hidden_size)
+        name = f"{self.run_dir.name}_{hidden}{'_moe' if cfg.use_moe else ''}.pth"
+        self.observer.log(f"weights saved: {export_pth(policy, self.run_dir.parent / name)}")
 
     def _export_policy(self) -> Path | None:
         policy = self.placement.final_policy(self.models)
@@ -448,18 +488,14 @@ def run_training(
     config: TrainConfig,
     callbacks: Sequence[Callback] = (),
     *,
-    tools: Sequence[Any] | Any = (),
-    reward_funcs: Sequence[Any] | None = None,
-    reward_weights: Sequence[float] | None = None,
-    environment: EnvironmentFactory | None = None,
     placement: Placement | None = None,
-    agent: Any = None,
+    **parts: Any,
 ) -> TrainResult:
     """Run ``config`` in this process: `agentrl train`'s library function.
 
-    ``tools``, ``reward_funcs``, ``reward_weights``, ``environment`` and ``agent`` are
-    :class:`Trainer`'s (a rollout rank of the trainer/rollout split takes only those the
-    config names: Python objects stay in this process).
+    ``parts`` are :class:`Trainer`'s keywords (``tools``, ``reward_funcs``,
+    ``reward_weights``, ``environment``, ``agent``); a rollout rank of the trainer/rollout
+    split takes only those the config names: Python objects stay in this process.
 
     The placement defaults to :func:`agentrl.placement.placement_for` (one process, or this
     rank's part of a ``torchrun`` launch). A rollout rank of the trainer/rollout split runs
@@ -477,16 +513,7 @@ def run_training(
             wall_seconds=time.perf_counter() - began,
             is_main=False,
         )
-    return Trainer(
-        config,
-        callbacks,
-        tools=tools,
-        reward_funcs=reward_funcs,
-        reward_weights=reward_weights,
-        environment=environment,
-        placement=placement,
-        agent=agent,
-    ).run()
+    return Trainer(config, callbacks, placement=placement, **parts).run()
 
 
 __all__ = ["TrainResult", "Trainer", "run_training"]

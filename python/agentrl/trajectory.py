@@ -138,6 +138,10 @@ class Trajectory:
     # :func:`response_turns`), and the environment's reward of each turn (None: none).
     turn_starts: list[int] = field(default_factory=list)
     turn_rewards: list[float | None] | None = None
+    # An answer-mode episode's calls, parsed from its one turn and not run (``name``,
+    # ``arguments``, ``canonical``; ``parse_error`` for a block that did not parse); an
+    # empty list: it made no call. None: the episode's calls were executed (tool_events).
+    answer_calls: list[dict[str, Any]] | None = None
     # What reward functions say about the episode, by function name (the judge's score and
     # reasoning, ``notes["judge"]``), kept in rollout dumps and shown by ``agentrl view``.
     notes: dict[str, Any] = field(default_factory=dict)

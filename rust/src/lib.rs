@@ -1,7 +1,7 @@
 //! agentrl's Rust core.
 //!
 //! The pure modules (`pychar`, `expr`, `numfmt`, `pyjson`, `toolcall`, `message`, `reward`,
-//! `scorefile`)
+//! `funcall`, `scorefile`)
 //! hold all the logic and are tested with `cargo test`. `bindings` is the thin PyO3 layer
 //! that converts types and, in `bindings::error`, turns errors into Python exceptions; it
 //! contains no logic of its own.
@@ -15,6 +15,7 @@
 #[cfg(feature = "python")]
 mod bindings;
 mod expr;
+mod funcall;
 mod message;
 mod numfmt;
 mod pychar;

@@ -36,7 +36,7 @@ def test_the_rust_scorers_fields_and_defaults_are_the_declarations() -> None:
 
 def test_settings_and_what_the_scorer_receives_keep_their_shape() -> None:
     settings = RewardConfig().to_dict()
-    assert len(settings) == 43 and settings["current_step"] is None
+    assert len(settings) == 49 and settings["current_step"] is None
     assert RewardConfig.from_dict(settings) == RewardConfig()
     flags = RewardConfig.from_dict({"strict_order_reward": True, "strict_exact_reward": False})
     assert (flags.strict_order_reward, flags.strict_exact_reward) == (1, 0)

@@ -102,7 +102,7 @@ def short_run_config(files: Path, save_dir: Path, name: str, **overrides: Any) -
         model=str(files / "model"),
         data_path=str(files / "prompts.jsonl"),
         save_dir=str(save_dir),
-        save_weight=name,
+        run_name=name,
     )
     return resolve(preset="tiny", overrides={**values, **SHORT_RUN, **overrides})
 

@@ -167,16 +167,16 @@ def test_run_directory_is_named_after_the_model() -> None:
     )
     assert run_name_for("out/full_sft_768.pth") == "full_sft_768-rl"
     assert run_name_for("models/my.model.v2/") == "my.model.v2-rl"
-    assert resolve().save_weight == "tiny-rl"  # the built-in run keeps runs/tiny-rl
+    assert resolve().run_name == "tiny-rl"  # the built-in run keeps runs/tiny-rl
     assert resolve(overrides={"model": "Qwen/Qwen3-0.6B"}).run_dir == Path("runs/Qwen3-0.6B-rl")
-    named = resolve(overrides={"model": "Qwen/Qwen3-0.6B", "save_weight": "mine"})
-    assert named.save_weight == "mine"
+    named = resolve(overrides={"model": "Qwen/Qwen3-0.6B", "run_name": "mine"})
+    assert named.run_name == "mine"
 
 
 def test_run_name_flag_sets_the_run_directory(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli_main(["train", "--print_config", "--model", "a/b", "--run_name", "exp1"])
     assert code == 0
-    assert 'save_weight = "exp1"' in capsys.readouterr().out
+    assert 'run_name = "exp1"' in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -241,7 +241,7 @@ def test_a_run_dumps_every_nth_step_and_each_evaluation(assets, tmp_path: Path) 
             data_path=str(prompts),
             filter_mode="all",
             save_dir=str(tmp_path),
-            save_weight="run",
+            run_name="run",
             total_steps=4,
             batch_size=2,
             num_generations=3,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from agentrl.config import (
+    ALIASES,
     COMPAT_ONLY,
     OPTION_NAMES,
     TrainConfig,
@@ -32,12 +33,15 @@ def _parse(argv: list[str]) -> TrainConfig:
 
 
 def test_every_compatible_flag_is_an_option_with_its_default():
+    # An option agentrl names more plainly (save_weight: the run's name) is read under the
+    # reference's name through ALIASES.
     flat = resolve(preset="compat").flat()
     assert len(COMPAT_FLAGS) == 141
     for name, default in COMPAT_FLAGS.items():
-        assert name in flat, name
+        own = ALIASES.get(name, name)
+        assert own in flat, name
         if name != "device":  # "auto": CUDA when present, which is what the flag meant
-            assert flat[name] == default, name
+            assert flat[own] == default, name
 
 
 def test_every_compatible_flag_is_accepted_on_the_command_line():
@@ -50,7 +54,7 @@ def test_every_compatible_flag_is_accepted_on_the_command_line():
     flat = config.flat()
     for name, default in COMPAT_FLAGS.items():
         if name not in ("use_reward_model", "device"):
-            assert flat[name] == default, name
+            assert flat[ALIASES.get(name, name)] == default, name
 
 
 def test_reward_options_land_in_the_reward_config():
@@ -192,17 +196,20 @@ def test_the_advantage_stage_reads_the_reward_baseline_settings():
 
 
 def test_reward_settings_are_options_like_every_other():
-    """The 42 reward settings are option() declarations: one checker, one text parser, the
-    same help; their flags keep their names and land in config.reward."""
+    """The 48 reward settings (42 of the tool-use reward, 6 of function_call) are option()
+    declarations: one checker, one text parser, the same help; their flags keep their names
+    and land in config.reward."""
     from agentrl.config import option_field
     from agentrl.rewards.config import SETTINGS
     from agentrl.utils.options import is_option
 
-    assert len(SETTINGS) == 42 and all(is_option(f) for f in SETTINGS.values())
+    assert len(SETTINGS) == 48 and all(is_option(f) for f in SETTINGS.values())
     assert set(SETTINGS) <= set(OPTION_NAMES)
     assert option_field("strict_order_reward").metadata["choices"] == (0, 1)
     config = _parse(["--strict_order_reward", "false", "--max_reward_answer_len", "10"])
     assert config.reward.strict_order_reward == 0 and config.reward.max_reward_answer_len == 10
+    config = _parse(["--function_call_values_weight", "0.6"])
+    assert config.reward.function_call_values_weight == 0.6
     with pytest.raises(ValueError, match=r"format_enforce_mode='strict': expected one of"):
         resolve(overrides={"format_enforce_mode": "strict"})
     with pytest.raises(ValueError, match=r"strict_exact_reward=2: expected one of 0, 1"):
@@ -254,3 +261,74 @@ def test_product_defaults_hold_no_reference_paths_and_compat_restores_them():
     compat = resolve(preset="compat")
     for name, value in COMPAT_DEFAULTS.items():
         assert getattr(compat, name) == value
+
+
+COMPAT_MD = (Path(__file__).parents[2] / "docs" / "compat.md").read_text("utf-8")
+# Flags compat.md names that are not `agentrl train`'s: its own --print_config, another
+# command's (`agentrl score --set`, `agentrl gen-data --mix`), the GRPO reference's.
+OTHER_FLAGS = {"print_config", "set", "mix", "adapter_file"}
+
+
+def test_compat_md_counts_and_names_what_the_code_holds():
+    from agentrl.config import ALIASES, COMPAT_DEFAULTS
+
+    counts = {len(COMPAT_FLAGS): "All {} options", len(COMPAT_DEFAULTS): "{} defaults differ"}
+    counts[len(COMPAT_ONLY)] = "the {} options marked below"
+    words = {6: "six", 9: "nine", 141: "141"}
+    for number, phrase in counts.items():
+        assert phrase.format(words[number]) in COMPAT_MD, phrase.format(words[number])
+    spelled = {option: alias for alias, option in ALIASES.items()}
+    paragraph = COMPAT_MD.split("defaults differ", 1)[1].split("A test", 1)[0]
+    for name in COMPAT_DEFAULTS:  # under the reference's spelling where agentrl renamed it
+        assert f"`{spelled.get(name, name)}`" in paragraph, name
+
+
+def test_every_flag_compat_md_names_is_one_agentrl_train_takes():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    known = {s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    named = set(re.findall(r"--([a-z][a-z0-9_]*)", COMPAT_MD))
+    assert named - known - OTHER_FLAGS == set()
+    assert {"call_parser", "keep_eos", "lenient_prompts", "flush_accumulation"} <= named
+
+
+def test_compat_md_golden_table_matches_the_files_and_their_tests():
+    root = Path(__file__).parents[2]
+    rows = re.findall(
+        r"^\| `([\w.]+\.jsonl?)` \| ([\d,]+|the 141) [^|]*\| `([\w/.]+)`", COMPAT_MD, re.M
+    )
+    assert len(rows) == 5
+    for name, count, test in rows:
+        data = root / "tests" / "data" / name
+        records = len(json.loads(data.read_text())) if name.endswith(".json") else None
+        if records is None:
+            records = sum(1 for line in data.read_text("utf-8").splitlines() if line.strip())
+        assert records == int(count.replace(",", "").replace("the ", "")), name
+        assert (root / test).is_file(), test
+
+
+def _section(start: str, end: str) -> str:
+    return COMPAT_MD.split(start, 1)[1].split(end, 1)[0]
+
+
+def _choices() -> set[str]:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    return {str(c) for a in parser._actions for c in (a.choices or ())}
+
+
+def test_compat_md_option_lists_are_the_reference_flags_and_the_additions_are_options():
+    from fnmatch import fnmatch
+
+    from agentrl.config import PRESETS
+
+    named = _section("names and defaults\n", "### Run layouts")
+    lists = re.findall(r"^\*\*\w+\*\*: (.*?)\n\n", named, re.M | re.S)
+    listed = {n for line in lists for n in re.findall(r"`([a-z][\w*]*)`", line)}
+    values = _choices() | set(PRESETS)
+    covered = {f for f in COMPAT_FLAGS if any(fnmatch(f, pattern) for pattern in listed)}
+    assert covered == set(COMPAT_FLAGS)
+    assert {n for n in listed if "*" not in n} - set(COMPAT_FLAGS) <= values
+    additions = _section("## agentrl's own additions", "Beyond `agentrl train`")
+    options = set(resolve().flat())
+    assert set(re.findall(r"`([a-z][\w]*)`", additions)) - options <= values

@@ -20,7 +20,7 @@ def _recipe():
 def test_the_real_preset_names_no_model_and_detects_the_dtype():
     assert not PRESETS["real"]["model"]
     cfg = resolve(preset="real", overrides={"model": "some/dir"})
-    assert (cfg.model, cfg.save_weight, cfg.dtype) == ("some/dir", "dir-rl", "auto")
+    assert (cfg.model, cfg.run_name, cfg.dtype) == ("some/dir", "dir-rl", "auto")
     assert cfg.max_context_len >= 1024 and cfg.num_mini_batches == 1
     # 32 episodes an update: at 16 the held-out score wandered from step to step.
     assert cfg.batch_size * cfg.num_generations == 32

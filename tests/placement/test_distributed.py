@@ -159,7 +159,7 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     cfg = _config(assets, out, "step", accumulation_steps=2)
     dist_tr = Trainer(cfg, placement=DataParallel(ctx))
     result["trainers"] = {dist_tr.placement.name: type(dist_tr).__name__}
-    dist_tr._build()
+    dist_tr.build()
     groups = _groups(dist_tr, 4)
     mine = groups[ctx.rank :: ctx.world_size]
     outcome = train_one_step(dist_tr, mine)
@@ -169,7 +169,7 @@ def _ddp(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
         single = Trainer(_config(assets, out, "single", accumulation_steps=2))
         assert isinstance(single.placement, SingleProcess)
         result["trainers"][single.placement.name] = type(single).__name__
-        single._build()
+        single.build()
         ref = train_one_step(single, groups)
         ref_grads = [p.grad for p in single.optimization.params]
         result["loss_single"] = ref.metrics["loss/total"]

@@ -74,7 +74,7 @@ def test_fsdp_matches_one_process_and_resumes_in_one_process(run_files, tmp_path
         learning_rate=LR,
     )
     trainer = Trainer(cfg)
-    trainer._build()
+    trainer.build()
     trainer._resume_if_asked()
     assert trainer.resumed_from == tmp_path / "solo" / "checkpoints" / step_2.name
     assert trainer.counters.step == 2
@@ -153,7 +153,7 @@ def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     assert isinstance(placement, FullyShardedDataParallel)
     result["placement"] = placement.name
     sharded = Trainer(cfg, placement=placement)
-    sharded._build()
+    sharded.build()
     policy = sharded.models.policy
     result["sharded"] = type(policy).__name__.startswith("FSDP")
     result["local_numel"] = sum(p.to_local().numel() for p in policy.parameters())
@@ -166,7 +166,7 @@ def _ranks(ctx: Any, assets: Path, out: Path) -> dict[str, Any]:
     after = _full(policy)
     if ctx.rank == 0:
         single = Trainer(_config(assets, out, "single", fsdp=0, multi_gpu_mode="ddp"))
-        single._build()
+        single.build()
         ref = train_one_step(single, groups)
         result["loss_single"] = ref.metrics["loss/total"]
         expected = single.models.policy.state_dict()

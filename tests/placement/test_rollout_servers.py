@@ -18,6 +18,7 @@ import torch
 from agentrl.config import resolve
 from agentrl.errors import UsageError
 from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.remote import RemoteEngineError, RetryPolicy, create_rollout_engine
 from agentrl.rollout.remote.collective import (
     TorchGroupFactory,
@@ -458,12 +459,13 @@ def test_options_allow_only_what_a_server_can_honour(vllm):
     with pytest.raises(ValueError, match="weight_sync_timeout_sec"):
         resolve(preset="tiny", overrides={"weight_sync_timeout_sec": 0.0})
     with pytest.raises(ValueError, match="NCCL weight-transfer engine only"):
-        create_rollout_engine("vllm-server", tokenizer=FakeTokenizer(), weight_sync="gloo")
+        create_rollout_engine(
+            "vllm-server", RolloutConfig(weight_sync="gloo"), tokenizer=FakeTokenizer()
+        )
     engine = create_rollout_engine(
         "vllm-server",
+        RolloutConfig(rollout_url=vllm.url, sglang_wait_sec=2.0),
         tokenizer=FakeTokenizer(),
-        vllm_server_url=vllm.url,
-        sglang_wait_s=2.0,
         version=4,
     )
     assert isinstance(engine, VLLMServerEngine) and engine.version == 4

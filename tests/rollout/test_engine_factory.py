@@ -1,6 +1,6 @@
 """One engine factory: every rollout engine agentrl builds (training, the trainer/rollout
 split, evaluation, `agentrl eval`, SFT's held-out score) comes from `create_rollout_engine`,
-and the torch engine it builds takes the options it is given."""
+and the engine it builds takes its settings from the run's rollout section."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 from agentrl.rollout.engine import TorchEngine
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.remote import create_rollout_engine
 
 from tests.fakes.models import tiny_model, tiny_tokenizer
@@ -38,15 +39,14 @@ def test_every_engine_is_built_by_the_one_factory() -> None:
     assert _constructions(FACTORY)
 
 
-def test_the_factory_passes_the_torch_engine_its_options() -> None:
+def test_the_factory_passes_the_torch_engine_its_section() -> None:
     engine = create_rollout_engine(
         "torch",
+        RolloutConfig(rollout_kv_reuse=False, rollout_batch_rows=5),
         tokenizer=tiny_tokenizer(),
         rollout_model=tiny_model(seed=1),
         seed=3,
         version=2,
-        kv_reuse=False,
-        max_batch_rows=5,
     )
     assert isinstance(engine, TorchEngine)
     assert (engine.kv_reuse, engine.max_batch_rows, engine.version) == (False, 5, 2)
@@ -56,12 +56,22 @@ def test_the_factory_passes_the_torch_engine_its_options() -> None:
 def test_the_run_config_sets_the_torch_engines_rows_per_forward_pass() -> None:
     # `--rollout_batch_rows` reaches the engine of training and of `agentrl eval`: a large
     # evaluation then decodes in chunks instead of holding every row's cache at once.
-    from agentrl.assembly.models import torch_engine_options
     from agentrl.config import resolve
 
     config = resolve(overrides={"rollout_batch_rows": 7})
-    options = torch_engine_options(config, tiny_model(seed=1), None, None)
-    assert options["max_batch_rows"] == 7 and options["kv_reuse"] is True
+    engine = create_rollout_engine(
+        "torch", config, tokenizer=tiny_tokenizer(), rollout_model=tiny_model(seed=1)
+    )
+    assert engine.max_batch_rows == 7 and engine.kv_reuse is True
     assert resolve().rollout_batch_rows == 0  # the tiny preset decodes every row at once
-    source = (PACKAGE / "assembly" / "evaluation.py").read_text(encoding="utf-8")
-    assert "torch_engine_options(config, model, device, autocast)" in source
+    # Every call in the package hands the engine a rollout section (its second argument).
+    calls = [
+        (str(path.relative_to(PACKAGE)), node)
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "create_rollout_engine"
+    ]
+    assert {name for name, _ in calls} >= {"assembly/evaluation.py", "placement/split.py"}
+    assert [name for name, call in calls if len(call.args) < 2] == []

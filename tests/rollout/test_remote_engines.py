@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 from agentrl.rollout.engine import FINISH_EOS, FINISH_LENGTH, FINISH_STOP
+from agentrl.rollout.options import RolloutConfig
 from agentrl.rollout.remote import RemoteEngineError, RetryPolicy, create_rollout_engine
 from agentrl.rollout.remote.http import JsonHttpClient
 from agentrl.rollout.remote.sglang import SGLangEngine
@@ -253,22 +254,22 @@ def test_a_server_that_cannot_load_the_weights_fails_loudly(server, tmp_path):
 def test_factory_builds_the_selected_engine(server, tmp_path):
     engine = create_rollout_engine(
         "sglang",
+        RolloutConfig(
+            sglang_base_url=server.url, sglang_shared_path=str(tmp_path), sglang_wait_sec=2.0
+        ),
         tokenizer=FakeTokenizer(),
-        sglang_base_url=server.url,
-        sglang_shared_path=tmp_path,
-        sglang_wait_s=2.0,
         version=4,
     )
     assert isinstance(engine, SGLangEngine) and engine.version == 4
     assert engine.weight_sync == "nccl" and engine.shared_dir is None  # disk only when chosen
     on_disk = create_rollout_engine(
         "sglang",
+        RolloutConfig(
+            sglang_base_url=server.url, sglang_shared_path=str(tmp_path), weight_sync="disk"
+        ),
         tokenizer=FakeTokenizer(),
-        sglang_base_url=server.url,
-        sglang_shared_path=tmp_path,
-        weight_sync="disk",
     )
-    assert on_disk.weight_sync == "disk" and on_disk.shared_dir == tmp_path
+    assert on_disk.weight_sync == "disk" and str(on_disk.shared_dir) == str(tmp_path)
     with pytest.raises(ValueError, match="unknown rollout engine"):
         create_rollout_engine("tgi", tokenizer=FakeTokenizer())
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from agentrl.rollout.sampling import (
     SamplingParams,
-    _draw,
     apply_repetition_penalty,
+    draw_tokens,
     sample_tokens,
     sampling_logits,
     sampling_probs,
@@ -114,7 +114,9 @@ def test_the_raw_distribution_skips_no_draw_and_reuses_its_log_softmax() -> None
         logits, SamplingParams(temperature=1.0), generator=torch.Generator().manual_seed(9)
     )
     clean, _ = sanitize_logits(logits)
-    tokens, fallback = _draw(torch.softmax(clean, dim=-1), torch.Generator().manual_seed(9), 0)
+    tokens, fallback = draw_tokens(
+        torch.softmax(clean, dim=-1), torch.Generator().manual_seed(9), 0
+    )
     log_probs = torch.log_softmax(clean, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     assert torch.equal(out.tokens, tokens) and not fallback.any() and not out.fallback_rows.any()
     assert torch.equal(out.sample_logps, log_probs) and torch.equal(out.logps, log_probs)
@@ -156,7 +158,7 @@ def test_clean_rows_are_not_flagged() -> None:
 
 def test_collapsed_row_falls_back_to_the_fallback_token() -> None:
     probs = torch.tensor([[0.0, 0.0, 0.0], [0.2, 0.8, 0.0]])
-    tokens, collapsed = _draw(probs, torch.Generator().manual_seed(0), fallback_token_id=2)
+    tokens, collapsed = draw_tokens(probs, torch.Generator().manual_seed(0), fallback_token_id=2)
     assert collapsed.tolist() == [True, False]
     assert tokens[0].item() == 2 and tokens[1].item() in (0, 1)
 
@@ -167,7 +169,7 @@ def test_a_uniform_draw_of_zero_never_lets_a_column_without_mass_win(
     # U = 0 everywhere: an unguarded -log U would be inf, p / inf = 0 for every column,
     # and the arg-max would fall on column 0, which has no mass.
     monkeypatch.setattr(torch.Tensor, "uniform_", lambda self, generator=None: self.zero_())
-    tokens, collapsed = _draw(torch.tensor([[0.0, 0.3, 0.7]]), None, fallback_token_id=0)
+    tokens, collapsed = draw_tokens(torch.tensor([[0.0, 0.3, 0.7]]), None, fallback_token_id=0)
     assert not collapsed.any() and tokens.item() == 2
 
 
@@ -209,6 +211,6 @@ def test_draws_do_not_depend_on_the_probabilities_dtype() -> None:
     # below 1, and its ties and rounding would bend the race.
     probs = torch.softmax(torch.randn(512, 40, generator=torch.Generator().manual_seed(1)), -1)
     half = probs.to(torch.bfloat16)
-    drawn_half, _ = _draw(half, torch.Generator().manual_seed(0), fallback_token_id=0)
-    drawn_full, _ = _draw(half.float(), torch.Generator().manual_seed(0), fallback_token_id=0)
+    drawn_half, _ = draw_tokens(half, torch.Generator().manual_seed(0), fallback_token_id=0)
+    drawn_full, _ = draw_tokens(half.float(), torch.Generator().manual_seed(0), fallback_token_id=0)
     assert torch.equal(drawn_half, drawn_full)

@@ -74,9 +74,11 @@ def test_function_returning_none_for_the_batch_is_missing_everywhere() -> None:
     assert result.metrics["not_applicable_mean"] == 0.0
 
 
-def test_a_row_where_every_function_is_none_raises() -> None:
+def test_a_row_where_every_function_is_none_is_the_functions_error() -> None:
     combined = combine([by_row([1.0, None, 2.0]), by_row([None, None, 1.0])])
-    with pytest.raises(ValueError, match="completion 1"):
+    with pytest.raises(
+        UserCodeError, match=r"1 of 3 completions \(the first: 1\).*'rows', 'rows#2'"
+    ):
         combined(PROMPTS, COMPLETIONS, ANSWERS)
 
 
@@ -115,7 +117,7 @@ def test_numpy_and_tensor_scalars_and_bools_are_numbers() -> None:
 
 
 def test_overflowing_weighted_total_raises() -> None:
-    with pytest.raises(ValueError, match="not finite"):
+    with pytest.raises(UserCodeError, match="not finite"):
         combine([constant(1e308), constant(1e308)])(PROMPTS, COMPLETIONS, ANSWERS)
 
 

@@ -95,7 +95,7 @@ def test_save_dir_that_is_a_file_fails_before_loading(assets, tmp_path, capsys):
     argv = _train(assets, blocker / "deeper", "--model", tmp_path / "no-model")
     code, line = _run(capsys, *argv)
     assert code == EXIT_USAGE
-    assert "--save_dir/--save_weight" in line and f"{blocker} is a file, not a directory" in line
+    assert "--save_dir/--run_name" in line and f"{blocker} is a file, not a directory" in line
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes anywhere")

@@ -1,8 +1,8 @@
 """A save that fails on the way (a full disk, a read-only or vanished directory) is one line
 naming the path and the cause, exit 1; the last good checkpoint and metrics.jsonl stay whole.
 
-The full disk is a real one: a small tmpfs mounted for the test (skipped, with the reason,
-where mounting is not allowed).
+The full disk is a real one: a small tmpfs mounted for the test (the `small_disk` fixture of
+tests/conftest.py; skipped, with the reason, where mounting is not allowed).
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import errno
 import json
 import os
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,24 +26,6 @@ from agentrl.training.checkpoint import (
     save_checkpoint,
 )
 from agentrl.utils.atomic import atomic_dir, save_failure
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs at ``tmp_path/disk``, unmounted afterwards."""
-    mount = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip() or 'mount'}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(disk: Path, leave: int = 0) -> None:

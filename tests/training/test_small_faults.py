@@ -4,7 +4,7 @@ before), not as one written with other model options; --progress 0 silences the 
 from __future__ import annotations
 
 import torch
-from agentrl.training.resume import _damaged
+from agentrl.training.resume import is_damaged
 
 
 def _load_error(path) -> BaseException:
@@ -23,8 +23,8 @@ def test_truncated_and_foreign_files_read_as_damaged(tmp_path):
     (tmp_path / "text.pt").write_text("not a checkpoint")
     (tmp_path / "empty.pt").write_bytes(b"")
     for name in ("cut.pt", "text.pt", "empty.pt"):
-        assert _damaged(_load_error(tmp_path / name)), name
-    assert _damaged(FileNotFoundError(2, "No such file", str(tmp_path / "state.pt")))
+        assert is_damaged(_load_error(tmp_path / name)), name
+    assert is_damaged(FileNotFoundError(2, "No such file", str(tmp_path / "state.pt")))
 
 
 def test_a_checkpoint_of_another_model_is_not_called_damaged():
@@ -32,10 +32,10 @@ def test_a_checkpoint_of_another_model_is_not_called_damaged():
     try:
         model.load_state_dict({"weight": torch.zeros(4, 4), "bias": torch.zeros(3)})
     except RuntimeError as exc:
-        assert not _damaged(exc)
+        assert not is_damaged(exc)
     else:
         raise AssertionError("loaded")
-    assert not _damaged(KeyError("resume"))
+    assert not is_damaged(KeyError("resume"))
 
 
 def test_progress_0_silences_the_warm_start_s_bar(tmp_path, monkeypatch):

@@ -37,6 +37,7 @@ COMPARED = (
     "bc/loss",
     "policy/version",
     "train/opt_step",
+    "train/trained_tokens",  # cumulative: carried across the resume
 )
 
 
@@ -248,4 +249,4 @@ def test_cli_rejects_bad_options_with_a_clear_message(capsys):
     assert cli_main(["train", "--batch_size", "0"]) == 2
     assert "batch_size=0: expected at least 1" in capsys.readouterr().err
     assert cli_main(["train", "--print_config", "--preset", "compat"]) == 0
-    assert 'save_weight = "agentic_async_rl_tooluse_v5_fix"' in capsys.readouterr().out
+    assert 'run_name = "agentic_async_rl_tooluse_v5_fix"' in capsys.readouterr().out

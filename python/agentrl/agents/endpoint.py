@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentrl.agents.verifiers_agent import VerifiersAgent
+from agentrl.data.verifiers_env import is_verifiers
 from agentrl.errors import UsageError
 from agentrl.utils.imports import ImportPathError, load_object
 
@@ -76,6 +78,8 @@ def load_agent(agent: str | AgentFn) -> AgentFn:
     Raises :class:`agentrl.errors.UsageError` (exit 2) naming ``--agent`` when the path
     does not import or the object cannot be called as an agent.
     """
+    if is_verifiers(agent):  # a verifiers environment's harness plays the episodes
+        return VerifiersAgent(str(agent))
     try:
         fn = load_object(agent) if isinstance(agent, str) else agent
     except ImportPathError as exc:
@@ -138,19 +142,35 @@ def reward_of(value: Any) -> AgentReward:
     raw = value
     if isinstance(value, Mapping):
         if "reward" not in value:
-            raise RewardError(f"returned a mapping without 'reward' (keys {sorted(value)[:8]})")
+            keys = sorted(map(str, value))[:8]
+            raise RewardError(f"returned a mapping without 'reward' (keys {keys})")
         raw = value["reward"]
         for key, item in value.items():
-            if key != "reward" and isinstance(item, int | float) and math.isfinite(float(item)):
-                values[str(key)] = float(item)
+            number = _finite(item) if isinstance(item, int | float) else None
+            if key != "reward" and number is not None:
+                values[str(key)] = number
     if raw is None:
         raise RewardError("returned no reward (None)")
     if not isinstance(raw, int | float) and not hasattr(raw, "__float__"):
         raise RewardError(f"returned a {type(raw).__name__}, not a number")
-    reward = float(raw)
+    try:
+        reward = float(raw)
+    except Exception as exc:  # its own __float__ failed, or an int too large for a float
+        raise RewardError(
+            f"returned a {type(raw).__name__} that is no number ({exc!r:.80})"
+        ) from None
     if not math.isfinite(reward):
         raise RewardError(f"returned a non-finite reward ({reward})")
     return AgentReward(reward, values)
+
+
+def _finite(item: int | float) -> float | None:
+    """``item`` as a finite float; None for NaN, an infinity or an int past float's range."""
+    try:
+        number = float(item)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 __all__ = [

@@ -33,11 +33,18 @@ from agentrl.agents.endpoint import (
 )
 from agentrl.agents.recorder import EpisodeRecorder, Limits
 from agentrl.agents.server import EndpointServer, EpisodeGone
-from agentrl.errors import first_line, user_code_error
+from agentrl.errors import first_line, from_signal, user_code_error
 from agentrl.trajectory import RolloutGroup, Trajectory
 
 # Kinds of dropped episodes, as counted in ``agent/<kind>``.
 RAISED, TIMEOUT, NO_REWARD = "raised", "timeouts", "no_reward"
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What an async agent raised, carried out of its coroutine as a value."""
+
+    exc: BaseException
 
 
 @dataclass
@@ -208,18 +215,31 @@ class AgentRunner:
                 self._leave(ep, batcher)
 
     def _run_async(self, episodes: list[Episode], batcher: Batcher) -> None:
+        async def contained(ep: Episode) -> Any:
+            # asyncio lets SystemExit and KeyboardInterrupt stop the whole loop (every
+            # episode lost, the exception out of the run): the agent's own end here.
+            try:
+                return await self.agent(self._endpoint(ep), ep.sample)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                if from_signal(exc):
+                    raise
+                return _Raised(exc)
+
         async def play(ep: Episode) -> None:
             self._enter(ep, batcher)
             try:
-                value = await asyncio.wait_for(
-                    self.agent(self._endpoint(ep), ep.sample), self.timeout
-                )
+                value = await asyncio.wait_for(contained(ep), self.timeout)
             except asyncio.TimeoutError:
                 self._time_out(ep)
             except BaseException as exc:
                 self._finish(ep, exc=exc)
             else:
-                self._finish(ep, value)
+                if isinstance(value, _Raised):
+                    self._finish(ep, exc=value.exc)
+                else:
+                    self._finish(ep, value)
             finally:
                 self._leave(ep, batcher)
 

@@ -2,8 +2,14 @@
 
 A standard-library HTTP server (``ThreadingHTTPServer``: one thread per connection, so
 the requests of concurrent episodes wait together for the batcher) bound to 127.0.0.1 on a
-free port. Every request must carry the run's key (``Authorization: Bearer <key>``, a fresh
-random key per run), or it is answered 401: no other process can sample from the policy.
+free port. It is sized for ``capacity`` requests at once (a run passes its episodes x
+:data:`CALLS_PER_EPISODE`, agents that fan out included): its listen backlog holds that
+many connections, ``SOMAXCONN`` at least (as the kernel's ``somaxconn`` allows), so a
+burst of connects is queued, never reset, and a chat completion beyond ``capacity`` in
+flight is answered 429 with ``Retry-After``, a refusal every HTTP client understands.
+
+Every request must carry the run's key (``Authorization: Bearer <key>``, a fresh random
+key per run), or it is answered 401: no other process can sample from the policy.
 Each episode gets its own base URL, ``http://127.0.0.1:<port>/episodes/<id>/v1``, so its
 calls are recorded as its own; an episode that has ended is answered 410.
 
@@ -19,6 +25,7 @@ import json
 import logging
 import re
 import secrets
+import socket
 import threading
 import time
 import uuid
@@ -31,10 +38,21 @@ from agentrl.agents.recorder import RequestError
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# How many calls one episode may have in flight at once (parallel tool plans, graph
+# branches): the endpoint's capacity is the run's episodes times this.
+CALLS_PER_EPISODE = 32
+# The capacity of an endpoint made without one (a test, a one-off evaluation).
+DEFAULT_CAPACITY = 1024
 _EPISODE_PATH = re.compile(r"^/episodes/([A-Za-z0-9_-]+)/v1/(chat/completions|models)/?$")
 
 # One episode's handler: request body -> chat.completion object (raises RequestError).
 Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def endpoint_capacity(episodes: int) -> int:
+    """The capacity an endpoint needs for ``episodes`` at once, each with up to
+    :data:`CALLS_PER_EPISODE` calls in flight (at least :data:`DEFAULT_CAPACITY`)."""
+    return max(DEFAULT_CAPACITY, int(episodes) * CALLS_PER_EPISODE)
 
 
 class EpisodeGone(Exception):
@@ -44,20 +62,29 @@ class EpisodeGone(Exception):
 class EndpointServer:
     """The run's endpoint: start once, register each episode's handler, close at the end."""
 
-    def __init__(self, model: str, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, model: str, host: str = "127.0.0.1", capacity: int = DEFAULT_CAPACITY
+    ) -> None:
+        """``capacity``: the requests it serves at once (episodes x their concurrent
+        calls); more connections wait in the listen backlog, more completions get 429."""
         self.model = model
         self.api_key = "agentrl-" + secrets.token_urlsafe(24)
         self._episodes: dict[str, Handler] = {}
         self._ended: set[str] = set()
         self._lock = threading.Lock()
         self.refused = 0  # requests without the key
+        self.capacity = max(1, int(capacity))
+        self.busy = 0  # completions in flight
+        self.too_busy = 0  # completions answered 429
         server = self
 
         class _Handler(_RequestHandler):
             owner = server
 
-        self._httpd = ThreadingHTTPServer((host, 0), _Handler)
-        self._httpd.daemon_threads = True
+        # Connections wait in the backlog for a thread: one per request in flight, and the
+        # kernel's own ceiling at least (a refusal needs an accepted connection to say 429).
+        backlog = max(self.capacity, socket.SOMAXCONN)
+        self._httpd = _Listener((host, 0), _Handler, backlog=backlog)
         self.host, self.port = self._httpd.server_address[:2]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, daemon=True, name="agentrl-agent-endpoint"
@@ -87,6 +114,19 @@ class EndpointServer:
                 return EpisodeGone()
             return self._episodes.get(token)
 
+    def enter(self) -> bool:
+        """Take a slot for one completion; False when ``capacity`` are in flight."""
+        with self._lock:
+            if self.busy >= self.capacity:
+                self.too_busy += 1
+                return False
+            self.busy += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
     def authorized(self, header: str | None) -> bool:
         expected = f"Bearer {self.api_key}"
         return header is not None and hmac.compare_digest(header.encode(), expected.encode())
@@ -103,6 +143,17 @@ class EndpointServer:
         self.close()
 
 
+class _Listener(ThreadingHTTPServer):
+    """A threading HTTP server whose listen backlog is ``backlog`` (the standard library's
+    is 5: a burst of concurrent connects overflows it and the kernel drops or resets them)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, *, backlog: int) -> None:
+        self.request_queue_size = backlog  # read by server_activate(), inside __init__
+        super().__init__(address, handler)
+
+
 def _error(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}
 
@@ -114,9 +165,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("agent endpoint: " + format, *args)
 
-    def _send(self, status: int, body: Mapping[str, Any]) -> None:
+    def _send(self, status: int, body: Mapping[str, Any], retry_after: int = 0) -> None:
         data = json.dumps(body, ensure_ascii=False).encode()
         self.send_response(status)
+        if retry_after:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -195,6 +248,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if handler is None:
             self._send(404, _error("unknown episode", "invalid_request_error"))
             return
+        if not self.owner.enter():
+            message = f"{self.owner.capacity} requests in flight: retry"
+            self._send(429, _error(message, "rate_limit_error", "too_busy"), retry_after=1)
+            return
         try:
             reply = handler(body)
         except RequestError as exc:
@@ -207,6 +264,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             logger.exception("agent endpoint: a chat completion failed")
             self._send(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
             return
+        finally:
+            self.owner.leave()
         if body.get("stream"):
             self._stream(reply, bool((body.get("stream_options") or {}).get("include_usage")))
         else:
@@ -256,4 +315,12 @@ def stream_chunks(reply: Mapping[str, Any], usage: bool) -> list[dict[str, Any]]
     return chunks
 
 
-__all__ = ["EndpointServer", "EpisodeGone", "Handler", "stream_chunks"]
+__all__ = [
+    "CALLS_PER_EPISODE",
+    "DEFAULT_CAPACITY",
+    "EndpointServer",
+    "EpisodeGone",
+    "Handler",
+    "endpoint_capacity",
+    "stream_chunks",
+]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentrl.assembly.models import run_dtype, torch_engine_options
+from agentrl.assembly.models import run_dtype
 from agentrl.config import TrainConfig
 from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.checkpoint import export_policy
@@ -23,38 +23,25 @@ from agentrl.training.models import Models
 def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
     """The engine ``config.rollout_engine`` names, sampling with ``seed``."""
     kind = config.rollout_engine
-    engine = create_rollout_engine(kind, **_server_options(config, models, kind, seed))
+    engine = create_rollout_engine(kind, config, **_engine_arguments(config, models, kind, seed))
     if kind != "torch":  # a server starts from its own copy of the model
         engine.update_weights(models.policy, version=0)
     return engine
 
 
-def _server_options(config: TrainConfig, models: Models, kind: str, seed: int) -> dict[str, Any]:
-    options: dict[str, Any] = {"tokenizer": models.tokenizer, "seed": seed, "version": 0}
+def _engine_arguments(config: TrainConfig, models: Models, kind: str, seed: int) -> dict[str, Any]:
+    """What the engine takes beside the rollout section: the run's models and seed."""
+    arguments: dict[str, Any] = {"tokenizer": models.tokenizer, "seed": seed, "version": 0}
     if kind == "torch":
-        options.update(torch_engine_options(config, models.rollout, models.device, models.autocast))
-    if kind in ("sglang", "vllm-server"):
-        options.update(
-            sglang_wait_s=config.sglang_wait_sec,
-            weight_sync=config.weight_sync,
-            weight_sync_host=config.weight_sync_host,
-            weight_sync_timeout_s=config.weight_sync_timeout_sec,
+        arguments.update(
+            rollout_model=models.rollout, device=models.device, autocast=models.autocast
         )
-    if kind == "sglang":
-        options.update(
-            sglang_base_url=config.sglang_base_url,
-            sglang_model_path=config.sglang_model_path or None,
-            sglang_shared_path=config.sglang_shared_path,
-        )
-    elif kind == "vllm-server":
-        options.update(vllm_server_url=config.rollout_url)
     elif kind == "vllm":
-        options.update(
+        arguments.update(
             vllm_model_path=str(vllm_start_dir(config, models)),
-            vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             vllm_dtype=run_dtype(config, "cuda"),
         )
-    return options
+    return arguments
 
 
 def vllm_start_dir(config: TrainConfig, models: Models) -> Path:

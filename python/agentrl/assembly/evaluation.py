@@ -9,18 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.agents.endpoint import AgentFn
-from agentrl.agents.server import EndpointServer
+from agentrl.agents.server import EndpointServer, endpoint_capacity
 from agentrl.assembly.models import (
     check_data_files,
     configure_threads,
     ensure_warm_start,
     model_spec,
     run_dtype,
-    torch_engine_options,
 )
 from agentrl.assembly.prompts import generated_heldout_samples
 from agentrl.assembly.sources import run_agent
-from agentrl.assembly.task import build_tools, episode_config
+from agentrl.assembly.task import build_tools, episode_config, resolve_call_mode
 from agentrl.chat import apply_chat_template, template_name, template_traits
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
@@ -43,17 +42,20 @@ class PolicyEvaluation:
     records: list[dict[str, Any]] = field(default_factory=list)  # one dump record per episode
 
 
-def evaluate_policy(
-    config: TrainConfig, log: Log = print, *, show_prompt: bool = False
-) -> PolicyEvaluation:
+@dataclass(frozen=True)
+class EvalPolicy:
+    """A policy loaded for evaluation: its spec, tokenizer, the run's tools and the
+    rollout engine that plays it."""
+
+    spec: str
+    tokenizer: Any
+    tools: Any
+    engine: Any
+
+
+def load_eval_policy(config: TrainConfig, log: Log = print) -> EvalPolicy:
     """Load the configured policy (training the built-in warm start if it is asked for and
-    missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
-    `agentrl sft` reports on. Raises a :class:`agentrl.errors.UserError` (a
-    ``ModelLoadError``, a ``PromptPoolError``) for a policy or prompts that cannot be used;
-    a missing prompt file is found before the policy loads. ``show_prompt``
-    logs the first scored prompt as the model sees it (template, tools and all).
-    """
-    check_data_files(config)
+    missing) on its rollout engine, with the run's tools."""
     spec = model_spec(config)
     configure_threads(config)
     ensure_warm_start(spec, log)
@@ -69,6 +71,47 @@ def evaluate_policy(
         tool_format=config.tool_format,
     )
     tools = build_tools(config)
+    device = next(model.parameters()).device
+    engine = create_rollout_engine(
+        "torch",
+        config,
+        tokenizer=tokenizer,
+        rollout_model=model,
+        device=device,
+        autocast=autocast_factory(device, config.dtype),
+        seed=config.seed,
+    )
+    return EvalPolicy(spec, tokenizer, tools, engine)
+
+
+def log_prompt(tokenizer: Any, sample: Any, tools: Any, log: Log) -> None:
+    """Log one prompt as the model sees it (template, tools and all), and how its tools and
+    calls are laid out."""
+    specs = sample.get("tools") or tools.specs()
+    text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    traits = template_traits(tokenizer) if tokenizer.chat_template else None
+    where = traits.describe() if traits else "in the built-in layout (no chat template)"
+    log(f"{template_name(tokenizer)}: tools are {where}")
+    log(f"tool calls: {tool_format_of(tokenizer).describe()}")
+    log(f"---- rendered prompt ({len(ids)} tokens) ----")
+    log(text)
+    log("---- end of prompt ----")
+
+
+def evaluate_policy(
+    config: TrainConfig, log: Log = print, *, show_prompt: bool = False
+) -> PolicyEvaluation:
+    """Load the configured policy (training the built-in warm start if it is asked for and
+    missing) and score it on the held-out prompts: ``data_path``, or the generated tasks
+    `agentrl sft` reports on. Raises a :class:`agentrl.errors.UserError` (a
+    ``ModelLoadError``, a ``PromptPoolError``) for a policy or prompts that cannot be used;
+    a missing prompt file is found before the policy loads. ``show_prompt``
+    logs the first scored prompt as the model sees it (template, tools and all).
+    """
+    check_data_files(config)
+    policy = load_eval_policy(config, log)
+    spec, tokenizer, tools, engine = policy.spec, policy.tokenizer, policy.tools, policy.engine
     if config.data_path:
         pool = PromptPool(
             config.data_path,
@@ -77,11 +120,15 @@ def evaluate_policy(
             allowed_tools=tools.supported_names(),
             inject_answer_instruction=bool(config.inject_answer_instruction),
             default_tools=tools.specs(),
+            lenient=bool(config.lenient_prompts),
             split=config.data_split,
             columns=ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
+            data_format=config.data_format,
+            possible_answer=config.possible_answer,
         )
     else:
         pool = PromptPool.from_samples(generated_heldout_samples(config.eval_samples))
+    config = resolve_call_mode(config, pool, config.agent or None, log)
     evaluator = Evaluator(
         pool,
         tools,
@@ -94,21 +141,7 @@ def evaluate_policy(
         generations=config.eval_generations,
     )
     if show_prompt and evaluator.indices:
-        sample = pool[evaluator.indices[0]]
-        specs = sample.get("tools") or tools.specs()
-        text = apply_chat_template(tokenizer, sample["messages"], specs, True, False)
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        traits = template_traits(tokenizer) if tokenizer.chat_template else None
-        where = traits.describe() if traits else "in the built-in layout (no chat template)"
-        log(f"{template_name(tokenizer)}: tools are {where}")
-        log(f"tool calls: {tool_format_of(tokenizer).describe()}")
-        log(f"---- rendered prompt ({len(ids)} tokens) ----")
-        log(text)
-        log("---- end of prompt ----")
-    device = next(model.parameters()).device
-    autocast = autocast_factory(device, config.dtype)
-    options = torch_engine_options(config, model, device, autocast)
-    engine = create_rollout_engine("torch", tokenizer=tokenizer, seed=config.seed, **options)
+        log_prompt(tokenizer, pool[evaluator.indices[0]], tools, log)
     if config.agent:  # the user's agent plays the prompts (`agentrl.agents`)
         metrics, records = evaluate_agent(config, spec, pool, evaluator, engine)
         return PolicyEvaluation(spec, metrics, records)
@@ -143,7 +176,8 @@ def evaluate_agent(
     records), with the built-in evaluator's prompts and decoding."""
     agent = run_agent(config.agent, None)
     assert agent is not None
-    with EndpointServer(model_name(spec)) as server:
+    episodes = len(evaluator.indices) * max(1, config.eval_generations)
+    with EndpointServer(model_name(spec), capacity=endpoint_capacity(episodes)) as server:
         agents = AgentEvaluator(
             agent,
             pool,
@@ -158,4 +192,12 @@ def evaluate_agent(
         return agents.run(engine), agents.records(step=0)
 
 
-__all__ = ["PolicyEvaluation", "agent_evaluator", "evaluate_agent", "evaluate_policy"]
+__all__ = [
+    "EvalPolicy",
+    "PolicyEvaluation",
+    "agent_evaluator",
+    "evaluate_agent",
+    "evaluate_policy",
+    "load_eval_policy",
+    "log_prompt",
+]

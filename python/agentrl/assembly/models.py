@@ -15,11 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from agentrl.config import TrainConfig
+from agentrl.data.reasoning_gym import is_reasoning_gym
+from agentrl.data.verifiers_env import is_verifiers
+from agentrl.errors import UserError
 from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
 from agentrl.models.compile import missing_compiler
 from agentrl.models.precision import auto_dtype
@@ -27,7 +29,7 @@ from agentrl.training.memory import OffloadedReference, enable_gradient_checkpoi
 from agentrl.training.models import Log, Models, autocast_factory
 from agentrl.utils.launch import launched_by_torchrun
 from agentrl.utils.paths import check_creatable_dir, check_readable_file
-from agentrl.utils.threads import set_cpu_threads, usable_cores
+from agentrl.utils.threads import deterministic_cpu_kernels, set_cpu_threads, usable_cores
 
 
 def hardware_notes(config: TrainConfig) -> list[str]:
@@ -64,15 +66,15 @@ def check_data_files(config: TrainConfig) -> None:
         ("--data_path", config.data_path),
         ("--eval_data_path", config.eval_data_path),
     ):
-        if path:
+        if path and not (is_reasoning_gym(path) or is_verifiers(path)):  # not files
             check_readable_file(path, option)
 
 
 def preflight(config: TrainConfig) -> None:
-    """Fail now, in one line, when ``save_dir/save_weight`` cannot become the run directory
+    """Fail now, in one line, when ``save_dir/run_name`` cannot become the run directory
     or a prompt file is missing: before the model and data load (which may take minutes),
     and before anything is written."""
-    check_creatable_dir(config.run_dir, "--save_dir/--save_weight")
+    check_creatable_dir(config.run_dir, "--save_dir/--run_name")
     check_data_files(config)
 
 
@@ -146,20 +148,6 @@ def weight_dtype(config: TrainConfig, device: torch.device | str | None = None) 
     return "float32" if config.fsdp else run_dtype(config, device)
 
 
-def torch_engine_options(
-    config: TrainConfig, model: Any, device: Any, autocast: Any
-) -> dict[str, Any]:
-    """`create_rollout_engine` options of the in-process torch engine over ``model``."""
-    return {
-        "rollout_model": model,
-        "device": device,
-        "autocast": autocast,
-        "kv_reuse": bool(config.rollout_kv_reuse),
-        "max_batch_rows": int(config.rollout_batch_rows),
-        "compile_decode": bool(config.rollout_compile),
-    }
-
-
 def configure_threads(config: TrainConfig) -> None:
     """Pin torch's CPU thread count when asked (see :mod:`agentrl.utils.threads`)."""
     set_cpu_threads(config.num_threads)
@@ -180,6 +168,7 @@ def load_models(
         log(note)
     cuda_missing = config.device.startswith("cuda") and not torch.cuda.is_available()
     device = resolve_device(None if config.device == "auto" or cuda_missing else config.device)
+    deterministic_cpu_kernels(config.deterministic, device)
     if config.dtype == "auto":
         log(auto_dtype(device).describe())
     policy, tokenizer = load_policy(
@@ -194,7 +183,7 @@ def load_models(
     policy.requires_grad_(True)
     if hasattr(policy, "config"):
         policy.config.use_cache = False  # training forwards never reuse a KV cache
-    reference, rollout = reference_model(policy, config, device), frozen_copy(policy)
+    reference, rollout = reference_model(policy, config, device, log), frozen_copy(policy)
     if hasattr(rollout, "config"):
         rollout.config.use_cache = True
     if config.gradient_checkpointing:
@@ -213,20 +202,44 @@ def load_models(
     )
 
 
+def _vocabulary(model: torch.nn.Module) -> int | None:
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return None if embeddings is None else int(embeddings.weight.shape[0])
+
+
 def kl_off(config: TrainConfig) -> bool:
     """beta is 0 and stays 0: the loss never reads the reference policy."""
     return config.beta == 0 and not config.beta_auto_tune
 
 
 def reference_model(
-    policy: torch.nn.Module, config: TrainConfig, device: torch.device
+    policy: torch.nn.Module, config: TrainConfig, device: torch.device, log: Log = print
 ) -> torch.nn.Module:
-    """The KL anchor: a frozen copy of the policy as loaded, kept on the CPU with
-    ``ref_offload``; none (the policy itself stands in, see `agentrl.training.step`)
-    when the KL penalty is off."""
+    """The KL anchor: a frozen copy of the policy as loaded, or the weights
+    ``reference_model_path`` names, kept on the CPU with ``ref_offload``; none (the policy
+    itself stands in, see `agentrl.training.step`) when the KL penalty is off."""
     if kl_off(config):
+        if config.reference_model_path:
+            log(f"reference_model_path={config.reference_model_path} unused: the KL is off")
         return policy
-    reference = frozen_copy(policy)
+    if config.reference_model_path:
+        reference, _ = load_policy(
+            config.reference_model_path,
+            weight_dtype(config, device),
+            device,
+            tokenizer=config.tokenizer or None,
+        )
+        reference.eval()
+        reference.requires_grad_(False)
+        ours, theirs = _vocabulary(policy), _vocabulary(reference)
+        if ours != theirs:
+            raise UserError(
+                f"reference_model_path={config.reference_model_path}: a vocabulary of "
+                f"{theirs} tokens where the policy has {ours}; the reference must score "
+                "the policy's tokens"
+            )
+    else:
+        reference = frozen_copy(policy)
     if config.ref_offload and device.type != "cpu":
         return OffloadedReference(reference, device)
     return reference

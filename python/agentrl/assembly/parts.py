@@ -19,7 +19,13 @@ from agentrl.assembly.evaluation import agent_evaluator
 from agentrl.assembly.models import load_models
 from agentrl.assembly.prompts import prompt_config
 from agentrl.assembly.settings import beta_config, optim_config, planned_total_steps, step_settings
-from agentrl.assembly.task import build_tools, episode_config, run_reward_set, start_mcp_servers
+from agentrl.assembly.task import (
+    build_tools,
+    episode_config,
+    resolve_call_mode,
+    run_reward_set,
+    start_mcp_servers,
+)
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.envs import TaskParts
@@ -74,6 +80,7 @@ def build_run_parts(
         servers = start_mcp_servers(cfg, log)
         tools = build_tools(cfg, task, log, servers)
         train_pool, eval_pool = place.load_prompts(prompt_config(cfg, task, tools, log), tools, log)
+    cfg = resolve_call_mode(cfg, train_pool, agent, log)
     rewards = run_reward_set(task, tools, agent, log)
     models: Models = adapter.apply(loaded, cfg)
     place.share_weights(models)

@@ -37,9 +37,12 @@ def _pool_options(config: TrainConfig, tools: ToolRegistry) -> dict[str, Any]:
         "augment_calculator_alias": bool(config.augment_calculator_alias),
         "default_tools": tools.specs(),
         "force_all_tools": bool(config.force_all_tools),
+        "lenient": bool(config.lenient_prompts),
         "registered_tools": user_tool_specs(tools),
         "split": config.data_split,
         "columns": ColumnMap(config.prompt_column, config.answer_column, config.tools_column),
+        "data_format": config.data_format,
+        "possible_answer": config.possible_answer,
     }
 
 
@@ -101,6 +104,8 @@ def load_prompts(
         log(f"train prompts: {train.summary()} (generated); held-out: {len(heldout)} tasks")
         return train, PromptPool.from_samples(heldout)
     log(f"train prompts: {train.summary()}")
+    for note in train.notes:
+        log(f"  {note}")
     for skipped in train.skipped[:5]:
         log(f"  skipped {skipped}")
     if config.eval_data_path:

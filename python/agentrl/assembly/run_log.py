@@ -47,7 +47,7 @@ def open_run_log(
         tracker_project=cfg.wandb_project,
         dump_rollouts=cfg.dump_rollouts,
         max_turns=cfg.max_turns,
-        run_name=cfg.save_weight,
+        run_name=cfg.run_name,
         config=cfg.flat(),
     )
     observer.log(banner(cfg, parts, data_shards, start_step, resumed_from))

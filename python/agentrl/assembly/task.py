@@ -9,6 +9,7 @@ from typing import Any
 
 from agentrl.config import TrainConfig
 from agentrl.envs import EnvironmentTools, TaskParts, reward_plan, task_parts, task_tools
+from agentrl.errors import UsageError
 from agentrl.rollout import EpisodeConfig, SamplingParams
 from agentrl.tools import ToolRegistry, builtin_registry
 from agentrl.tools.mcp import MCPServer, mcp_tools
@@ -40,7 +41,43 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         thinking_ratio=config.thinking_ratio,
         sampling=sampling,
         tool_workers=config.tool_workers,
+        call_parser=config.call_parser,  # type: ignore[arg-type]
+        keep_eos=config.keep_eos,
+        # "auto" left unresolved (no data seen, `resolve_call_mode`): calls run, as always.
+        call_mode="execute" if config.call_mode == "auto" else config.call_mode,  # type: ignore[arg-type]
+        # A generation budget per episode, as the GRPO reference's completion length.
+        max_response_tokens=config.max_completion_length,
     )
+
+
+def resolve_call_mode(config: TrainConfig, pool: Any, agent: Any, log: Log) -> TrainConfig:
+    """The config with ``call_mode`` decided against the training prompts, and said in the
+    log: ``auto`` is ``answer`` when the prompts are function-calling records (their
+    functions have no implementation), else ``execute``. With an ``--agent``, the agent
+    decides what the policy's calls do: ``answer`` is refused there."""
+    formats = dict(getattr(pool, "data_formats", {}) or {})
+    seen = ", ".join(f"{count} {name}" for name, count in sorted(formats.items()))
+    if agent is not None:
+        if config.call_mode == "answer":
+            raise UsageError(
+                "--call_mode answer is for the built-in episode loop: with --agent, your "
+                "agent gets the policy's tool calls and decides what they do (end the "
+                "episode after the first reply to make them the answer)"
+            )
+        if formats:
+            log(f"function-calling data ({seen}) with --agent: the agent decides what calls do")
+        return config
+    if config.call_mode != "auto":
+        if formats:
+            log(f"call mode: {config.call_mode} (--call_mode) on function-calling data ({seen})")
+        return config
+    if not formats:
+        return replace(config, call_mode="execute")
+    log(
+        f"call mode: answer, the data being function-calling records ({seen}): the first "
+        "turn's calls are the answer, recorded and not run (--call_mode execute runs them)"
+    )
+    return replace(config, call_mode="answer")
 
 
 def config_parts(config: TrainConfig) -> TaskParts:

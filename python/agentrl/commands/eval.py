@@ -36,7 +36,11 @@ EVAL_OPTIONS = (
     "prompt_column",
     "answer_column",
     "tools_column",
+    "data_format",
+    "possible_answer",
+    "call_mode",
     "require_gt",
+    "lenient_prompts",
     "filter_mode",
     "inject_answer_instruction",
     "tool_subset",
@@ -44,6 +48,7 @@ EVAL_OPTIONS = (
     "augment_calculator_alias",
     "max_turns",
     "max_context_len",
+    "rollout_batch_rows",
     "max_gen_len",
     "top_p",
     "top_k",
@@ -83,6 +88,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     common(
         parser.add_argument(
+            "--benchmark",
+            choices=("bfcl",),
+            default=None,
+            help="score the model on a public benchmark instead of --data: bfcl (BFCL v4's "
+            "single-turn categories, scored by bfcl-eval's own checker; --output and "
+            "--metrics_output default to runs/bfcl/<model>/)",
+        )
+    )
+    parser.add_argument(
+        "--bfcl_limit",
+        type=int,
+        default=None,
+        help="with --benchmark bfcl: the first N records of each category only (a quick "
+        "check; the output says it is a subset)",
+    )
+    parser.add_argument(
+        "--bfcl_venv",
+        default=".venv-bfcl",
+        help="with --benchmark bfcl: the virtual environment holding bfcl-eval "
+        "(scripts/bfcl_venv.sh makes it)",
+    )
+    common(
+        parser.add_argument(
             "--show_prompt",
             action="store_true",
             help="print the first prompt as rendered for the model (chat template and tools)",
@@ -94,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.assembly.evaluation import evaluate_policy
     from agentrl.utils.paths import check_writable_file
 
+    if args.benchmark == "bfcl":
+        return run_bfcl(args)
     config = eval_config(args)
     for option, path in (("--output", args.output), ("--metrics_output", args.metrics_output)):
         if path:  # found now, not after the evaluation
@@ -123,4 +153,49 @@ def run(args: argparse.Namespace) -> int:
         from agentrl.observability.rollout_dump import write_records
 
         print(f"episodes: {write_records(args.output, result.records)} (agentrl view)")
+    return 0
+
+
+# What a BFCL evaluation reads unless the command line says otherwise: its prompts (the
+# function docs of live_multiple among them) run to thousands of tokens, its parallel
+# answers to a few hundred, and a full category decoded as one batch would hold every
+# row's KV cache at once.
+BFCL_DEFAULTS = {"max_context_len": 4096, "eval_max_gen_len": 256, "rollout_batch_rows": 16}
+
+
+def run_bfcl(args: argparse.Namespace) -> int:
+    """`agentrl eval --benchmark bfcl`: the per-category table and summaries printed, the
+    scores as JSON and every episode written."""
+    from agentrl.assembly.bfcl import default_output_dir, evaluate_bfcl, format_table
+    from agentrl.assembly.models import model_spec
+    from agentrl.errors import UsageError
+    from agentrl.observability.rollout_dump import write_records
+    from agentrl.utils.paths import check_writable_file
+
+    given = vars(args)
+    if "max_gen_len" in given and "eval_max_gen_len" not in given:  # as eval_config reads it
+        given = {**given, "eval_max_gen_len": given["max_gen_len"]}
+    defaults = {k: v for k, v in BFCL_DEFAULTS.items() if k not in given}
+    config = eval_config(argparse.Namespace(**given, **defaults))
+    if config.data_path:
+        raise UsageError("--benchmark bfcl reads BFCL's own records: leave out --data")
+    print(
+        "bfcl: "
+        + ", ".join(f"--{k} {getattr(config, k)}" for k in BFCL_DEFAULTS)
+        + " (set any of them on the command line)"
+    )
+    folder = default_output_dir(model_spec(config))
+    scores_path = args.metrics_output or str(folder / "bfcl_scores.json")
+    episodes_path = args.output or str(folder / "episodes.jsonl.gz")
+    for option, path in (("--metrics_output", scores_path), ("--output", episodes_path)):
+        check_writable_file(path, option)
+    result = evaluate_bfcl(
+        config, venv=args.bfcl_venv, limit=args.bfcl_limit, show_prompt=args.show_prompt
+    )
+    for line in format_table(result, config.max_context_len):
+        print(line)
+    Path(scores_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(scores_path).write_text(json.dumps(result.to_json(), indent=1))
+    print(f"scores: {scores_path}")
+    print(f"episodes: {write_records(episodes_path, result.records)} (agentrl view)")
     return 0

@@ -1,4 +1,5 @@
-"""`agentrl gen-data`: write synthetic tool-use tasks (prompt pool) or demonstrations (SFT)."""
+"""`agentrl gen-data`: write synthetic tasks (prompt pool) or demonstrations (SFT): the built-in
+tool-use tasks, or function-calling tasks (``--task function_calling``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,26 @@ from agentrl.utils.paths import check_writable_file
 
 DEFAULT_TASKS_PATH = "runs/data/tasks.jsonl"
 DEFAULT_DEMOS_PATH = "runs/data/demos.jsonl"
+DEFAULT_CALLS_PATH = "runs/data/function_calls.jsonl"
+DEFAULT_CALL_DEMOS_PATH = "runs/data/function_call_demos.jsonl"
+TASKS = ("tool_use", "function_calling")
+# The options that shape the tool-use tasks only.
+_TOOL_USE_ONLY = (
+    "min_exprs",
+    "max_exprs",
+    "digits",
+    "min_ops",
+    "max_ops",
+    "operators",
+    "functions",
+    "paren_prob",
+    "func_prob",
+    "decimal_prob",
+    "mix",
+    "fullwidth_ratio",
+    "shortcut_rate",
+    "shortcut_scope",
+)
 
 
 # The generator's defaults: the flags' defaults are its configs' own.
@@ -31,6 +52,14 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--task",
+        choices=TASKS,
+        default="tool_use",
+        help="tool_use: the built-in arithmetic, unit and time tasks; function_calling: "
+        "requests, functions and the calls (or no call) that answer them, in OpenAI form "
+        "(docs/function-calling.md)",
+    )
     parser.add_argument("-n", "--num", type=int, default=2000, help="number of tasks")
     parser.add_argument(
         "-o",
@@ -101,11 +130,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def run_function_calling(args: argparse.Namespace, defaults: dict[str, object]) -> int:
+    """``--task function_calling``: the function-calling generator's tasks or demonstrations."""
+    from agentrl.data.function_tasks import CallTaskGenerator, write_call_tasks
+
+    changed = [f"--{name}" for name in _TOOL_USE_ONLY if getattr(args, name) != defaults[name]]
+    if changed:
+        raise UsageError(f"{', '.join(changed)} shape the tool_use tasks, not function_calling")
+    if not 0.0 <= args.zh_ratio <= 1.0:
+        raise UsageError("--zh_ratio must be in [0, 1]")
+    output = args.output or (DEFAULT_CALL_DEMOS_PATH if args.sft else DEFAULT_CALLS_PATH)
+    check_writable_file(output, "--output")
+    began = time.perf_counter()
+    generator = CallTaskGenerator(seed=args.seed, zh_ratio=args.zh_ratio)
+    counts = write_call_tasks(output, generator.tasks(args.num, args.start), args.sft)
+    what = "function-calling demonstrations" if args.sft else "function-calling tasks"
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    print(f"wrote {args.num} {what} to {output} in {time.perf_counter() - began:.2f}s ({detail})")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from agentrl.data.synthetic import TaskGenerator, parse_mix, write_tasks
 
     if args.num < 0 or args.start < 0:
         raise UsageError("--num and --start must be >= 0")
+    if args.task == "function_calling":
+        defaults = vars(_defaults())
+        return run_function_calling(args, defaults)
     try:
         config = TaskConfig(
             min_exprs=args.min_exprs,
@@ -148,3 +200,10 @@ def run(args: argparse.Namespace) -> int:
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"wrote {args.num} {what} to {output} in {elapsed:.2f}s ({detail})")
     return 0
+
+
+def _defaults() -> argparse.Namespace:
+    """The options' defaults, as parsing no argument gives them."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args([])

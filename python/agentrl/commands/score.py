@@ -1,8 +1,11 @@
-"""``agentrl score``: score trajectories from a JSONL file with the tool-use reward.
+"""``agentrl score``: score trajectories from a JSONL file with the tool-use reward, or with
+the ``function_call`` reward (``--reward function_call``).
 
-Each input line is a JSON object in the golden reward file's schema; the output repeats it
-with ``reward`` and ``details`` added. A line's own ``config`` object overrides the settings
-(``--config``/``--set``) for that line, so the golden file scores to its own rewards.
+Each input line is a JSON object in the golden reward file's schema (for
+``function_call``: ``tools``, ``ground_truth`` and ``completion``, whose calls are read in
+``--tool_format``'s call format); the output repeats it with ``reward`` and ``details``
+added. A line's own ``config`` object overrides the settings (``--config``/``--set``) for
+that line, so the golden file scores to its own rewards.
 Reading, checking, scoring and writing run in Rust on worker threads (``score_file``);
 the input may be gzip-compressed. Scored lines go to ``-o`` (written to a temporary file
 and renamed when complete, so a failed run leaves no file) or, without it, to stdout; the
@@ -22,7 +25,7 @@ import contextlib
 import sys
 from typing import IO, Any
 
-from agentrl.errors import UsageError
+from agentrl.errors import PATH_ERRNOS, UsageError, UserError
 from agentrl.rewards import (
     FileScoreSummary,
     LineExplanation,
@@ -37,8 +40,22 @@ HISTOGRAM_BINS = 12
 BAR_WIDTH = 40
 
 
+REWARDS = ("tool_use", "function_call")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="JSONL file of trajectories, or - for stdin")
+    parser.add_argument(
+        "--reward",
+        choices=REWARDS,
+        default="tool_use",
+        help="tool_use (default) or function_call (lines of tools, ground_truth, completion)",
+    )
+    parser.add_argument(
+        "--tool_format",
+        default="auto",
+        help="function_call: the family whose call format is read (auto: every format)",
+    )
     parser.add_argument("-o", "--output", help="write scored JSONL here (default: stdout)")
     parser.add_argument("--config", help="TOML file of reward settings (top level or [reward])")
     parser.add_argument(
@@ -84,9 +101,12 @@ def run(args: argparse.Namespace) -> int:
     source = _stdin() if args.input == "-" else args.input
     sink = _stdout() if args.output is None else args.output
     try:
-        summary = score_file(source, sink, config, args.threads, explain=args.explain)
+        summary = _score(args, source, sink, config)
     except OSError as exc:  # the input cannot be read or the output written: nothing scored
-        raise UsageError(str(exc)) from exc
+        # A path that cannot be used as given is 2; a full disk or a damaged input (a
+        # truncated gzip stream: no OS error code) is 1.
+        failure = UsageError if exc.errno in PATH_ERRNOS else UserError
+        raise failure(exc.strerror or str(exc)) from exc
     except KeyboardInterrupt:
         written = "" if args.output is None else " (no output file written)"
         console.print(f"[red]interrupted[/red]{written}")
@@ -102,6 +122,26 @@ def run(args: argparse.Namespace) -> int:
     _print_skipped(console, summary, escape)
     _print_summary(console, summary)
     return 1 if summary.skipped_count else 0
+
+
+def _score(args: argparse.Namespace, source: Any, sink: Any, config: Any) -> FileScoreSummary:
+    if getattr(args, "reward", "tool_use") != "function_call":
+        return score_file(source, sink, config, args.threads, explain=args.explain)
+    from agentrl.parsing import tool_format_formats
+    from agentrl.rewards.function_call_files import score_function_call_file
+
+    try:
+        tool_format_formats(args.tool_format)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return score_function_call_file(
+        source,
+        sink,
+        config,
+        tool_format=args.tool_format,
+        threads=args.threads,
+        explain=args.explain,
+    )
 
 
 def _print_skipped(console: Any, summary: FileScoreSummary, escape: Any) -> None:

@@ -39,36 +39,44 @@ _D = SFTConfig()
 _P = SFTRunOptions()
 # What `--dtype` is when not given: the weights SFTRunOptions.dtype None loads.
 SFT_DTYPE = "float32"
-# The options `agentrl sft` shares with `agentrl train` (the same declarations), and the
-# warm start's own defaults where it has them (SFTRunOptions, SFTConfig).
+# The options `agentrl sft` shares with `agentrl train` (the same declarations), under the
+# warm start's own field names: run option -> SFTConfig field, run option -> SFTRunOptions
+# field. The warm start's defaults are those fields' defaults.
+_TRAIN_FIELDS: dict[str, str] = {
+    "total_steps": "steps",
+    "learning_rate": "lr",
+    "min_lr_ratio": "min_lr_ratio",
+    "warmup_steps": "warmup_steps",
+    "weight_decay": "weight_decay",
+    "accumulation_steps": "grad_accum",
+    "grad_clip": "clip",
+    "max_turns": "max_turns",
+    "max_gen_len": "max_new_tokens",
+    "eval_interval": "eval_interval",
+    "save_interval": "save_interval",
+    "keep_last": "keep_last",
+    "log_interval": "log_interval",
+    "max_time": "max_time",
+    "seed": "seed",
+    "progress": "progress",
+    "from_resume": "resume",
+    "use_compile": "compile",
+}
+_RUN_FIELDS: dict[str, str] = {
+    "model": "model",
+    "chat_template": "chat_template",
+    "tool_format": "tool_format",
+    "max_total_len": "max_len",
+    "eval_samples": "eval_tasks",
+    "num_threads": "num_threads",
+    "deterministic": "deterministic",
+}
 _WARM_START_DEFAULTS: dict[str, Any] = {
-    "model": _P.model,
-    "chat_template": _P.chat_template,
-    "tool_format": _P.tool_format,
+    **{name: getattr(_D, own) for name, own in _TRAIN_FIELDS.items()},
+    **{name: getattr(_P, own) for name, own in _RUN_FIELDS.items()},
     "save_dir": str(Path(_D.output_dir).parent),
-    "save_weight": Path(_D.output_dir).name,
-    "total_steps": _D.steps,
-    "learning_rate": _D.lr,
-    "min_lr_ratio": _D.min_lr_ratio,
-    "warmup_steps": _D.warmup_steps,
-    "weight_decay": _D.weight_decay,
-    "accumulation_steps": _D.grad_accum,
-    "grad_clip": _D.clip,
-    "max_total_len": _P.max_len,
-    "max_turns": _D.max_turns,
-    "max_gen_len": _D.max_new_tokens,
-    "eval_interval": _D.eval_interval,
-    "eval_samples": _P.eval_tasks,
-    "save_interval": _D.save_interval,
-    "keep_last": _D.keep_last,
-    "log_interval": _D.log_interval,
-    "max_time": _D.max_time,
-    "seed": _D.seed,
-    "num_threads": _P.num_threads,
+    "run_name": Path(_D.output_dir).name,
     "dtype": SFT_DTYPE,
-    "from_resume": _D.resume,
-    "use_compile": _D.compile,
-    "progress": _D.progress,
 }
 _SHARED = (
     "model",
@@ -80,7 +88,7 @@ _SHARED = (
     "lora_target_modules",
     "lora_dropout",
     "save_dir",
-    "save_weight",
+    "run_name",
     "total_steps",
     "learning_rate",
     "min_lr_ratio",
@@ -101,6 +109,7 @@ _SHARED = (
     "seed",
     "device",
     "num_threads",
+    "deterministic",
     "dtype",
     "from_resume",
     "use_compile",
@@ -188,31 +197,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     aliases.add_argument(
         "--output", default=None, help="the run directory (= --save_dir DIR/.. --run_name NAME)"
     )
-    aliases.add_argument(
-        "--resume",
-        dest="from_resume",
-        action="store_const",
-        const=True,
-        default=argparse.SUPPRESS,
-        help="= --from_resume true",
-    )
-    aliases.add_argument(
-        "--compile",
-        dest="use_compile",
-        action="store_const",
-        const=True,
-        default=argparse.SUPPRESS,
-        help="= --use_compile true: compile each decoder layer with torch.compile for the "
-        "training steps (needs a C++ compiler on the CPU; evaluations run eagerly)",
-    )
-    aliases.add_argument(
-        "--no_progress",
-        dest="progress",
-        action="store_const",
-        const=False,
-        default=argparse.SUPPRESS,
-        help="= --progress false",
-    )
+    for flag, dest, value, text in (
+        ("--resume", "from_resume", True, "= --from_resume true"),
+        (
+            "--compile",
+            "use_compile",
+            True,
+            "= --use_compile true: compile each decoder layer with torch.compile for the "
+            "training steps (needs a C++ compiler on the CPU; evaluations run eagerly)",
+        ),
+        ("--no_progress", "progress", False, "= --progress false"),
+    ):
+        aliases.add_argument(
+            flag,
+            dest=dest,
+            action="store_const",
+            const=value,
+            default=argparse.SUPPRESS,
+            help=text,
+        )
 
 
 def resolved_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -228,10 +231,10 @@ def resolved_values(args: argparse.Namespace) -> dict[str, Any]:
     values = {**SFT_DEFAULTS, **{k: v for k, v in from_file.items() if k in SFT_DEFAULTS}}
     values.update(given)
     if args.output:
-        if "save_dir" in given or "save_weight" in given:
+        if "save_dir" in given or "run_name" in given:
             raise UsageError("--output names the run directory; give it or --save_dir/--run_name")
         out = Path(args.output)
-        values["save_dir"], values["save_weight"] = str(out.parent), out.name
+        values["save_dir"], values["run_name"] = str(out.parent), out.name
     for name in SFT_DEFAULTS:
         try:
             values[name] = check_value(name, option_field(name), values[name])
@@ -290,7 +293,6 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
     if not 0.0 < args.decay_fraction <= 1.0:
         raise UsageError(f"--decay_fraction {args.decay_fraction}: expected a share in (0, 1]")
     return SFTRunOptions(
-        model=v["model"],
         tiny=tiny_spec(args.tiny),
         tokenizer=v["tokenizer"] or None,
         data=v["data_path"],
@@ -299,40 +301,19 @@ def options_from_args(args: argparse.Namespace) -> SFTRunOptions:
         shortcut_scope=shortcut_scope,
         mix=mix,
         eval_data=v["eval_data_path"] or None,
-        eval_tasks=v["eval_samples"],
-        max_len=v["max_total_len"],
         device=None if v["device"] == "auto" else v["device"],
         dtype=None if v["dtype"] == SFT_DTYPE else v["dtype"],
-        num_threads=v["num_threads"],
-        chat_template=v["chat_template"],
-        tool_format=v["tool_format"],
         lora=lora_settings(v),
         train=SFTConfig(
-            output_dir=str(Path(v["save_dir"]) / v["save_weight"]),
-            steps=v["total_steps"],
+            output_dir=str(Path(v["save_dir"]) / v["run_name"]),
             batch_tokens=args.batch_tokens,
             max_batch=args.max_batch,
             group_by_length=args.group_by_length,
-            grad_accum=v["accumulation_steps"],
-            lr=v["learning_rate"],
-            min_lr_ratio=v["min_lr_ratio"],
-            warmup_steps=v["warmup_steps"],
             decay_fraction=args.decay_fraction,
-            weight_decay=v["weight_decay"],
-            clip=v["grad_clip"],
-            eval_interval=v["eval_interval"],
             eval_subset=args.eval_subset,
-            max_turns=v["max_turns"],
-            max_new_tokens=v["max_gen_len"],
-            save_interval=v["save_interval"],
-            keep_last=v["keep_last"],
-            log_interval=v["log_interval"],
-            max_time=v["max_time"],
-            seed=v["seed"],
-            progress=v["progress"],
-            resume=v["from_resume"],
-            compile=v["use_compile"],
+            **{own: v[name] for name, own in _TRAIN_FIELDS.items()},
         ),
+        **{own: v[name] for name, own in _RUN_FIELDS.items()},
     )
 
 

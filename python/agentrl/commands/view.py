@@ -4,12 +4,14 @@ Writes one self-contained HTML file (no network, opens from ``file://``) with th
 config and curves, its dumped episodes (``--dump_rollouts``) to sort, filter and read turn
 by turn, each group side by side, and, given two runs or two `agentrl eval --output`
 files, the same tasks next to each other. The page is built by
-:func:`agentrl.observability.viewer.write_view`.
+:func:`agentrl.observability.viewer.write_view`. A run's damaged dump file is skipped and
+named (the page shows the others; exit 1, as `agentrl score` exits on skipped lines).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 
@@ -45,4 +47,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if episodes == 0:
         print("no episodes dumped: train with --dump_rollouts N or eval with --output FILE")
-    return 0
+    skipped = [error for s in sources for error in s.skipped]
+    for error in skipped:
+        print(f"agentrl view: skipped a damaged dump file: {error}", file=sys.stderr)
+    if skipped:  # the page is written without them; exit 1, as score's skipped lines
+        print(f"agentrl view: {len(skipped)} dump file(s) skipped", file=sys.stderr)
+    return 1 if skipped else 0

@@ -44,6 +44,7 @@ from agentrl.config.presets import DEFAULT_PRESET, PRESETS
 from agentrl.config.run import EvalConfig, RunConfig
 from agentrl.data.options import DataConfig
 from agentrl.data.synthetic import TaskConfig, parse_mix
+from agentrl.data.verifiers_env import as_agent_run
 from agentrl.errors import UsageError
 from agentrl.models.options import ModelConfig
 from agentrl.observability.trackers import parse_report_to
@@ -83,16 +84,16 @@ class TrainConfig(
         # The advantage stage reads the reward baseline's settings from the reward section.
         object.__setattr__(self, "reward_scale", self.reward.reward_scale)
         object.__setattr__(self, "reward_ema_decay", self.reward.reward_ema_decay)
-        if not self.save_weight:
+        if not self.run_name:
             name = run_name_for(self.model) if self.model else "rl"
-            object.__setattr__(self, "save_weight", name)
+            object.__setattr__(self, "run_name", name)
         validate(self)
 
     # ---- views ----
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.save_dir) / self.save_weight
+        return Path(self.save_dir) / self.run_name
 
     @property
     def logprob_divisor(self) -> float:
@@ -276,8 +277,9 @@ def resolve(
     chosen = {**canonical_names(from_file), **canonical_names(dict(overrides or {}))}
     values: dict[str, Any] = {**PRESETS[name], **chosen}
     check_names(values)
-    if chosen.get("model") and "save_weight" not in chosen:
-        values["save_weight"] = run_name_for(str(chosen["model"]))
+    values = as_agent_run(values)  # a verifiers environment: its harness is the agent
+    if chosen.get("model") and "run_name" not in chosen:
+        values["run_name"] = run_name_for(str(chosen["model"]))
     return TrainConfig.from_mapping(values)
 
 

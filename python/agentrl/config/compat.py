@@ -20,7 +20,7 @@ __all__ = ["ALIASES", "COMPAT_DEFAULTS", "COMPAT_ONLY", "compat_only_error"]
 
 COMPAT_DEFAULTS: dict[str, Any] = {
     "save_dir": "../out",
-    "save_weight": "agentic_async_rl_tooluse_v5_fix",
+    "run_name": "agentic_async_rl_tooluse_v5_fix",
     "use_wandb": True,
     "wandb_project": "MiniMind-Agentic-Async-RL",
     "scale_total_steps_by_world_size": True,
@@ -64,6 +64,7 @@ ALIASES: dict[str, str] = {
     "max_len": "max_total_len",
     "eval_data": "eval_data_path",
     "eval_tasks": "eval_samples",
+    "save_weight": "run_name",
 }
 
 

@@ -124,11 +124,15 @@ def section_page(parser: argparse.ArgumentParser, key: str) -> str:
     )
 
 
-class _PagedHelp(argparse.Action):
-    """``-h/--help [SECTION]``: the front page, or one section's options."""
+class _HelpPage(argparse.Action):
+    """``-h/--help [SECTION]``: the front page, or one section's options; with ``nargs=0``
+    (``--help_all``), every option (argparse's own full help)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        kwargs.update(nargs="?", metavar="SECTION", default=argparse.SUPPRESS)
+        kwargs.setdefault("nargs", "?")
+        if kwargs["nargs"] == "?":
+            kwargs.setdefault("metavar", "SECTION")
+        kwargs.update(default=argparse.SUPPRESS)
         super().__init__(option_strings, argparse.SUPPRESS, **kwargs)
 
     def __call__(
@@ -138,26 +142,13 @@ class _PagedHelp(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        text = front_page(parser) if values is None else section_page(parser, str(values))
+        if self.nargs == 0:
+            text = parser.format_help()
+        elif values is None:
+            text = front_page(parser)
+        else:
+            text = section_page(parser, str(values))
         parser._print_message(text, sys.stdout)
-        parser.exit()
-
-
-class _FullHelp(argparse.Action):
-    """``--help_all``: every option (argparse's own full help)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        kwargs.update(nargs=0, default=argparse.SUPPRESS)
-        super().__init__(option_strings, argparse.SUPPRESS, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        parser.print_help()
         parser.exit()
 
 
@@ -168,12 +159,12 @@ def add_paged_help(parser: argparse.ArgumentParser) -> None:
     group.conflict_handler = "resolve"  # drops that one
     try:
         # -h is --help too; listed once, so that the line fits.
-        parser.add_argument("-h", action=_PagedHelp, help=argparse.SUPPRESS)
+        parser.add_argument("-h", action=_HelpPage, help=argparse.SUPPRESS)
         common(
             parser.add_argument(
-                "--help", action=_PagedHelp, help="this page, or every option of one SECTION"
+                "--help", action=_HelpPage, help="this page, or every option of one SECTION"
             )
         )
     finally:
         group.conflict_handler = saved
-    common(parser.add_argument("--help_all", action=_FullHelp, help="show every option"))
+    common(parser.add_argument("--help_all", action=_HelpPage, nargs=0, help="show every option"))

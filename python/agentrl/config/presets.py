@@ -18,7 +18,7 @@ from agentrl.config.compat import COMPAT_DEFAULTS
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "save_weight": "tiny-rl",
+        "run_name": "tiny-rl",
         "model": "runs/tiny-sft",
         "filter_mode": "all",
         # The tiny model is taught the Hermes <tool_call> format by its warm start; reading
@@ -78,7 +78,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 PRESETS["real"] = {
     **PRESETS["tiny"],
     "model": "",
-    "save_weight": "",
+    "run_name": "",
     # bfloat16 where the hardware computes it fastest (CUDA, CPUs with AMX or AVX512-BF16),
     # else float32.
     "dtype": "auto",

@@ -21,12 +21,7 @@ class RunConfig:
     SECTION: ClassVar[str] = "run"
 
     save_dir: str = option("runs", "directory for runs; a run writes to save_dir/run_name")
-    save_weight: str = option(
-        "",
-        "run name ('': <model name>-rl with --model, else rl)",
-        flags=("--run_name",),
-        common=True,
-    )
+    run_name: str = option("", "run name ('': <model name>-rl with --model, else rl)", common=True)
     epochs: int = option(1, "passes over the prompts when total_steps is 0", check=">=1")
     total_steps: int = option(
         0, "training steps of the run (0: epochs x prompts / batch_size)", check=">=0", common=True
@@ -39,6 +34,11 @@ class RunConfig:
     log_interval: int = option(1, "steps between log lines", check=">=1")
     save_interval: int = option(100, "steps between checkpoints (0: only at the end)", check=">=0")
     seed: int = option(42, "random seed of the run")
+    deterministic: bool = option(
+        True,
+        "CPU kernels that give the same bits on every run: a seed gives one result "
+        "(false: torch's fastest, results vary in the last digits)",
+    )
     from_resume: bool = option(False, "resume from the run's latest checkpoint", common=True)
     device: str = option(
         "auto", "cpu, cuda, cuda:N (CPU when no CUDA); auto picks CUDA when present", common=True

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agentrl.data.function_calling import DATA_FORMATS
 from agentrl.data.synthetic import DEFAULT_MIX, format_mix
+from agentrl.tools.mcp import MAX_RESTARTS
 from agentrl.utils.options import option
 
 __all__ = ["DataConfig"]
@@ -19,7 +21,8 @@ class DataConfig:
 
     data_path: str = option(
         "",
-        "prompts: JSONL, parquet, arrow, JSON array or a dataset directory ('': generated tasks)",
+        "prompts: JSONL, parquet, arrow, JSON array, a dataset directory, or a reasoning-gym "
+        "generator, reasoning_gym:NAME?size=..&seed=.. ('': generated tasks)",
         flags=("--data",),
         common=True,
     )
@@ -29,6 +32,18 @@ class DataConfig:
     )
     answer_column: str = option("", "field with the ground truth ('': gt/answer/label)")
     tools_column: str = option("", "field with the tool schemas ('': tools/functions)")
+    data_format: str = option(
+        "auto",
+        "how records are read: prompts (messages/conversations/prompt), or function calling "
+        "in bfcl, xlam, openai (tool_calls target) or hermes form (auto: each file's first "
+        "record says; docs/function-calling.md)",
+        DATA_FORMATS,
+    )
+    possible_answer: str = option(
+        "",
+        "BFCL data: its possible-answer file, matched by id ('': possible_answer/<same "
+        "name> beside --data, else each record's ground_truth column)",
+    )
     max_samples: int = option(0, "keep at most this many prompts (0: all)", check=">=0")
     filter_mode: str = option(
         "math_only", "keep every prompt or only arithmetic tasks", ("all", "math_only")
@@ -43,6 +58,11 @@ class DataConfig:
     inject_answer_instruction: bool = option(True, "add the <answer> instruction to math prompts")
     augment_calculator_alias: bool = option(False, "also offer the calculator alias")
     force_all_tools: bool = option(False, "offer every active tool to every prompt")
+    lenient_prompts: bool = option(
+        False,
+        "read malformed prompt lines instead of skipping them (unknown roles become user; "
+        "messages that are not objects and unusable tool fields are dropped)",
+    )
     generated_tasks: int = option(4000, "generated prompts when data_path is ''", check=">=0")
     generated_mix: str = option(
         format_mix(DEFAULT_MIX),
@@ -56,11 +76,15 @@ class DataConfig:
         common=True,
     )
     environment: str = option(
-        "", "episode environment factory, pkg.module:Factory (one object per episode)"
+        "",
+        "episode environment factory, pkg.module:Factory (one object per episode); or "
+        "openenv:URL, openenv:pkg.module:Environment, verifiers:MODULE (docs/environments.md)",
     )
     mcp: str = option("", "stdio MCP server commands whose tools the policy gets ('; '-separated)")
     mcp_max_restarts: int = option(
-        3, "times an exited MCP server is started again before the run stops", check=">=0"
+        MAX_RESTARTS,
+        "times an exited MCP server is started again before the run stops",
+        check=">=0",
     )
     # The sandboxed `python` tool (--tools python, agentrl.tools.python_sandbox).
     python_timeout: float = option(10.0, "python tool: wall-clock seconds per call", check=">0")

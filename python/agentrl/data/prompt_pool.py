@@ -8,7 +8,11 @@ Accepted shapes, one JSON object per line:
 * ``prompt`` / ``question`` / ``query``: a single user turn (or a message list);
 * ground truth from the first of ``gt`` / ``answer`` / ``answers`` / ``label``;
 * tools from ``tools`` / ``functions`` at record or message level, as a list, one object,
-  or a JSON string.
+  or a JSON string;
+* function-calling records (BFCL, xLAM, OpenAI with a ``tool_calls`` target, Hermes), read
+  by :mod:`agentrl.data.function_calling` into the same shape with a ``ground_truth``
+  column; their tools are shown as the record gives them (no defaults, allow-list, forcing
+  or alias: the functions are the answer's vocabulary).
 
 A line that cannot be used is counted by reason, remembered with its line number and
 skipped; with ``strict=True`` the first malformed line raises :class:`PromptPoolError`
@@ -33,15 +37,18 @@ import json
 import os
 import zlib
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from agentrl.chat import MessageError, normalize_message
 from agentrl.data.dataset_files import ColumnMap, dataset_records, is_dataset_path
+from agentrl.data.function_calling import FunctionCallReader
 from agentrl.data.instructions import ANSWER_INSTRUCTION, inject_instruction
 from agentrl.data.jsonl_lines import iter_jsonl_lines
 from agentrl.data.prompt_store import PromptStore, StoredSamples
 from agentrl.data.prompt_tools import PromptTools
+from agentrl.data.reasoning_gym import is_reasoning_gym, reasoning_gym_records
 from agentrl.data.samples import (
     MALFORMED_REASONS,
     POLICY_OPTIONS,
@@ -52,6 +59,7 @@ from agentrl.data.samples import (
     new_stats,
 )
 from agentrl.data.task_text import task_text_from_messages
+from agentrl.data.verifiers_env import is_verifiers, verifiers_records
 from agentrl.errors import UserError
 from agentrl.tools.schema import MATH_TOOL, normalize_tool_schema, supported_tool_names
 
@@ -90,6 +98,10 @@ class PromptPool:
     * ``registered_tools``: specs by name of tools registered in code; a record may name
       one (a string, or an entry with no ``parameters``) and gets its spec;
     * ``max_line_bytes``: longer lines are skipped as ``line_too_long`` (0: no limit);
+    * ``data_format``: how records are read (`agentrl.data.function_calling.DATA_FORMATS`;
+      ``auto``: each record's own), ``possible_answer``: BFCL's possible-answer file;
+      ``data_formats`` counts the function-calling records kept, by format, and ``notes``
+      says where their possible answers came from;
     * ``allow_empty``: do not raise when nothing is kept.
     """
 
@@ -116,6 +128,8 @@ class PromptPool:
         registered_tools: Mapping[str, dict[str, Any]] | None = None,
         split: str = "train",
         columns: ColumnMap | None = None,
+        data_format: str = "auto",
+        possible_answer: str = "",
     ) -> None:
         if filter_mode not in ("all", "math_only"):
             raise ValueError(f"filter_mode must be 'all' or 'math_only', got {filter_mode!r}")
@@ -152,6 +166,9 @@ class PromptPool:
         )
         self._plain_counters: list[str] | bool | None = None
         self._mapping = self.columns != ColumnMap()
+        self._calls = FunctionCallReader(data_format, possible_answer)
+        self.data_formats: Counter[str] = Counter()
+        self.notes = self._calls.notes
         for one in self.paths:
             if not self._load(one):
                 break
@@ -182,6 +199,7 @@ class PromptPool:
         pool._store = self._store
         pool._keys = array("q", (self._keys[i] for i in indices))
         pool.stats["kept"] = len(pool._keys)
+        pool.data_formats = self.data_formats
         return pool
 
     @classmethod
@@ -198,6 +216,8 @@ class PromptPool:
         pool.stats = dict(stats) if stats else new_stats()
         pool.stats["kept"] = len(pool._keys)
         pool.skipped = []
+        pool.data_formats = Counter()
+        pool.notes = []
         return pool
 
     def summary(self) -> str:
@@ -225,8 +245,13 @@ class PromptPool:
 
     def _load(self, path: str) -> bool:
         """Read one file; False once ``max_samples`` is reached."""
+        self._calls.open_file(path)
+        if is_reasoning_gym(path):
+            return self._load_records(path, reasoning_gym_records(path))
+        if is_verifiers(path):
+            return self._load_records(path, verifiers_records(path))
         if is_dataset_path(path):
-            return self._load_table(path)
+            return self._load_records(path, dataset_records(path, self.split, self.columns))
         try:
             return self._load_lines(path)
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a broken .gz file
@@ -250,18 +275,20 @@ class PromptPool:
             self._add(path, number, record, text)
         return not (self.max_samples > 0 and len(self._store) >= self.max_samples)
 
-    def _load_table(self, path: str) -> bool:
-        """A parquet/arrow/JSON-array file or dataset directory, row by row."""
-        for number, record in dataset_records(path, self.split, self.columns):
+    def _load_records(self, path: str, records: Iterable[tuple[int, Any]]) -> bool:
+        """Records that are not lines of text, one by one: the rows of a parquet/arrow/
+        JSON-array file or dataset directory, or the tasks of a generator."""
+        for number, record in records:
             if self.max_samples > 0 and len(self._store) >= self.max_samples:
                 return False
             self.stats["loaded"] += 1
             self._add(path, number, record)
         return not (self.max_samples > 0 and len(self._store) >= self.max_samples)
 
-    def decode_record(self, record: Any) -> PromptSample:
-        """A stored record's sample, built by the code that checked it (nothing counted)."""
-        return self._normalize(self._mapped(record), count=False)
+    def decode_record(self, record: Any, source: str = "") -> PromptSample:
+        """A stored record's sample, built by the code that checked it (nothing counted);
+        ``source``: the file it came from (whose format reads it)."""
+        return self._normalize(self._mapped(record), count=False, source=source)
 
     def _mapped(self, record: Any) -> Any:
         """``record`` through the column mapping (``--prompt_column`` etc.), when one is set."""
@@ -277,8 +304,9 @@ class PromptPool:
         when asked for), or count and remember why it was skipped."""
         try:
             record = self._mapped(record)
-            if text is None or not self._plain(record):
-                sample = self._normalize(record)
+            self._calls.see(path, record)
+            if text is None or self._calls.format_of(path) != "prompts" or not self._plain(record):
+                sample = self._normalize(record, source=path)
         except SkipRecord as skip:
             self._skip(path, number, skip.reason, skip.detail)
             return
@@ -407,9 +435,11 @@ class PromptPool:
                 self.stats[counter] += 1
         return resolved
 
-    def _normalize(self, record: Any, count: bool = True) -> PromptSample:
+    def _normalize(self, record: Any, count: bool = True, source: str = "") -> PromptSample:
         if not isinstance(record, dict):
             raise SkipRecord("not_object", f"line is a JSON {type(record).__name__}, not an object")
+        converted = self._calls.convert(record, source)
+        record = converted if converted is not None else record
         tools_value = record.get("tools")
         if tools_value is None or tools_value == "" or tools_value == []:
             tools_value = record.get("functions")
@@ -418,11 +448,22 @@ class PromptPool:
         messages, message_tools = self._messages(record)
         tools = message_tools or tools
 
-        tools = self._resolve_tools(tools, count)
+        if converted is None:
+            tools = self._resolve_tools(tools, count)
         if self.require_gt and not gt:
+            if converted is not None:
+                raise SkipRecord(
+                    "skip_no_gt",
+                    "a function-calling record: its answer is the ground_truth column, "
+                    "which --reward_funcs function_call reads",
+                )
             raise SkipRecord("skip_no_gt", "no ground truth")
         names = supported_tool_names(tools)
-        if self.allowed_tools and any(n not in self.allowed_tools for n in names):
+        if (
+            converted is None
+            and self.allowed_tools
+            and any(n not in self.allowed_tools for n in names)
+        ):
             bad = next(n for n in names if n not in self.allowed_tools)
             raise SkipRecord("skip_unsupported_tools", f"tool {bad!r} is not available")
         if self.filter_mode == "math_only":
@@ -430,9 +471,11 @@ class PromptPool:
 
             if not extract_expressions(task_text_from_messages(messages), 1):
                 raise SkipRecord("skip_filter", "no arithmetic expression in the task")
-        if self.inject_answer_instruction and MATH_TOOL in names:
+        if converted is None and self.inject_answer_instruction and MATH_TOOL in names:
             messages = inject_instruction(messages, self.instruction)
         calls = record.get("calls")
+        if converted is not None and count:
+            self.data_formats[converted["data_format"]] += 1
         return PromptSample(
             messages=messages,
             tools=tools,

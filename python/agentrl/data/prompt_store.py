@@ -18,7 +18,7 @@ from agentrl.data.samples import PromptSample
 class RecordDecoder(Protocol):
     """What turns a stored record back into its sample: the pool that checked it."""
 
-    def decode_record(self, record: Any) -> PromptSample: ...
+    def decode_record(self, record: Any, source: str) -> PromptSample: ...
 
 
 class PromptStore:
@@ -57,8 +57,9 @@ class PromptStore:
             return sample
         assert self.decoder is not None
         text = self.blob[self.starts[key] : self.starts[key + 1]].decode("utf-8")
-        sample = self.decoder.decode_record(json.loads(text))
-        sample.source, sample.line = self.paths[self.files[key]], self.lines[key]
+        source = self.paths[self.files[key]]
+        sample = self.decoder.decode_record(json.loads(text), source)
+        sample.source, sample.line = source, self.lines[key]
         return sample
 
 

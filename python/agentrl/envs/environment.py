@@ -28,11 +28,12 @@ offer the same tools.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.errors import UserCodeError, code_location, is_user_code, user_code_error
+from agentrl.errors import UserCodeError, call_user_code, code_location
 from agentrl.tools import Tool, ToolRegistry
 from agentrl.trajectory import ToolEvent
 
@@ -65,15 +66,11 @@ def close_environment(env: Any) -> None:
 
 
 def call_environment(env: Any, method: str, function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)``; an exception from an environment defined outside agentrl is a
+    """``function(*args)``; anything an environment defined outside agentrl raises
+    (``SystemExit`` included, see `agentrl.errors.call_user_code`) is a
     :class:`UserCodeError` naming the environment's method and the line that raised."""
-    if not is_user_code(function):
-        return function(*args)
-    try:
-        return function(*args)
-    except Exception as exc:
-        name = env.__name__ if isinstance(env, type) else type(env).__name__
-        raise user_code_error(exc, f"environment {name}.{method}()", function) from exc
+    name = env.__name__ if isinstance(env, type) else type(env).__name__
+    return call_user_code(f"environment {name}.{method}()", function, *args)
 
 
 def observation_text(value: Any) -> str | None:
@@ -173,17 +170,24 @@ class EnvironmentTools(ToolRegistry):
 
 
 def _reward_value(value: Any, method: Any) -> float | None:
+    """A finite number or None, as a reward function's values (`agentrl.rewards.values`):
+    text (``"1.5"`` too), NaN and infinities are the environment's error."""
     if value is None:
         return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+    number = None
+    if not isinstance(value, str | bytes):
+        try:
+            number = float(value)
+        except Exception:  # not a number (a __float__ of the user's that fails too)
+            number = None
+    if number is None or not math.isfinite(number):
         where = code_location(method)
         at = f" at {where}" if where else ""
         raise UserCodeError(
             f"environment {getattr(method, '__qualname__', method)}(){at} returned "
-            f"{value!r}: expected a number or None"
-        ) from None
+            f"{value!r:.60}: expected a finite number or None"
+        )
+    return number
 
 
 def _reset(env: Any, sample: Any) -> Any:

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.data.options import DataConfig
+from agentrl.data.reasoning_gym import is_reasoning_gym
 from agentrl.envs.environment import EnvironmentFactory, EnvironmentTools
+from agentrl.envs.openenv import is_openenv, openenv_environment
 from agentrl.envs.python_env import python_environment
 from agentrl.errors import UsageError
 from agentrl.rewards.functions import BUILTIN_REWARDS
 from agentrl.rewards.judge import JUDGE, JudgeReward, judge_settings
+from agentrl.rewards.reasoning_gym import NAME as REASONING_GYM
 from agentrl.tools import Tool, ToolRegistry
 from agentrl.tools.python_sandbox import PYTHON_TOOL, checked_limits, python_tool
 from agentrl.utils.imports import load_object, split_list
@@ -62,7 +65,10 @@ def load_tools(paths: str | Iterable[str]) -> list[Any]:
 
 
 def load_environment(path: str) -> EnvironmentFactory:
-    """The environment factory at ``pkg.module:Factory``."""
+    """The environment factory at ``pkg.module:Factory``, or of an environment of another
+    standard: ``openenv:URL`` or ``openenv:pkg.module:Environment`` (`agentrl.envs.openenv`)."""
+    if is_openenv(path):
+        return openenv_environment(path)
     factory = load_object(path)
     if not callable(factory):
         raise ValueError(f"--environment {path!r}: {factory!r} is not callable")
@@ -84,7 +90,9 @@ def task_parts(
     """The run's parts from the configuration's import paths and the Python arguments.
 
     Tools from both are used together. Reward functions, their weights and the
-    environment come from one side only: both given is an error. ``options`` (the run's
+    environment come from one side only: both given is an error. With prompts of a
+    reasoning-gym generator (``--data reasoning_gym:NAME``) and no reward functions given,
+    the reward is the generator's own scorer (``reasoning_gym``). ``options`` (the run's
     config) configures the built-in ``python`` tool and ``judge`` reward when named.
     """
     if reward_funcs and config_reward_funcs:
@@ -99,6 +107,9 @@ def task_parts(
     paths = [p for p in paths if p != PYTHON_TOOL]
     parts.tools = load_tools(paths) + tool_items(list(tools) if tools else [])
     parts.reward_funcs = list(reward_funcs) if reward_funcs else split_list(config_reward_funcs)
+    section = part(DataConfig, options)  # the data options, their defaults if unset
+    if not parts.reward_funcs and is_reasoning_gym(section.data_path):
+        parts.reward_funcs = [REASONING_GYM]  # a reasoning-gym generator's own scorer
     if JUDGE in parts.reward_funcs:
         parts.reward_funcs = [
             JudgeReward(judge_settings(options)) if f == JUDGE else f for f in parts.reward_funcs
@@ -113,7 +124,6 @@ def task_parts(
     if config_environment:
         parts.environment = load_environment(config_environment)
     if python:
-        section = part(DataConfig, options)  # the python_* options, their defaults if unset
         limits = checked_limits(section)
         if section.python_keep_state:
             parts.environment = python_environment(limits, parts.environment)

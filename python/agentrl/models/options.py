@@ -49,3 +49,11 @@ class ModelConfig:
     ref_from_rl_checkpoint: bool = option(
         False, "on resume, load the reference policy from the RL checkpoint too"
     )
+    save_pth: bool = option(
+        False,
+        "at each checkpoint also write the weights to save_dir/<run name>_<hidden size>"
+        "[_moe].pth (fp16, MiniMind's file layout)",
+    )
+    reference_model_path: str = option(
+        "", "the KL reference's own weights, a model spec as --model ('': the policy as loaded)"
+    )

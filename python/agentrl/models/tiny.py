@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from agentrl.utils.atomic import follow_umask
+
 # Ids 3..20 are unused in MiniMind's layout; we keep them as reserved special tokens so
 # the tool tags land on the same ids (21..26) as in MiniMind's tokenizer.
 _RESERVED = tuple(f"<|reserved_{i}|>" for i in range(3, 21))
@@ -197,4 +199,5 @@ def save_preset(model: torch.nn.Module, tokenizer: Any, directory: str | Path) -
     spec = getattr(model.config, "agentrl_tiny_spec", None)
     if spec is not None:
         (out / "tiny_spec.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    follow_umask(out)  # safetensors writes its file 0600
     return out

@@ -22,6 +22,8 @@ writes the same record per sample. A record (schema version :data:`SCHEMA_VERSIO
   scored turns or used a per-turn advantage mode (docs/turn-credit.md).
 - ``notes`` (when any): what reward functions said about the episode, by name (the
   ``judge`` reward's score and reasoning).
+- ``answer_calls`` (an answer-mode episode, ``--call_mode answer``): the calls its turn
+  made, recorded and not run (``name``, ``arguments``; an empty list: no call).
 - an ``--agent`` episode (`agentrl.agents`) carries ``agent``: its reward and returned
   values, each chat completion call with its token counts (``prompt_tokens``,
   ``added_tokens``, ``completion_tokens``) and which call it continues, and the place of
@@ -165,6 +167,8 @@ def episode_record(
         record["passed"] = float(terms.get("exact_match", 0.0) or 0.0) > 0.5
     if traj.notes:  # what reward functions said about it (the judge's reasoning)
         record["notes"] = dict(traj.notes)
+    if traj.answer_calls is not None:  # the calls were the answer: recorded, not run
+        record["answer_calls"] = [dict(call) for call in traj.answer_calls]
     if traj.agent is not None:  # an --agent episode: the messages its calls sent and got
         record["messages"] = [dict(m) for m in traj.conversation]
         record["agent"] = dict(traj.agent)

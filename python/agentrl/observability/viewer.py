@@ -20,7 +20,7 @@ from typing import Any
 
 from agentrl.errors import UsageError
 from agentrl.observability.metrics_log import read_metrics
-from agentrl.observability.rollout_dump import clean_json, dump_files, read_records
+from agentrl.observability.rollout_dump import DumpError, clean_json, dump_files, read_records
 from agentrl.utils.atomic import write_text_atomic
 
 _ASSETS = Path(__file__).with_name("viewer_assets")
@@ -37,10 +37,15 @@ class ViewSource:
     config: str
     metrics: list[dict[str, Any]]
     episodes: list[dict[str, Any]]
+    # A run's dump files that could not be read, each as its error (file and line): left
+    # out of the page, which the others still make.
+    skipped: tuple[str, ...] = ()
 
 
 def load_source(path: str | os.PathLike[str]) -> ViewSource:
-    """A run directory's config, metrics and dumps, or one dump file's episodes."""
+    """A run directory's config, metrics and dumps, or one dump file's episodes. A run's
+    damaged dump file is skipped and named in ``skipped``; a damaged dump given alone is
+    a :class:`DumpError`."""
     p = Path(path)
     if p.is_dir():
         config_file, metrics_file = p / "config.toml", p / "metrics.jsonl"
@@ -50,9 +55,16 @@ def load_source(path: str | os.PathLike[str]) -> ViewSource:
                 f"{p}: no metrics.jsonl and no rollouts/*.jsonl.gz: not a run directory "
                 "(train with --dump_rollouts N to keep episodes)"
             )
-        episodes = [record for f in files for record in read_records(f)]
+        episodes: list[dict[str, Any]] = []
+        skipped: list[str] = []
+        for f in files:
+            try:
+                episodes += read_records(f)
+            except DumpError as exc:
+                skipped.append(str(exc))
         config = config_file.read_text(encoding="utf-8") if config_file.is_file() else ""
-        return ViewSource(p.name, p, "run", config, read_metrics(metrics_file), episodes)
+        metrics = read_metrics(metrics_file)
+        return ViewSource(p.name, p, "run", config, metrics, episodes, tuple(skipped))
     if p.is_file():
         return ViewSource(p.name, p, "dump", "", [], read_records(p))
     raise UsageError(f"{p}: no such run directory or dump file")

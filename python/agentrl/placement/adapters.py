@@ -96,11 +96,14 @@ def adapter_for(config: TrainConfig) -> Adapter:
     """The adapter ``config`` asks for (``lora_rank`` 0: none)."""
     if config.lora_rank <= 0:
         return FullWeights()
-    if config.ref_from_rl_checkpoint:
-        raise UsageError(
-            "ref_from_rl_checkpoint=1 needs a reference policy with weights of its own; with "
-            "LoRA the reference is the base model (the adapter off): set it to 0"
-        )
+    if config.save_pth:
+        raise UsageError("save_pth writes whole weights: with LoRA use the run's adapter/ export")
+    for name in ("ref_from_rl_checkpoint", "reference_model_path"):
+        if getattr(config, name):
+            raise UsageError(
+                f"{name} needs a reference policy with weights of its own; with LoRA the "
+                "reference is the base model (the adapter off): leave it unset"
+            )
     return LoraAdapter(
         LoraSettings(
             rank=config.lora_rank,

@@ -27,6 +27,7 @@ rank 0 logs, evaluates, writes checkpoints and exports.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -85,6 +86,19 @@ def _local_skip_reason(params: Sequence[torch.nn.Parameter]) -> str | None:
         if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
             return "non-finite gradient"
     return None
+
+
+def one_torch_worker(setup: RolloutSetup) -> RolloutSetup:
+    """The torch engine under data parallelism rolls out with one background thread per
+    rank: more would only wait on the engine's lock (a warning says so)."""
+    cfg = setup.config
+    if cfg.rollout_engine != "torch" or cfg.async_workers <= 1:
+        return setup
+    setup.log(
+        f"warning: async_workers {cfg.async_workers} -> 1: under ddp the torch engine's "
+        "rollout threads would take turns on its lock"
+    )
+    return dataclasses.replace(setup, config=cfg.replace(async_workers=1))
 
 
 class DistributedOptimization(Optimization):
@@ -178,6 +192,7 @@ class DataParallel(OnRanks):
 
     def rollout_source(self, setup: RolloutSetup) -> GroupSource:
         """This rank's shard with its own random stream (the same split and evaluation)."""
+        setup = one_torch_worker(setup)
         return setup.local_source(seed=setup.config.seed + self.ctx.rank)
 
     def optimization(

@@ -72,20 +72,23 @@ def _fsdp_modules(model: torch.nn.Module) -> list[FSDPModule]:
 
 def gather_for_step(model: torch.nn.Module) -> None:
     """All-gather ``model``'s parameters and keep them whole until :func:`release`."""
-    for module in _fsdp_modules(model):
-        module.set_reshard_after_forward(False)
-        module.set_reshard_after_backward(False)
-        module.set_requires_gradient_sync(False)
-        module.unshard()
+    _keep_whole(model, True)
 
 
 def release(model: torch.nn.Module) -> None:
     """Back to shards only, with the usual per-pass gather and reduction."""
+    _keep_whole(model, False)
+
+
+def _keep_whole(model: torch.nn.Module, whole: bool) -> None:
     for module in _fsdp_modules(model):
-        module.set_reshard_after_forward(True)
-        module.set_reshard_after_backward(True)
-        module.set_requires_gradient_sync(True)
-        module.reshard()
+        module.set_reshard_after_forward(not whole)
+        module.set_reshard_after_backward(not whole)
+        module.set_requires_gradient_sync(not whole)
+        if whole:
+            module.unshard()
+        else:
+            module.reshard()
 
 
 def _probe_input(model: torch.nn.Module) -> torch.Tensor:
@@ -198,6 +201,8 @@ class FullyShardedDataParallel(DataParallel):
             )
         if config.use_compile:
             raise ValueError("fsdp=1 with use_compile=1 is not supported: set use_compile 0")
+        if config.save_pth:
+            raise ValueError("save_pth writes whole weights from rank 0: not with fsdp=1")
 
     def share_weights(self, models: Models) -> None:
         """Rank 0's weights everywhere, then the policy and reference cut into shards."""

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from agentrl.errors import Interrupted
 from agentrl.placement.runtime import DistContext, DistributedError
 from agentrl.rollout.async_rollout import is_stale
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
@@ -144,6 +145,7 @@ class GatheredSource:
             "gathered": 0.0,
             "last_train_wait": 0.0,
             "syncs": 0.0,
+            "lagging_rounds": 0.0,
         }
         self.remote: list[dict[str, float]] = []
         self.stopped = False
@@ -192,13 +194,19 @@ class GatheredSource:
         self.counters["stale_drop"] += len(self.pending) - len(kept)
         self.pending = deque(kept)
 
-    def _fill(self, target: int, timeout_s: float) -> bool:
-        """Gather until ``target`` fresh groups are pending or ``timeout_s`` (0: no limit)."""
+    def _fill(self, target: int, timeout_s: float, *, training: bool = False) -> bool:
+        """Gather until ``target`` fresh groups are pending or ``timeout_s`` (0: no limit).
+        ``training``: the trainer waits on it; a round that still leaves it short is counted
+        (``lagging_rounds``) and said at the first and every tenth such round."""
         deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+        rounds = 0
         while True:
             self._drop_stale()
             if len(self.pending) >= target:
                 return True
+            if training and rounds > 0:
+                self._lagging(target)
+            rounds += 1
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
@@ -207,6 +215,15 @@ class GatheredSource:
             if self.remote and all(s.get("workers_alive", 1.0) <= 0 for s in self.remote):
                 self.log("every rollout rank has lost its rollout workers; see their errors")
                 return False
+
+    def _lagging(self, target: int) -> None:
+        self.counters["lagging_rounds"] += 1
+        lagging = int(self.counters["lagging_rounds"])
+        if lagging == 1 or lagging % 10 == 0:
+            self.log(
+                f"warning: rollout queue lagging behind the trainer ({len(self.pending)} of "
+                f"{target} fresh groups; {lagging} rounds so far); waiting"
+            )
 
     def start(self, prefill_groups: int, timeout_s: float) -> bool:
         """Send the starting weights and version (the rollout ranks start producing), then
@@ -219,7 +236,7 @@ class GatheredSource:
     def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:
         """``batch_size`` fresh groups, newest first; fewer only when the fetch timed out."""
         began = time.monotonic()
-        self._fill(self.batch_size, self.fetch_timeout_s)
+        self._fill(self.batch_size, self.fetch_timeout_s, training=True)
         batch = [self.pending.pop() for _ in range(min(self.batch_size, len(self.pending)))]
         self.counters["last_train_wait"] = time.monotonic() - began
         return batch
@@ -235,6 +252,9 @@ class GatheredSource:
                 out[f"rollout_{key}" if key == "stale_drop" else key] = (
                     sum(values) if total else sum(values) / len(values)
                 )
+        if "queue_capacity" in out:  # groups on hand anywhere, as a share of the room
+            available = out.get("queued", 0.0) + out["pending"]
+            out["global_queue_utilization"] = available / max(out["queue_capacity"], 1.0)
         return out
 
     def stop(self) -> None:
@@ -273,7 +293,7 @@ class RolloutWorker:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
         if self._signals > 1:
-            raise KeyboardInterrupt
+            raise Interrupted
         name = signal.Signals(signum).name
         self.log(f"rank {self.ctx.rank}: {name} received; rolling out until rank 0 stops the run")
 

@@ -15,9 +15,9 @@ import contextlib
 from collections.abc import Iterator
 
 from agentrl.assembly.engines import rollout_engine
-from agentrl.assembly.models import model_spec, torch_engine_options
+from agentrl.assembly.models import model_spec
 from agentrl.assembly.prompts import load_prompts
-from agentrl.assembly.task import build_tools, episode_config
+from agentrl.assembly.task import build_tools, episode_config, resolve_call_mode
 from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
 from agentrl.models import frozen_copy, load_policy, resolve_device
@@ -44,6 +44,16 @@ def split_version_gap(config: TrainConfig) -> int:
     return max(
         int(config.max_head_offpolicyness), min(max(2, int(config.policy_sync_interval) * 2), 4)
     )
+
+
+def split_queue_groups(config: TrainConfig, gap: int, rollout_ranks: int) -> int:
+    """A rollout rank's queue capacity when ``max_queue_groups`` is 0: room for ``gap`` + 1
+    versions of batches, and at least max(8, 4 x rollout ranks) batches, so that the ranks
+    together keep rank 0 fed (the reference rule)."""
+    if config.max_queue_groups > 0:
+        return int(config.max_queue_groups)
+    batch = int(config.batch_size)
+    return max((gap + 1) * batch, batch * max(8, 4 * rollout_ranks))
 
 
 class TrainerRolloutSplit(OnRanks, SingleProcess):
@@ -121,9 +131,17 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
             model.config.use_cache = True
         tools = build_tools(cfg)
         train_pool, _ = load_prompts(cfg, tools, log)
+        cfg = resolve_call_mode(cfg, train_pool, cfg.agent or None, log)
         seed = cfg.seed + ctx.rank
-        options = torch_engine_options(cfg, model, device, autocast_factory(device, cfg.dtype))
-        engine = create_rollout_engine("torch", tokenizer=tokenizer, seed=seed, **options)
+        engine = create_rollout_engine(
+            "torch",
+            cfg,
+            tokenizer=tokenizer,
+            rollout_model=model,
+            device=device,
+            autocast=autocast_factory(device, cfg.dtype),
+            seed=seed,
+        )
         gap = split_version_gap(cfg)
         rollout = AsyncRollout(
             engine,
@@ -134,7 +152,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
             num_generations=cfg.num_generations,
             batch_size=cfg.batch_size,
             max_version_gap=gap,
-            max_queue_groups=cfg.max_queue_groups or (gap + 1) * cfg.batch_size,
+            max_queue_groups=split_queue_groups(cfg, gap, ctx.world_size - 1),
             num_workers=max(1, cfg.async_workers),
             seed=seed,
         )

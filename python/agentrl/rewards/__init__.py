@@ -6,6 +6,8 @@
 - :func:`score_file`: score a JSONL file end to end in Rust, streaming, with a summary.
 - :func:`combine` and the built-in reward functions: callables over prompts, completions
   and answers, weighted into one total.
+- :func:`score_function_calls` and :class:`FunctionCallReward` (``function_call``): BFCL's
+  verdict on a completion's calls, with graded terms (:mod:`agentrl.rewards.function_call`).
 - :class:`JudgeReward` (``judge``): a model scores the episodes by a rubric, alone or
   ranked within their group (:mod:`agentrl.rewards.judge`).
 
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
         LineExplanation,
         RewardHistogram,
         score_file,
+    )
+    from agentrl.rewards.function_call import (
+        FunctionCallReward,
+        score_function_call_lines,
+        score_function_calls,
     )
     from agentrl.rewards.functions import (
         BUILTIN_REWARDS,
@@ -56,6 +63,7 @@ if TYPE_CHECKING:
         resolved_threads,
         score_batch,
     )
+    from agentrl.rewards.values import DetailedRewards
 
 # Loaded on first use, as at the package root: `agentrl score` needs only the scorer and
 # its settings, and skips numpy and the reward functions.
@@ -64,6 +72,8 @@ _LAZY = {
     "CombinedReward": "agentrl.rewards.functions",
     "CombinedRewards": "agentrl.rewards.functions",
     "DETAIL_KEYS": "agentrl.rewards.scoring",
+    "DetailedRewards": "agentrl.rewards.values",
+    "FunctionCallReward": "agentrl.rewards.function_call",
     "ENVIRONMENT": "agentrl.rewards.functions",
     "FileScoreSummary": "agentrl.rewards.files",
     "JudgeReward": "agentrl.rewards.judge",
@@ -91,6 +101,8 @@ _LAZY = {
     "reward_weights": "agentrl.rewards.functions",
     "score_batch": "agentrl.rewards.scoring",
     "score_file": "agentrl.rewards.files",
+    "score_function_call_lines": "agentrl.rewards.function_call",
+    "score_function_calls": "agentrl.rewards.function_call",
 }
 
 
@@ -105,7 +117,9 @@ __all__ = [
     "TOOL_USE",
     "CombinedReward",
     "CombinedRewards",
+    "DetailedRewards",
     "FileScoreSummary",
+    "FunctionCallReward",
     "JudgeReward",
     "JudgeSettings",
     "LineExplanation",
@@ -129,4 +143,6 @@ __all__ = [
     "reward_weights",
     "score_batch",
     "score_file",
+    "score_function_call_lines",
+    "score_function_calls",
 ]

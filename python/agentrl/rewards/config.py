@@ -1,4 +1,5 @@
-"""Reward settings: every weight, penalty, cap and schedule of the tool-use reward.
+"""Reward settings: every weight, penalty, cap and schedule of the tool-use reward, and the
+weights of the ``function_call`` reward.
 
 Names and defaults are the compatible command-line options (docs/compat.md), so such a
 command line (or the golden file's per-line ``config``) carries over unchanged. Each setting
@@ -78,6 +79,15 @@ class RewardConfig:
     max_reward_answer_len: int = option(96, "longest answer with the length bonus")
     reward_ema_decay: float = option(REWARD_EMA_DECAY, "reward baseline EMA (advantage stage)")
     reward_scale: float = option(REWARD_SCALE, "baseline advantage divisor (advantage stage)")
+    # The `function_call` reward (agentrl.rewards.function_call): each term's weight.
+    function_call_valid_weight: float = option(1.0, "function_call: the checker's verdict")
+    function_call_names_weight: float = option(0.2, "function_call: right functions called")
+    function_call_arg_names_weight: float = option(0.2, "function_call: right argument names")
+    function_call_values_weight: float = option(0.4, "function_call: accepted argument values")
+    function_call_format_weight: float = option(0.2, "function_call: calls parsed cleanly")
+    function_call_dots_to_underscores: int = option(
+        0, "function_call: compare a.b names as a_b (APIs without dots)", FLAG
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "current_step", _check_step(self.current_step))

@@ -22,9 +22,12 @@ An exception raised by a reward function defined outside agentrl is a
 
 Built-ins (:data:`BUILTIN_REWARDS`, by name): ``tool_use``, the tool-use reward of whole
 episodes (batched in Rust; the trainer's default), ``environment`` (the episode
-environment's own reward), :func:`math_tool_reward` on raw completions, and the R1-style
-rewards common in GRPO recipes (`agentrl.rewards.r1`: accuracy, integer answer, strict and
-soft format, XML tag count). Any Python function with the same convention can sit beside them.
+environment's own reward), ``function_call`` (BFCL's verdict on the calls, with graded
+terms: `agentrl.rewards.function_call`), ``reasoning_gym`` (a reasoning-gym generator's own
+scorer: `agentrl.rewards.reasoning_gym`), :func:`math_tool_reward` on raw completions, and
+the R1-style rewards common in GRPO recipes (`agentrl.rewards.r1`: accuracy, integer
+answer, strict and soft format, XML tag count). Any Python function with the same
+convention can sit beside them.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.errors import UserCodeError, code_location, is_user_code, user_code_error
+from agentrl.errors import UserCodeError, call_user_code, code_location
 from agentrl.rewards.config import RewardConfig
+from agentrl.rewards.function_call import function_call_reward
 from agentrl.rewards.r1 import (
     extract_answer,
     first_answer,
@@ -47,8 +51,10 @@ from agentrl.rewards.r1 import (
     r1_strict_format_reward,
     r1_xml_count_reward,
 )
+from agentrl.rewards.reasoning_gym import NAME as REASONING_GYM
+from agentrl.rewards.reasoning_gym import reasoning_gym_reward
 from agentrl.rewards.scoring import score_batch
-from agentrl.rewards.values import reward_list, reward_values
+from agentrl.rewards.values import DetailedRewards, reward_list, reward_values
 from agentrl.utils.imports import load_object, split_list
 
 RewardValues = Sequence[float | None] | None
@@ -74,6 +80,9 @@ class CombinedRewards:
     # completion got one value), by name; and every function's weight, by name.
     turns: dict[str, list[list[float | None] | None]] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
+    # The detail columns of functions that returned `DetailedRewards`, as
+    # ``<name>/<key>`` (NaN where a detail does not apply).
+    details: dict[str, np.ndarray] = field(default_factory=dict)
 
     def turn_totals(self, turn_counts: Sequence[int]) -> list[list[float]]:
         """The weighted reward of every turn of every completion: a per-turn function's
@@ -137,12 +146,15 @@ class CombinedReward:
         columns: dict[str, np.ndarray] = {}
         metrics: dict[str, float] = {}
         turns: dict[str, list[list[float | None] | None]] = {}
+        details: dict[str, np.ndarray] = {}
         arguments = {"prompts": prompts, "completions": completions, "answers": answers}
         arguments.update(extra)
         arguments.setdefault("answer", [first_answer(a) for a in answers])
         arguments.setdefault("types", [None] * n)
         for name, function, accepts in zip(self.names, self.functions, self._accepts, strict=True):
             raw = _call(name, function, accepts, arguments)
+            if isinstance(raw, DetailedRewards):
+                details.update({f"{name}/{key}": col for key, col in raw.details.items()})
             raw, per_turn = _split_turns(name, raw, n)
             if per_turn is not None:
                 turns[name] = per_turn
@@ -152,17 +164,23 @@ class CombinedReward:
         matrix = np.stack(list(columns.values()), axis=1)
         missing = np.isnan(matrix).all(axis=1)
         if missing.any():
-            row = int(np.flatnonzero(missing)[0])
-            raise ValueError(
-                f"every reward function returned None for completion {row}; at least one must apply"
+            rows = np.flatnonzero(missing)
+            raise UserCodeError(
+                f"no reward for {len(rows)} of {n} completions (the first: {int(rows[0])}): "
+                f"every reward function ({', '.join(map(repr, self.names))}) returned None "
+                "for it; at least one must give each completion a number"
             )
         with np.errstate(over="ignore", invalid="ignore"):
             totals = (np.nan_to_num(matrix, nan=0.0) * self.weights).sum(axis=1)
         if not np.isfinite(totals).all():
             row = int(np.flatnonzero(~np.isfinite(totals))[0])
-            raise ValueError(f"the weighted reward of completion {row} is not finite")
+            raise UserCodeError(
+                f"the weighted reward of completion {row} is not finite: reward functions "
+                f"{', '.join(map(repr, self.names))} with weights {self.weights.tolist()} "
+                "overflow"
+            )
         weights = dict(zip(self.names, self.weights.tolist(), strict=True))
-        return CombinedRewards(totals, columns, metrics, turns, weights)
+        return CombinedRewards(totals, columns, metrics, turns, weights, details)
 
 
 def combine(
@@ -172,8 +190,9 @@ def combine(
 
     ``weights`` defaults to 1.0 each and must have one entry per function. When called, a
     ``None`` value counts as missing (0 in the total, left out of that function's mean,
-    std and coverage); a row where every function is missing raises ``ValueError``, a
-    value that is not a finite number or None a ``RewardValueError`` naming the function.
+    std and coverage); a row where every function is missing is a ``UserCodeError``
+    naming them (exit 1: the run stops), a value that is not a finite number or None a
+    ``RewardValueError`` naming the function.
     """
     return CombinedReward(functions, weights)
 
@@ -212,14 +231,8 @@ def _call(
                 "column of the data"
             )
         given = {k: v for k, v in arguments.items() if k in names}
-    n = len(arguments["completions"])
-    if not is_user_code(function):
-        return reward_list(name, function(**given), n)
-    try:
-        raw = function(**given)
-    except Exception as exc:
-        raise user_code_error(exc, f"reward function {name!r}", function) from exc
-    return reward_list(name, raw, n)
+    raw = call_user_code(f"reward function {name!r}", function, **given)
+    return reward_list(name, raw, len(arguments["completions"]))
 
 
 def _split_turns(
@@ -378,7 +391,9 @@ environment_reward.__name__ = ENVIRONMENT  # metrics name it as --reward_funcs d
 BUILTIN_REWARDS: dict[str, RewardFunction] = {
     TOOL_USE: ToolUseReward(),
     ENVIRONMENT: environment_reward,
+    "function_call": function_call_reward,
     "math_tool": math_tool_reward,
+    REASONING_GYM: reasoning_gym_reward,
     "r1_accuracy": r1_accuracy_reward,
     "r1_int": r1_int_reward,
     "r1_strict_format": r1_strict_format_reward,
@@ -437,6 +452,7 @@ __all__ = [
     "TOOL_USE",
     "CombinedReward",
     "CombinedRewards",
+    "DetailedRewards",
     "RewardFunction",
     "RewardValues",
     "ToolUseReward",

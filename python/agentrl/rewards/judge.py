@@ -16,9 +16,14 @@ is what a group-relative advantage needs). The judge is
 Scores 0-9 become rewards in [0, 1]. A reply that cannot be read (no score line, a value
 out of range, a failed request) is a ``None`` reward for that episode (its group, in rank
 mode), counted in :attr:`JudgeReward.stats` and in the run's ``judge/none_frac``; it
-never stops the run. Requests go out in batches (``judge_batch_size`` rows per forward,
-or concurrent requests), and verdicts are cached by the judged text, so a completion seen
-again is not judged again. The judge's reasoning goes into each episode's ``notes``
+stops the run only when no other reward function scores that episode (a completion
+without any reward is the reward functions' error: `agentrl.rewards.combine`). A
+user's backend that raises, or replies with something else than the text (or None) of
+each chat, is a :class:`agentrl.errors.UserCodeError` naming it.
+
+Requests go out in batches (``judge_batch_size`` rows per forward, or concurrent
+requests), and verdicts are cached by the judged text, so a completion seen again is not
+judged again. The judge's reasoning goes into each episode's ``notes``
 (``notes["judge"]``), which the rollout dumps keep and ``agentrl view`` shows.
 
 The chats and score parsing are `agentrl.rewards.judge_prompts`; the local and remote
@@ -30,13 +35,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentrl.errors import UsageError
+from agentrl.errors import UsageError, UserCodeError, call_user_code
 from agentrl.rewards.judge_backends import JudgeBackend, LocalJudge, RemoteJudge
 from agentrl.rewards.judge_prompts import (
     parse_scores,
@@ -160,9 +167,14 @@ class JudgeReward:
             backend = self._backend()
             chats = [chat for _, (_, chat) in unique]
             reads = [score_reads(self.settings.mode, len(members)) for _, (members, _) in unique]
-            replies = backend.complete(chats, reads)
-            for (key, (members, _)), reply in zip(unique, replies, strict=True):
-                fresh[key] = self._read(reply, len(members), backend.local)
+            what = f"judge backend {type(backend).__name__}.complete()"
+            replies = call_user_code(what, backend.complete, chats, reads)
+            for (key, (members, _)), reply in zip(
+                unique, _replies(what, replies, chats), strict=True
+            ):
+                fresh[key] = self._read(
+                    _reply(what, reply, backend.local), len(members), backend.local
+                )
         with self._lock:
             self.stats["requests"] += len(unique)
             self.stats["cached"] += len(jobs) - len(todo)
@@ -183,6 +195,33 @@ class JudgeReward:
             return _Verdict(None, "(the judge's request failed)")
         scores = parse_scores(reply, None if self.settings.mode == "single" else n)
         return _Verdict(scores, reply)
+
+
+def _replies(what: str, replies: Any, chats: Sequence[Any]) -> list[Any]:
+    """A backend's replies, one per chat; anything else is the backend's error."""
+    if not isinstance(replies, list | tuple) or len(replies) != len(chats):
+        shown = f"{len(replies)} replies" if isinstance(replies, list | tuple) else repr(replies)
+        raise UserCodeError(
+            f"{what} returned {shown[:60]}: one reply per chat ({len(chats)}) is due"
+        )
+    return list(replies)
+
+
+def _reply(what: str, reply: Any, local: bool) -> Any:
+    """One reply as its backend's kind promises: a text or None (a request that failed);
+    a local judge's ``(text, [scores])``. Anything else is the backend's error."""
+    if local:
+        ok = isinstance(reply, tuple | list) and len(reply) == 2 and isinstance(reply[0], str)
+        scores = reply[1] if ok else None
+        ok = isinstance(scores, list | tuple) and all(
+            isinstance(x, numbers.Real) and math.isfinite(x) for x in scores
+        )
+    else:
+        ok = reply is None or isinstance(reply, str)
+    if not ok:
+        due = "(text, [scores])" if local else "a text or None"
+        raise UserCodeError(f"{what} returned {reply!r:.60} for a chat: {due} is due")
+    return reply
 
 
 def _key(chat: list[dict[str, str]]) -> str:

@@ -4,9 +4,11 @@ A reward function returns one value per completion: a finite number (``int``, ``
 ``bool`` counts as 0/1, a numpy scalar or a one-element array/tensor), or ``None`` where
 it does not apply; or ``None`` for the whole batch. Anything else is the function's
 fault and a :class:`RewardValueError` naming it (exit 1), never a bug in agentrl: a NaN
-or an infinity, a string (a numeric one such as ``"1.5"`` too: it is not a number, and
-passing it silently would hide a function that returns text), a list of the wrong
-length, a single value where a list was due.
+(deliberately not read as "does not apply", as some GRPO trainers read it: a NaN is as
+often a 0/0 as a choice, and ``None`` says it plainly; docs/compat.md) or an infinity,
+a string (a numeric one such as ``"1.5"`` too: it is not a number, and passing it
+silently would hide a function that returns text), a list of the wrong length, a single
+value where a list was due.
 """
 
 from __future__ import annotations
@@ -19,6 +21,23 @@ from typing import Any
 import numpy as np
 
 from agentrl.errors import UserCodeError
+
+
+class DetailedRewards(list):
+    """A reward function's values (one per completion, a list as any other) with detail
+    columns beside them: ``details[key]`` holds one number per completion (NaN where it
+    does not apply). :class:`agentrl.rewards.CombinedReward` keeps them as
+    ``<function>/<key>`` and the trainer reports their means, as it does the built-in
+    tool-use reward's."""
+
+    def __init__(self, values: Any, details: Mapping[str, Any]) -> None:
+        super().__init__(values)
+        self.details = {str(k): np.asarray(v, dtype=np.float64) for k, v in details.items()}
+        for key, column in self.details.items():
+            if column.shape != (len(self),):
+                raise ValueError(
+                    f"detail {key!r} holds {column.shape} values for {len(self)} completions"
+                )
 
 
 class RewardValueError(UserCodeError, ValueError):
@@ -44,9 +63,10 @@ def reward_value(name: str, value: Any, row: int) -> float | None:
             f"completion {row}: a reward must be a finite number or None"
         )
     if not math.isfinite(number):
+        hint = " (None, not NaN, says it does not apply)" if math.isnan(number) else ""
         raise RewardValueError(
             f"reward function {name!r} returned {number} for completion {row}: a reward "
-            "must be a finite number or None"
+            f"must be a finite number or None{hint}"
         )
     return number
 

@@ -64,6 +64,11 @@ class OptimConfig:
         1e-8, "AdamW epsilon (larger: damps tiny-gradient weights)", check=">0"
     )
     accumulation_steps: int = option(2, "training steps per optimizer step", check=">=1")
+    flush_accumulation: bool = option(
+        False,
+        "at the run's last step, apply a partial accumulation window (its gradient averaged "
+        "over its steps) instead of keeping it for a resume",
+    )
     grad_clip: float = option(0.5, "gradient-norm clip (0: off)", check=">=0")
     warmup_steps: int = option(0, "optimizer steps of linear lr warm-up", check=">=0")
     min_lr_ratio: float = option(
@@ -281,6 +286,24 @@ class Optimization:
             )
         self.opt_step += 1
         return StepReport(True, None, norm, self._loss, self.opt_step, self.lr)
+
+    def flush(self) -> StepReport | None:
+        """Step on a partial accumulation window, its gradient rescaled to the mean over
+        the steps it holds (each step back-propagated 1/``accumulation_steps``); None when
+        no step is pending."""
+        if self.pending == 0:
+            return None
+        scale = max(1, self.config.accumulation_steps) / self.pending
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.mul_(scale)
+        self.pending = 0
+        stepped, norm = self._clip_and_step()
+        if not stepped:
+            logger.warning("optimizer step skipped: non-finite accumulated gradient")
+            return StepReport(False, "non-finite gradient norm", norm, 0.0, self.opt_step, self.lr)
+        self.opt_step += 1
+        return StepReport(True, None, norm, 0.0, self.opt_step, self.lr)
 
     def _clip_and_step(self) -> tuple[bool, float]:
         """`clip_and_step` on the weights, or on the float32 masters and back."""

@@ -51,6 +51,8 @@ class EpisodeState:
         self.done = False
         self.first_version: int | None = None
         self.pending_calls: list[dict[str, Any]] = []
+        # The calls of an answer-mode episode (None: its calls were executed).
+        self.answer_calls: list[dict[str, Any]] | None = None
         self.kept_end_token = False
         self.start = time.perf_counter()
         self.end = self.start

@@ -20,6 +20,10 @@ appended. The per-trajectory bookkeeping:
   Each tool turn whose re-rendering differs is counted in ``stats["template_divergence"]``;
 * an episode ends when a turn has no tool call, or after ``max_turns`` turns with a call
   (``unfinished``; the last observation is rendered without a generation prompt);
+* with ``call_mode="answer"`` (function calling: the calls are the answer), the first
+  turn's calls are parsed and recorded on the trajectory (``answer_calls``), not run, and
+  the episode ends there; a turn with no call records an empty list (the right answer to
+  a request no function fits);
 * the generation context is the last ``max_context_len`` tokens of the running ids;
 * with an engine that keeps KV caches between calls (``kv_reuse``, `TorchEngine`), each
   episode's generate rows carry its cache key, so a turn prefills only what was added
@@ -77,6 +81,9 @@ class EpisodeConfig:
     unfinished. ``call_parser``: ``lenient`` (`agentrl.parsing.parse_message`, with the
     reward parser's function-style calls as a fallback) or ``reward`` (exactly the calls
     `agentrl.parsing.parse_tool_calls` finds, the ones the reward counts).
+    ``call_mode``: ``execute`` (calls run, their results are observed) or ``answer`` (the
+    first turn's calls are the episode's answer, recorded and not run; a sample is shown
+    its own tools only, never the registry's).
     ``sampling`` gives the token choice and stop strings; its ``max_new_tokens`` is
     ignored here (each turn's budget is ``max_new_tokens`` above). For evaluation use
     ``sampling=SamplingParams(greedy=True)``.
@@ -91,6 +98,7 @@ class EpisodeConfig:
     keep_eos: bool = False
     tool_workers: int = RolloutConfig.tool_workers
     call_parser: Literal["lenient", "reward"] = "lenient"
+    call_mode: Literal["execute", "answer"] = "execute"
     sampling: SamplingParams = field(default_factory=SamplingParams.compat_defaults)
 
     def __post_init__(self) -> None:
@@ -98,6 +106,8 @@ class EpisodeConfig:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.call_parser not in ("lenient", "reward"):
             raise ValueError(f"call_parser must be 'lenient' or 'reward', got {self.call_parser!r}")
+        if self.call_mode not in ("execute", "answer"):
+            raise ValueError(f"call_mode must be 'execute' or 'answer', got {self.call_mode!r}")
 
 
 def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
@@ -170,7 +180,8 @@ def run_episodes(
     episodes: list[EpisodeState] = []
     for sample in samples:
         specs = sample.get("tools") if isinstance(sample, Mapping) else sample["tools"]
-        specs = specs or tools.specs()
+        if config.call_mode == "execute":  # answer mode shows the sample's own functions only
+            specs = specs or tools.specs()
         valid = set(supported_tool_names(specs)) or tools.supported_names()
         prompts.append(apply_chat_template(tokenizer, sample["messages"], specs, True, False))
         for _ in range(g):
@@ -289,6 +300,9 @@ def _play_turn(
         ep.turn_outputs.append(out.text)
         ep.messages.append({"role": "assistant", "content": out.text})
         ep.pending_calls = parse(out.text, ep.tools)
+        if config.call_mode == "answer":  # the calls are the answer: recorded, not run
+            ep.answer_calls = [dict(call) for call in ep.pending_calls]
+            ep.pending_calls = []
         if not ep.pending_calls:
             score_turn(ep, turn, [])
             ep.finish()
@@ -399,6 +413,7 @@ def _groups(
                 conversation=ep.messages,
                 columns=columns,
                 turn_starts=ep.turn_starts,
+                answer_calls=ep.answer_calls,
             )
             traj.check_alignment()
             if ep.environment is not None:

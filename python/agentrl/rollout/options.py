@@ -33,6 +33,22 @@ class RolloutConfig:
     stop_at_answer_end: bool = option(
         False, "end a turn once it has written </answer> (the answer ends the episode)"
     )
+    call_parser: str = option(
+        "lenient",
+        "which calls run: lenient (every call format the parser reads) or reward (only the "
+        "calls the reward's own parser finds)",
+        ("lenient", "reward"),
+    )
+    call_mode: str = option(
+        "auto",
+        "what the policy's tool calls are: execute (run, results observed, more turns) or "
+        "answer (the first turn's calls are the answer: recorded, not run; the episode "
+        "ends); auto: answer for function-calling data, else execute",
+        ("auto", "execute", "answer"),
+    )
+    keep_eos: bool = option(
+        False, "keep the token that ends each turn in the response, trained on with the rest"
+    )
     repetition_penalty: float = option(1.03, "penalty on tokens already generated", check=">0")
     logprob_temperature: str = option(
         "raw",
@@ -99,7 +115,12 @@ class RolloutConfig:
         -1, "drop groups more versions behind (-1: max_head_offpolicyness)", check=">=-1"
     )
     max_head_offpolicyness: int = option(1, "default version gap", check=">=0")
-    max_queue_groups: int = option(0, "queue capacity (0: (gap + 1) x batch_size)", check=">=0")
+    max_queue_groups: int = option(
+        0,
+        "queue capacity (0: (gap + 1) x batch_size; a trainer_rollout rank: at least "
+        "batch_size x max(8, 4 x rollout ranks))",
+        check=">=0",
+    )
     global_prefetch_groups: int = option(0, "groups prefetched across ranks", check=">=0")
     prefill_queue_groups: int = option(0, "groups queued before training starts", check=">=0")
     prefill_timeout_sec: float = option(180.0, "wait for the initial queue fill", check=">=0")

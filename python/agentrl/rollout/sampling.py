@@ -228,7 +228,7 @@ def sampling_probs(
     return torch.softmax(shaped, dim=-1)
 
 
-def _draw(
+def draw_tokens(
     probs: torch.Tensor,
     generator: torch.Generator | None,
     fallback_token_id: int,
@@ -288,14 +288,14 @@ def sample_tokens(
         raw = shaped is clean
         if ids is None:
             probs = torch.softmax(shaped, dim=-1)
-            choice, fallback = _draw(probs, generator, fallback_token_id, proper=raw)
+            choice, fallback = draw_tokens(probs, generator, fallback_token_id, proper=raw)
             tokens = choice
         else:
             # The fallback token need not be a candidate: draw over [candidates, fallback].
             fb = torch.full_like(ids[..., :1], int(fallback_token_id))
             shaped = torch.cat([shaped, torch.full_like(shaped[..., :1], float("-inf"))], -1)
             ids = torch.cat([ids, fb], dim=-1)
-            choice, fallback = _draw(
+            choice, fallback = draw_tokens(
                 torch.softmax(shaped, dim=-1), generator, fallback_token_id=ids.size(-1) - 1
             )
             tokens = ids.gather(-1, choice.unsqueeze(-1)).squeeze(-1)

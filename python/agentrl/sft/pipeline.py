@@ -49,6 +49,7 @@ class SFTRunOptions:
     device: str | None = None  # None: CUDA when present
     dtype: str | None = None  # weight dtype (None: float32)
     num_threads: int = 0  # torch CPU threads (0: torch's default)
+    deterministic: bool = True  # CPU kernels with the same bits on every run
     chat_template: str = ""  # '' the tokenizer's own, builtin, or a template file
     tool_format: str = "auto"  # the tool-call family demonstrations are written in
     # A LoRA adapter trains instead of every weight (None: all weights train); the run
@@ -107,7 +108,7 @@ def _run_sft(
     from agentrl.sft.data import LoadStats, build_examples
     from agentrl.sft.train import train_sft
     from agentrl.tool_formats import use_tool_format
-    from agentrl.utils.threads import set_cpu_threads
+    from agentrl.utils.threads import deterministic_cpu_kernels, set_cpu_threads
 
     began = time.perf_counter()
     set_cpu_threads(options.num_threads)
@@ -130,6 +131,7 @@ def _run_sft(
             chat_template=options.chat_template,
             tool_format=options.tool_format,
         )
+    deterministic_cpu_kernels(options.deterministic, next(model.parameters()).device)
     if options.lora is not None:
         import torch
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agentrl.errors import exception_text
 from agentrl.trajectory import ToolEvent, event_dicts
 
 # Longest error text kept in an event (characters of the exception message).
@@ -19,7 +20,7 @@ ERROR_CHARS = 200
 
 def why(exc: BaseException) -> str:
     """A failed call's error text: the exception's message, or its type when it has none."""
-    return str(exc).strip() or type(exc).__name__
+    return exception_text(exc) or type(exc).__name__
 
 
 def failed_event(name: str, args: dict[str, Any], message: str, canonical: bool) -> ToolEvent:

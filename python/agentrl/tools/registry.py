@@ -36,7 +36,7 @@ from agentrl.tools.events import (
     tool_message,
     why,
 )
-from agentrl.tools.signature import bind_arguments, function_schema
+from agentrl.tools.signature import bind_arguments, check_parameters, function_schema
 from agentrl.tools.threads import (
     MAX_HUNG_THREADS,
     HungToolCalls,
@@ -86,6 +86,7 @@ class Tool:
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.fn)
         self.spec["function"]["name"] = self.name
+        check_parameters(self.name, self.spec["function"].get("parameters"))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

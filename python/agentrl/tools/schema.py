@@ -15,6 +15,8 @@ import json
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from agentrl.tools.signature import ToolSchemaError, check_parameters
+
 ToolSpec = dict[str, Any]
 
 # Name of the preferred arithmetic tool and of its backward-compatible alias.
@@ -22,10 +24,6 @@ MATH_TOOL = "calculate_math"
 ALIAS_TOOL = "calculator"
 
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-class ToolSchemaError(ValueError):
-    """Raised by :func:`parse_tool_schema` when a tools field cannot be understood."""
 
 
 def _function_part(item: dict[str, Any]) -> dict[str, Any] | None:
@@ -45,7 +43,8 @@ def parse_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
     """Like :func:`normalize_tool_schema`, but a field that is present and unusable raises.
 
     ``None``, ``""`` and an empty list mean "no tools" and return None. A JSON string that
-    does not parse, or a value that is neither a list, an object nor a string, raises
+    does not parse, a tool whose ``parameters`` is not an object schema (`check_parameters`),
+    or a value that is neither a list, an object nor a string, raises
     :class:`ToolSchemaError` so that the prompt pool can report the line instead of
     silently training that prompt with the default tools.
     """
@@ -62,6 +61,10 @@ def parse_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
         raw_tools = [raw_tools]
     if not isinstance(raw_tools, list):
         raise ToolSchemaError(f"tools must be a list or an object, got {type(raw_tools).__name__}")
+    for item in raw_tools:
+        fn = _function_part(item) if isinstance(item, dict) else None
+        if fn is not None:
+            check_parameters(fn.get("name"), fn.get("parameters"))
     specs = normalize_tool_schema(raw_tools)
     if specs is None:
         raise ToolSchemaError("tools has no entry with a function name")
@@ -101,6 +104,116 @@ def normalize_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
         if isinstance(fn.get("name"), str) and fn["name"]:
             specs.append({"type": "function", "function": fn})
     return specs or None
+
+
+# Type names of function docs written for other languages (BFCL's ``dict``, ``float``,
+# ``tuple``, ``any``; xLAM's ``str``, ``List[int]``; Java/JavaScript names) as JSON-schema
+# types, the way BFCL converts its docs for OpenAI-style models. Unknown names: string.
+JSON_SCHEMA_TYPES = {
+    **dict.fromkeys(("string", "str", "char", "any", "text"), "string"),
+    **dict.fromkeys(("integer", "int", "byte", "short", "long", "bigint"), "integer"),
+    **dict.fromkeys(("number", "float", "double", "decimal"), "number"),
+    **dict.fromkeys(("boolean", "bool"), "boolean"),
+    **dict.fromkeys(("array", "list", "tuple", "set", "arraylist", "queue", "stack"), "array"),
+    **dict.fromkeys(("object", "dict", "hashmap", "hashtable", "map", "mapping"), "object"),
+    "null": "null",
+}
+# Beyond this depth a schema is kept as it is (bounds the recursion on hostile input).
+MAX_SCHEMA_DEPTH = 32
+
+
+def _json_type(text: str) -> tuple[str, str | None, bool]:
+    """``(JSON type, item type or None, optional)`` of a type name such as ``float``,
+    ``List[int]``, ``Optional[str]`` or xLAM's ``str, optional``."""
+    name = text.strip()
+    optional = False
+    if name.lower().endswith(", optional"):
+        name, optional = name[: -len(", optional")].strip(), True
+    head, _, rest = name.partition("[")
+    inner = rest[:-1].strip() if rest.endswith("]") else ""
+    if head.strip().lower() == "optional" and inner:
+        kind, item, _ = _json_type(inner)
+        return kind, item, True
+    kind = JSON_SCHEMA_TYPES.get(head.strip().lower(), "string")
+    item = None
+    if kind == "array" and inner and "," not in inner:
+        item = _json_type(inner)[0]
+    return kind, item, optional
+
+
+def json_schema(schema: Any, depth: int = 0) -> Any:
+    """One parameter schema with JSON-schema types, nested properties and items included.
+
+    A missing type becomes ``string``; ``float`` becomes ``number`` with ``format: float``
+    and a sentence saying so in the description (what BFCL's OpenAI conversion does, so
+    the model still learns the value is a float).
+    """
+    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH:
+        return schema
+    out = dict(schema)
+    given = out.get("type")
+    if isinstance(given, list):
+        out["type"] = [_json_type(t)[0] if isinstance(t, str) else t for t in given]
+    else:
+        kind, item, _ = _json_type(given) if isinstance(given, str) else ("string", None, False)
+        out["type"] = kind
+        if isinstance(given, str) and given.strip().lower() == "float":
+            out["format"] = "float"
+            text = out.get("description")
+            out["description"] = (
+                f"{text if isinstance(text, str) else ''} This is a float type value."
+            )
+        if item is not None and not isinstance(out.get("items"), dict):
+            out["items"] = {"type": item}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: json_schema(v, depth + 1) for k, v in out["properties"].items()}
+    if isinstance(out.get("items"), dict):
+        out["items"] = json_schema(out["items"], depth + 1)
+    return out
+
+
+def _argument_table(parameters: dict[str, Any]) -> bool:
+    """Whether ``parameters`` is xLAM's ``{argument: {type, description, default}}`` table
+    rather than a JSON schema."""
+    if "properties" in parameters or isinstance(parameters.get("type"), str):
+        return False
+    return bool(parameters) and all(isinstance(v, dict) for v in parameters.values())
+
+
+def json_schema_parameters(parameters: Any) -> dict[str, Any]:
+    """A function's parameters as a JSON ``object`` schema: BFCL's ``"type": "dict"``
+    schemas and xLAM's argument tables (whose ``required`` are the arguments whose type is
+    not marked optional: ``str, optional``, ``Optional[int]``; their ``default`` is often
+    an example) converted, types as :func:`json_schema` does."""
+    if not isinstance(parameters, dict):
+        return copy.deepcopy(_EMPTY_PARAMETERS)
+    if _argument_table(parameters):
+        required = [
+            name
+            for name, arg in parameters.items()
+            if not (isinstance(arg.get("type"), str) and _json_type(arg["type"])[2])
+        ]
+        parameters = {"type": "object", "properties": parameters, "required": required}
+    out = json_schema({**parameters, "type": "object"})
+    out.setdefault("properties", {})
+    return out
+
+
+def json_schema_tool(doc: Any) -> ToolSpec | None:
+    """A function doc (BFCL's, xLAM's, a bare or OpenAI-wrapped one) as an OpenAI spec
+    whose parameters are a JSON schema; None for an entry with no function name. Parameters
+    that are no object (`check_parameters`) raise :class:`ToolSchemaError`."""
+    if not isinstance(doc, dict):
+        return None
+    fn = _function_part(doc)
+    if fn is None or not isinstance(fn.get("name"), str) or not fn["name"]:
+        return None
+    parameters = fn.get("parameters")
+    check_parameters(fn["name"], parameters)
+    if isinstance(parameters, str):
+        parameters = json.loads(parameters)
+    fn["parameters"] = json_schema_parameters(parameters)
+    return {"type": "function", "function": fn}
 
 
 def tool_spec_name(spec: Any) -> str | None:
@@ -215,11 +328,15 @@ def append_calculator_alias(tools: list[ToolSpec] | None) -> list[ToolSpec] | No
 
 __all__ = [
     "ALIAS_TOOL",
+    "JSON_SCHEMA_TYPES",
     "MATH_TOOL",
     "ToolSchemaError",
     "ToolSpec",
     "append_calculator_alias",
     "clone_tool_spec",
+    "json_schema",
+    "json_schema_parameters",
+    "json_schema_tool",
     "merge_tool_specs",
     "merged_tool_names",
     "normalize_tool_schema",

@@ -44,6 +44,26 @@ _ARRAY_TYPES = (
 )
 
 
+class ToolSchemaError(ValueError):
+    """A tool schema that cannot be understood: raised by
+    `agentrl.tools.schema.parse_tool_schema` and :func:`check_parameters`."""
+
+
+def check_parameters(name: Any, parameters: Any) -> None:
+    """Refuse a tool's ``parameters`` that is not a JSON object schema: a dict, or a JSON
+    string of one, or nothing (None: no parameters). ``"oops"``, a list or a number would
+    otherwise become an empty schema without a word; raises :class:`ToolSchemaError`."""
+    value = parameters
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # undecodable: refused as the string it is
+            value = json.loads(value)
+    if value is not None and not isinstance(value, dict):
+        raise ToolSchemaError(
+            f"tool {name!r}: parameters must be a JSON object schema "
+            f'({{"type": "object", "properties": ...}}), got {parameters!r:.60}'
+        )
+
+
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a docstring into its description and per-parameter descriptions.
 
@@ -310,7 +330,9 @@ def bind_arguments(
 
 __all__ = [
     "ArgumentError",
+    "ToolSchemaError",
     "bind_arguments",
+    "check_parameters",
     "function_schema",
     "json_schema_for",
     "parse_docstring",

@@ -10,7 +10,9 @@ result is refused without being encoded (or sent back) in full.
 
 Workers are fresh interpreters (``python -c``, with this process's ``sys.path``): forking
 a process that runs torch threads is not safe, and unlike ``multiprocessing``'s spawn they
-never re-run the main script, so a training script needs no ``__main__`` guard. Requests
+never re-run the main script, so a training script needs no ``__main__`` guard. Each
+worker leads its own process group, and a worker is stopped (timeout, death, end of run)
+by killing that group: a tool's children (a subprocess, a forked ``sleep``) go with it. Requests
 and replies are pickles in frames (`agentrl.tools.framing`) on the worker's stdin and a copy
 of its stdout; what a tool prints goes to stderr. Workers are kept warm between calls.
 """
@@ -30,6 +32,7 @@ import os
 import pathlib
 import pickle
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -38,6 +41,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from agentrl.errors import exception_text
 from agentrl.tools.framing import read_frame, write_frame
 
 
@@ -164,7 +168,8 @@ def _answer(request: tuple[str, str, dict[str, Any], bool, int]) -> tuple[str, s
         value = fn(args) if raw else fn(**args)
         return ("ok", capped_json(value, cap))
     except BaseException as exc:  # every failure of a tool is the caller's error event
-        return ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        text = exception_text(exc)
+        return ("error", f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 def serve_stdio() -> None:
@@ -206,6 +211,8 @@ class _Worker:
             stdout=subprocess.PIPE,
             bufsize=0,
             env=env,
+            # Its own process group: what the tool starts (a shell, a `sleep 3000`) dies with it.
+            start_new_session=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests: IO[bytes] = self.process.stdin
@@ -239,8 +246,10 @@ class _Worker:
         return _receive(self.replies.fileno())
 
     def stop(self) -> None:
-        if self.alive():
-            self.process.kill()
+        """Kill the worker and every process the tool started in its group (children
+        outlive a killed parent: the group, not the worker, is what a timeout ends)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         for stream in (self.requests, self.replies):

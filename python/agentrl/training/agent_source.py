@@ -20,7 +20,7 @@ from typing import Any
 from agentrl.agents.endpoint import AgentFn, agent_name
 from agentrl.agents.recorder import Limits
 from agentrl.agents.runner import AgentBatch, AgentRunner, error_summary, failure_record
-from agentrl.agents.server import EndpointServer
+from agentrl.agents.server import EndpointServer, endpoint_capacity
 from agentrl.data import build_fixed_eval_indices
 from agentrl.errors import UserCodeError
 from agentrl.observability.rollout_dump import episode_records
@@ -80,24 +80,19 @@ class AgentSource(StepSource):
         prompts: Sequence[Any],
         episode: EpisodeConfig,
         *,
-        num_generations: int,
-        batch_size: int,
-        seed: int,
         timeout: float,
         refill_rounds: int,
         model: str,
-        version: PolicyVersion | None = None,
+        **step: Any,
     ) -> None:
-        super().__init__(
-            engine,
-            prompts,
-            num_generations=num_generations,
-            batch_size=batch_size,
-            seed=seed,
-            version=version or PolicyVersion(0),
-        )
+        """``step``: :class:`StepSource`'s keywords (num_generations, batch_size, seed, and
+        version, a fresh one when not given)."""
+        step.setdefault("version", PolicyVersion(0))
+        super().__init__(engine, prompts, **step)
         self.refill_rounds = max(1, int(refill_rounds))
-        self.server = EndpointServer(model)
+        self.server = EndpointServer(
+            model, capacity=endpoint_capacity(self.batch_size * self.num_generations)
+        )
         self.runner = AgentRunner(agent, self.server, engine, limits_of(episode), timeout=timeout)
         self._step = -1
         self._metrics: dict[str, float] = {}

@@ -95,6 +95,11 @@ class Evaluator:
         self._last: tuple[list[Trajectory], Scores, int] | None = None
         self._tokenizer: Any = None  # the engine's, for the dumps' token views
 
+    @property
+    def last_trajectories(self) -> list[Trajectory]:
+        """The last evaluation's episodes (sample-major); [] before the first."""
+        return [] if self._last is None else list(self._last[0])
+
     def records(self, step: int) -> list[dict[str, Any]]:
         """The dump records of the last evaluation's episodes (one group per prompt)."""
         if self._last is None:
@@ -191,10 +196,14 @@ def evaluate_model(
     """Score ``model`` (trained in this process) greedily on held-out ``samples`` (dicts
     with ``messages``, ``tools``, ``gt``): the `evaluate_policy` path with the rollout's
     default sampling made greedy, ``batch_rows`` rows per forward pass (0: all)."""
+    from agentrl.rollout.options import RolloutConfig
     from agentrl.rollout.remote import create_rollout_engine
 
     engine = create_rollout_engine(
-        "torch", tokenizer=tokenizer, rollout_model=model, max_batch_rows=batch_rows
+        "torch",
+        RolloutConfig(rollout_batch_rows=batch_rows),
+        tokenizer=tokenizer,
+        rollout_model=model,
     )
     # Plain greedy decoding (no repetition penalty), as the built-in run's own evaluations
     # decode: the warm start's held-out figure is the one RL's first evaluation repeats.

@@ -67,6 +67,7 @@ class Counters:
     step: int = 0
     reward_baseline: float = 0.0
     rollout_current: bool = True  # the rollout engine holds the policy's latest weights
+    trained_tokens: int = 0  # tokens trained on so far, every rank's
 
 
 def checkpoint_root(run_dir: Path) -> Path:
@@ -91,7 +92,7 @@ def save_run(
     weights: PolicyWeights,
 ) -> Path | None:
     """Write a checkpoint of the current state; None when the weights are not finite."""
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"trained_tokens": counters.trained_tokens}
     stats = engine_counters(source.engine)
     if stats is not None:
         extra[ROLLOUT_STATS] = {k: v for k, v in stats.items() if isinstance(v, int | float)}
@@ -169,7 +170,7 @@ _DAMAGED = (
 )
 
 
-def _damaged(exc: BaseException) -> bool:
+def is_damaged(exc: BaseException) -> bool:
     """Whether ``exc`` says the checkpoint's files are broken (not that they do not fit)."""
     if isinstance(exc, EOFError | pickle.UnpicklingError | FileNotFoundError):
         return True
@@ -195,7 +196,7 @@ def restore_run(
     try:
         ckpt = _load(path, models, optimization, weights)
     except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
-        if _damaged(exc):  # not a question of options: the files themselves are broken
+        if is_damaged(exc):  # not a question of options: the files themselves are broken
             raise UserError(
                 f"checkpoint {path} cannot be resumed (from_resume=1): its files are damaged "
                 f"or incomplete ({first_line(exc)}); remove it to resume from the checkpoint "
@@ -232,6 +233,7 @@ def restore_run(
         step=resume.step,
         reward_baseline=resume.reward_baseline,
         rollout_current=rollout_weights is None,
+        trained_tokens=int(resume.extra.get("trained_tokens", 0)),
     )
 
 

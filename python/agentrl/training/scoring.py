@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from agentrl.observability import mean_details
@@ -143,10 +144,25 @@ def score_trajectories(
             per_function[f"{name}/mean"] = totals.metrics[f"{name}_mean"]
             per_function[f"{name}/std"] = totals.metrics[f"{name}_std"]
             per_function[f"{name}/none_frac"] = 1.0 - totals.metrics[f"{name}_coverage"]
+        per_function.update(detail_means(totals.details))
     scores = Scores(values, details, mean_details(details), per_function, turns)
     if not is_default(rewards):
-        scores.terms = _function_terms(totals.columns, details, "tool_use" in combined.names)
+        columns = {**totals.columns, **totals.details}
+        scores.terms = _function_terms(columns, details, "tool_use" in combined.names)
     return scores
+
+
+def detail_means(details: dict[str, Any]) -> dict[str, float]:
+    """``<function>/<detail>/mean`` and ``/std`` of every detail column a reward function
+    returned (`agentrl.rewards.DetailedRewards`), over the episodes it applied to (a column
+    that applied to none is left out)."""
+    out: dict[str, float] = {}
+    for key, column in details.items():
+        applied = column[np.isfinite(column)]
+        if applied.size:
+            out[f"{key}/mean"] = float(applied.mean())
+            out[f"{key}/std"] = float(applied.std())
+    return out
 
 
 def _function_terms(
@@ -165,6 +181,7 @@ def _function_terms(
 __all__ = [
     "RESERVED_ARGUMENTS",
     "Scores",
+    "detail_means",
     "is_default",
     "reward_arguments",
     "reward_set",

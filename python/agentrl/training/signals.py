@@ -3,7 +3,8 @@ save a checkpoint and end the run; the signal is remembered (``signum``) so that
 command exits with 128 + its number (130, 143), as a scheduler expects of a stopped job.
 
 The first signal only sets a flag the loop checks between steps; a second SIGINT means
-"now" and raises KeyboardInterrupt as usual. Handlers are installed only in the main
+"now" and raises KeyboardInterrupt as usual (`agentrl.errors.Interrupted`, told apart from
+one that user code raises). Handlers are installed only in the main
 thread (Python allows nothing else) and the previous ones are put back afterwards.
 """
 
@@ -15,6 +16,8 @@ import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
+
+from agentrl.errors import Interrupted
 
 
 class StopRequest:
@@ -30,7 +33,7 @@ class StopRequest:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.reason is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+            raise Interrupted
         name = signal.Signals(signum).name
         self.reason = f"received {name}"
         self.signum = signum

@@ -142,20 +142,11 @@ class InlineSource(StepSource):
         prompts: Sequence[Any],
         tools: ToolRegistry,
         episode: EpisodeConfig,
-        *,
-        num_generations: int,
-        batch_size: int,
-        seed: int,
-        version: PolicyVersion,
+        **step: Any,
     ) -> None:
-        super().__init__(
-            engine,
-            prompts,
-            num_generations=num_generations,
-            batch_size=batch_size,
-            seed=seed,
-            version=version,
-        )
+        """``step``: :class:`StepSource`'s keywords (num_generations, batch_size, seed,
+        version)."""
+        super().__init__(engine, prompts, **step)
         self.tools, self.episode = tools, episode
 
     def next_batch(self, step: int, attempt: int = 0) -> list[RolloutGroup]:

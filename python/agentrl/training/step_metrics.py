@@ -45,6 +45,7 @@ def reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
     r = scores.rewards
     out = {
         "reward/mean": float(r.mean()),
+        "reward/std": float(r.std(unbiased=False)) if r.numel() > 1 else 0.0,
         "reward/min": float(r.min()),
         "reward/max": float(r.max()),
         "reward/baseline": float(baseline),
@@ -58,7 +59,8 @@ def reward_metrics(scores: Scores, baseline: float) -> dict[str, float]:
 def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
     """Tool calls per episode, the share of all calls that failed (``tools/error_rate``:
     counted per call, so an episode that needs no call does not count against it), and per
-    tool its calls per episode and error rate."""
+    tool its calls per episode and error rate. Answer-mode episodes (calls recorded, not
+    run) add ``answer/calls_per_episode`` and ``answer/no_call_rate``."""
     n = max(len(trajectories), 1)
     calls: dict[str, int] = {}
     failed: dict[str, int] = {}
@@ -74,6 +76,10 @@ def tool_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
         out[f"tools/{name}/calls"] = float(calls[name])
         out[f"tools/{name}/calls_per_episode"] = calls[name] / n
         out[f"tools/{name}/error_rate"] = failed[name] / calls[name]
+    answers = [t.answer_calls for t in trajectories if getattr(t, "answer_calls", None) is not None]
+    if answers:
+        out["answer/calls_per_episode"] = sum(len(a) for a in answers) / len(answers)
+        out["answer/no_call_rate"] = sum(not a for a in answers) / len(answers)
     return out
 
 

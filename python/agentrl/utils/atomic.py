@@ -117,6 +117,31 @@ def remove_stale_temps(root: Path, prefix: str) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (``/proc``; elsewhere set and put
+    back at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(root: Path) -> None:
+    """Give every file at or below ``root`` the mode ``open()`` would (``0o666`` less the
+    umask): writers such as safetensors' create their files 0600, which would leave a
+    saved model unreadable to the group and others that can read its config beside it."""
+    mode = 0o666 & ~current_umask()
+    for path in [root, *root.rglob("*")] if root.is_dir() else [root]:
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, mode)
+
+
 def replace_dir(tmp: Path, final: Path) -> None:
     """Rename ``tmp`` to ``final``; an existing ``final`` is moved aside, then removed."""
     if final.exists():
@@ -147,6 +172,7 @@ def atomic_dir(final: Path, *, sync: bool = False) -> Iterator[Path]:
     try:
         with saving(final):
             yield tmp
+            follow_umask(tmp)
             if sync:
                 fsync_tree(tmp)
             replace_dir(tmp, final)
@@ -171,6 +197,7 @@ def atomic_file(final: str | os.PathLike[str], *, sync: bool = False) -> Iterato
     try:
         with saving(out):
             yield tmp
+            follow_umask(tmp)
             if sync:
                 with open(tmp, "rb") as handle:
                     os.fsync(handle.fileno())
@@ -214,6 +241,8 @@ __all__ = [
     "atomic_dir",
     "atomic_file",
     "complete_numbered_dirs",
+    "current_umask",
+    "follow_umask",
     "fsync_dir",
     "fsync_tree",
     "remove_stale_temps",

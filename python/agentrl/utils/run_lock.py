@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentrl.errors import UserError
+from agentrl.utils.atomic import saving
 
 LOCK_NAME = ".agentrl.lock"
 
@@ -96,8 +97,16 @@ class RunLock:
                 f"{self.directory}: taking over the lock left by {_describe(previous)}, "
                 "which is no longer running"
             )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        try:
+            with saving(self.path):  # a full disk: one line naming the lock file, exit 1
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(fd)
+            self._undo_dir()
+            raise
         self.fd = fd
         _HELD[key] = fd
         return self
@@ -113,10 +122,15 @@ class RunLock:
         self._undo_dir()
 
     def _undo_dir(self) -> None:
-        for directory in self.created:  # only while empty: nothing else was written there
-            try:
-                directory.rmdir()
-            except OSError:
+        """Remove the directories made for the lock while they hold no file: a run that
+        could not start (a full disk) leaves no empty ``run/`` or ``run/data/`` behind."""
+        for directory in self.created:
+            if any(p.is_file() or p.is_symlink() for p in directory.rglob("*")):
+                break
+            for parent, _, _ in os.walk(directory, topdown=False):  # rmdir: a file written
+                with contextlib.suppress(OSError):  # meanwhile stays, with its directories
+                    os.rmdir(parent)
+            if directory.exists():
                 break
         self.created = []
 

@@ -30,4 +30,18 @@ def set_cpu_threads(requested: int) -> int:
     return torch.get_num_threads()
 
 
-__all__ = ["set_cpu_threads", "usable_cores"]
+def deterministic_cpu_kernels(enabled: bool, device: torch.device | str | None) -> None:
+    """On the CPU, pick kernels that give the same bits on every run (``enabled``) or
+    torch's fastest (not); other devices are left as they are.
+
+    With more than one thread, some CPU backward kernels (a gather's scatter-add over an
+    expanded index among them) add in an order that varies from run to run: the same seed
+    then gives weights that differ in the last bits after the first step, and figures that
+    drift apart over a run. The deterministic kernels cost little on the CPU (measured in
+    docs/tuning.md).
+    """
+    if device is None or torch.device(device).type == "cpu":
+        torch.use_deterministic_algorithms(enabled)
+
+
+__all__ = ["deterministic_cpu_kernels", "set_cpu_threads", "usable_cores"]

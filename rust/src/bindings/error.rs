@@ -13,6 +13,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 
 use crate::expr::EvalError;
+use crate::funcall::TaskError;
 use crate::numfmt::FormatError;
 use crate::reward::{BatchError, ConfigError, RecordError};
 use crate::scorefile::ScoreFileError;
@@ -99,7 +100,12 @@ pub(super) fn in_line(error: BatchError) -> PyErr {
 impl From<ScoreFileError> for PyErr {
     fn from(error: ScoreFileError) -> Self {
         match error {
-            ScoreFileError::Io { .. } => PyOSError::new_err(error.to_string()),
+            // `OSError(errno, message)` when the system gave a code, so that Python tells a
+            // missing path (ENOENT) from a full disk (ENOSPC); a damaged input has none.
+            ScoreFileError::Io { error: ref io, .. } => match io.raw_os_error() {
+                Some(code) => PyOSError::new_err((code, error.to_string())),
+                None => PyOSError::new_err(error.to_string()),
+            },
             ScoreFileError::Stopped => PyKeyboardInterrupt::new_err(error.to_string()),
             ScoreFileError::Internal(_) => PyRuntimeError::new_err(error.to_string()),
         }
@@ -108,6 +114,12 @@ impl From<ScoreFileError> for PyErr {
 
 impl From<ConfigError> for PyErr {
     fn from(error: ConfigError) -> Self {
+        value_error(error)
+    }
+}
+
+impl From<TaskError> for PyErr {
+    fn from(error: TaskError) -> Self {
         value_error(error)
     }
 }

@@ -10,7 +10,7 @@ use super::json::{py_str_lossy, value_to_py, without_gil_if_long};
 use crate::message::{self, Format, FormatSet, MessageOptions, ParamTypes};
 use crate::pyjson::Value;
 
-fn format_set(names: Option<Vec<String>>) -> PyResult<FormatSet> {
+pub(super) fn format_set(names: Option<Vec<String>>) -> PyResult<FormatSet> {
     let Some(names) = names else {
         return Ok(FormatSet::all());
     };

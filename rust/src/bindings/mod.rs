@@ -2,6 +2,7 @@
 
 mod error;
 mod expr;
+mod funcall;
 mod json;
 mod message;
 mod reward;
@@ -16,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::register(m)?;
     expr::register(m)?;
+    funcall::register(m)?;
     toolcall::register(m)?;
     reward::register(m)?;
     scorefile::register(m)?;

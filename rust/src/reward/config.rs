@@ -240,6 +240,19 @@ reward_config! {
     reward_ema_decay: Float = 0.98;
     /// Divisor of baseline advantages (advantage stage, not the score).
     reward_scale: Float = 3.0;
+    /// The `function_call` reward (`crate::funcall`): weight of `valid`, the checker's verdict.
+    function_call_valid_weight: Float = 1.0;
+    /// ... of `names`: the share of expected calls made to the right function.
+    function_call_names_weight: Float = 0.2;
+    /// ... of `arg_names`: the right argument names, over the matched calls.
+    function_call_arg_names_weight: Float = 0.2;
+    /// ... of `values`: the accepted argument values, over the matched calls.
+    function_call_values_weight: Float = 0.4;
+    /// ... of `format`: calls that parsed cleanly and name an offered function.
+    function_call_format_weight: Float = 0.2;
+    /// Compare a dotted function name (`math.hypot`) in its underscore form
+    /// (`math_hypot`), as the checker does for models whose API forbids dots in names.
+    function_call_dots_to_underscores: Flag = false;
 }
 
 fn invalid(kind: FieldKind, name: &str, value: &ConfigValue) -> ConfigError {

@@ -103,7 +103,10 @@ class LossConfig:
     )
     kl_estimator: str = option("k3", "KL estimator", KL_ESTIMATORS)
     max_completion_length: int = option(
-        0, "dr_grpo's constant length (0: max_gen_len)", check=">=0"
+        0,
+        "tokens one episode may generate, tool results included (0: no cap); dr_grpo's "
+        "constant length (0: max_gen_len)",
+        check=">=0",
     )
     # Not an option: the bound on |log ratio| before exp, against overflow.
     log_ratio_clip: float = 10.0

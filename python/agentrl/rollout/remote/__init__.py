@@ -9,7 +9,6 @@ unchanged. Their heavy dependencies are optional and imported only when selected
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from agentrl.rollout.options import RolloutConfig as R
@@ -21,6 +20,8 @@ from agentrl.rollout.remote.http import (
 )
 
 ENGINES = ("torch", "sglang", "vllm", "vllm-server")
+# The rollout section at its declared defaults (an engine built outside a run).
+_DEFAULTS = R()
 
 
 def _seeded_and_up(engine: Any, seed: int, wait_s: float) -> Any:
@@ -34,6 +35,7 @@ def _seeded_and_up(engine: Any, seed: int, wait_s: float) -> Any:
 
 def create_rollout_engine(
     kind: str,
+    rollout: R = _DEFAULTS,
     *,
     tokenizer: Any,
     rollout_model: Any = None,
@@ -41,35 +43,23 @@ def create_rollout_engine(
     autocast: Any = None,
     seed: int = 0,
     version: int = 0,
-    kv_reuse: bool = R.rollout_kv_reuse,
-    compile_decode: bool = R.rollout_compile,
-    max_batch_rows: int = R.rollout_batch_rows,
-    sglang_base_url: str = R.sglang_base_url,
-    sglang_model_path: str | None = None,
-    sglang_shared_path: str | os.PathLike[str] = R.sglang_shared_path,
-    sglang_timeout_s: float = REQUEST_TIMEOUT_S,
-    sglang_wait_s: float = R.sglang_wait_sec,
-    weight_sync: str = R.weight_sync,
-    weight_sync_host: str = R.weight_sync_host,
-    weight_sync_timeout_s: float = R.weight_sync_timeout_sec,
-    vllm_server_url: str = R.rollout_url,
-    vllm_served_model: str | None = None,
     vllm_model_path: str | None = None,
-    vllm_gpu_memory_utilization: float = R.vllm_gpu_memory_utilization,
+    vllm_served_model: str | None = None,
     vllm_dtype: str = "bfloat16",
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> Any:
-    """The rollout engine named ``kind`` (one of `ENGINES`): the one place every engine of
-    agentrl is built (training, evaluation, `agentrl eval`, SFT's held-out score).
+    """The rollout engine named ``kind`` (one of `ENGINES`), set by the run's rollout
+    section ``rollout`` (`RolloutConfig`): the one place every engine of agentrl is built
+    (training, evaluation, `agentrl eval`, SFT's held-out score).
 
-    The defaults are the run's rollout options' (`RolloutConfig`, declared once there).
+    ``torch`` samples with ``rollout_model`` in this process (the section's
+    ``rollout_kv_reuse``, ``rollout_compile`` and ``rollout_batch_rows``).
 
-    ``torch`` samples with ``rollout_model`` in this process (``kv_reuse``,
-    ``compile_decode`` and ``max_batch_rows`` as `TorchEngine` takes them).
-
-    ``sglang_wait_s`` > 0 waits that long for a server (SGLang or vLLM) to report healthy
+    ``sglang_wait_sec`` > 0 waits that long for a server (SGLang or vLLM) to report healthy
     first. ``weight_sync`` is how a server gets new weights: ``nccl`` or ``gloo`` (a
     process-group broadcast; the vLLM server takes ``nccl`` only) or ``disk`` (SGLang only,
-    through ``sglang_shared_path``).
+    through ``sglang_shared_path``). ``vllm`` starts vLLM in this process from the policy's
+    HF directory ``vllm_model_path``; ``request_timeout_s`` bounds each request to a server.
     """
     if kind == "torch":
         from agentrl.rollout.engine import TorchEngine
@@ -83,29 +73,30 @@ def create_rollout_engine(
             autocast=autocast,
             seed=seed,
             version=version,
-            kv_reuse=kv_reuse,
-            compile_decode=compile_decode,
-            max_batch_rows=max_batch_rows,
+            kv_reuse=bool(rollout.rollout_kv_reuse),
+            compile_decode=bool(rollout.rollout_compile),
+            max_batch_rows=int(rollout.rollout_batch_rows),
         )
+    weight_sync = rollout.weight_sync
     # What every server engine takes (`ServerEngine`).
     server = {
         "version": version,
-        "timeout_s": sglang_timeout_s,
-        "weight_sync_host": weight_sync_host,
-        "weight_sync_timeout_s": weight_sync_timeout_s,
+        "timeout_s": request_timeout_s,
+        "weight_sync_host": rollout.weight_sync_host,
+        "weight_sync_timeout_s": rollout.weight_sync_timeout_sec,
     }
     if kind == "sglang":
         from agentrl.rollout.remote.sglang import SGLangEngine
 
         engine: Any = SGLangEngine(
-            sglang_base_url,
+            rollout.sglang_base_url,
             tokenizer,
             weight_sync=weight_sync,
-            shared_dir=sglang_shared_path if weight_sync == "disk" else None,
-            model_path=sglang_model_path,
+            shared_dir=rollout.sglang_shared_path if weight_sync == "disk" else None,
+            model_path=rollout.sglang_model_path or None,
             **server,
         )
-        return _seeded_and_up(engine, seed, sglang_wait_s)
+        return _seeded_and_up(engine, seed, rollout.sglang_wait_sec)
     if kind == "vllm-server":
         from agentrl.rollout.remote.vllm_server import VLLMServerEngine
 
@@ -115,9 +106,9 @@ def create_rollout_engine(
                 "weight-transfer engine only (weight_sync='nccl')"
             )
         engine = VLLMServerEngine(
-            vllm_server_url, tokenizer, served_model=vllm_served_model, **server
+            rollout.rollout_url, tokenizer, served_model=vllm_served_model, **server
         )
-        return _seeded_and_up(engine, seed, sglang_wait_s)
+        return _seeded_and_up(engine, seed, rollout.sglang_wait_sec)
     if kind == "vllm":
         from agentrl.rollout.remote.vllm_engine import VLLMEngine
 
@@ -127,7 +118,7 @@ def create_rollout_engine(
             vllm_model_path,
             tokenizer,
             dtype=vllm_dtype,
-            gpu_memory_utilization=vllm_gpu_memory_utilization,
+            gpu_memory_utilization=rollout.vllm_gpu_memory_utilization,
             seed=seed,
             version=version,
         )

@@ -1,0 +1,135 @@
+"""The function-calling task generator and `agentrl gen-data --task function_calling`."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+
+import pytest
+from agentrl.cli import main
+from agentrl.data import PromptPool
+from agentrl.data.function_calling import calls_ground_truth
+from agentrl.data.function_tasks import CALL_KINDS, CallTaskGenerator
+from agentrl.sft.data import build_examples
+from agentrl.sft.tasks import load_demos, tool_env
+from agentrl.tools import supported_tool_names
+
+from tests.fakes.models import small_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list:
+    return list(CallTaskGenerator(seed=7).tasks(400))
+
+
+def test_the_stream_is_seeded_and_each_task_depends_on_its_index_alone(tasks) -> None:
+    again = CallTaskGenerator(seed=7)
+    assert [t.record() for t in again.tasks(20, start=100)] == [t.record() for t in tasks[100:120]]
+    other = [t.record() for t in CallTaskGenerator(seed=8).tasks(20)]
+    assert other != [t.record() for t in tasks[:20]]
+
+
+def test_every_kind_and_both_languages_are_drawn(tasks) -> None:
+    kinds = collections.Counter(t.kind for t in tasks)
+    assert set(kinds) == set(CALL_KINDS) and min(kinds.values()) > 20
+    langs = collections.Counter(t.lang for t in tasks)
+    assert langs["zh"] > 120 and langs["en"] > 120
+    chinese = [t.text for t in tasks if t.lang == "zh"]
+    assert all(re.search(r"[\u4e00-\u9fff]", text) for text in chinese)
+
+
+def test_each_kind_has_the_shape_of_its_category(tasks) -> None:
+    for task in tasks:
+        offered = supported_tool_names(task.tools)
+        called = [c["name"] for c in task.calls]
+        assert set(called) <= set(offered)
+        assert len(task.ground_truth) == len(task.calls)
+        if task.kind == "simple":
+            assert len(offered) == 1 and len(called) == 1
+        elif task.kind == "multiple":
+            assert len(offered) >= 2 and len(called) == 1
+        elif task.kind == "parallel":
+            assert len(offered) == 1 and len(called) >= 2
+            assert len({json.dumps(c["arguments"], sort_keys=True) for c in task.calls}) >= 2
+        elif task.kind == "parallel_multiple":
+            assert len(set(called)) >= 2
+        else:
+            assert task.kind == "irrelevance" and called == [] and task.ground_truth == []
+
+
+def test_arguments_cover_every_type_and_optional_defaults(tasks) -> None:
+    types: set[str] = set()
+    omitted_default = nested = False
+    for task in tasks:
+        specs = {s["function"]["name"]: s["function"]["parameters"] for s in task.tools}
+        for call, truth in zip(task.calls, task.ground_truth, strict=True):
+            properties = specs[call["name"]]["properties"]
+            for name, value in call["arguments"].items():
+                types.add(properties[name]["type"])
+                if "enum" in properties[name]:
+                    types.add("enum")
+                    assert value in properties[name]["enum"]
+                nested = nested or isinstance(value, dict)
+            (answer,) = truth.values()
+            for name, spec in properties.items():
+                if name not in call["arguments"] and "default" in spec:
+                    omitted_default = True
+                    assert answer[name] == ["", spec["default"]]
+    assert types >= {"string", "integer", "number", "boolean", "array", "object", "enum"}
+    assert omitted_default and nested
+
+
+def test_the_answer_accepts_both_spellings_of_a_place(tasks) -> None:
+    zh = next(
+        t for t in tasks if t.lang == "zh" and t.calls and t.calls[0]["name"] == "get_weather"
+    )
+    city = zh.calls[0]["arguments"]["city"]
+    accepted = zh.ground_truth[0]["get_weather"]["city"]
+    assert accepted[0] == city and any(re.search(r"[\u4e00-\u9fff]", v) for v in accepted)
+    assert accepted[1] in zh.text
+    # Without the other spellings it is exactly the reader's conversion of the calls.
+    plain = calls_ground_truth([(c["name"], c["arguments"]) for c in zh.calls], zh.tools)
+    assert plain[0]["get_weather"]["city"] == [city]
+
+
+def test_cli_writes_records_the_pool_reads_as_function_calling(tmp_path) -> None:
+    out = tmp_path / "calls.jsonl"
+    assert main(["gen-data", "--task", "function_calling", "-n", "60", "-o", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    pool = PromptPool(str(out), require_gt=False, strict=True)
+    assert len(pool) == 60 and pool.data_formats == {"openai": 60}
+    for record, sample in zip(records, pool, strict=True):
+        assert sample.messages == record["messages"][:-1]  # the target turn is cut
+        assert sample["ground_truth"] == record["ground_truth"]
+        assert sample.meta["kind"] == record["kind"]
+    again = tmp_path / "again.jsonl"
+    assert main(["gen-data", "--task", "function_calling", "-n", "60", "-o", str(again)]) == 0
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_cli_refuses_options_of_the_tool_use_tasks(tmp_path, capsys) -> None:
+    out = str(tmp_path / "x.jsonl")
+    assert main(["gen-data", "--task", "function_calling", "--digits", "7", "-o", out]) != 0
+    assert "--digits" in capsys.readouterr().err
+
+
+def test_demonstrations_render_in_the_models_template_and_call_format(tmp_path) -> None:
+    out = tmp_path / "demos.jsonl"
+    args = ["gen-data", "--task", "function_calling", "--sft", "-n", "40", "--seed", "2"]
+    assert main([*args, "-o", str(out)]) == 0
+    conversations, stats = load_demos([out])
+    assert stats.kept == 40
+    tok = small_tokenizer()
+    examples = build_examples(conversations, tok, tool_env(tok).render, max_len=4096)
+    assert len(examples) == 40
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    for record, example in zip(records, examples, strict=True):
+        pairs = zip(example.input_ids, example.loss_mask, strict=True)
+        target = tok.decode([t for t, m in pairs if m])
+        calls = record["conversations"][-1]["tool_calls"]
+        assert target.count("<tool_call>") == len(calls)
+        for call in calls:
+            assert f'"name": "{call["function"]["name"]}"' in target
+        if not calls:
+            assert record["kind"] == "irrelevance" and "<tool_call>" not in target
