@@ -2,7 +2,8 @@
 # Make a separate virtual environment holding bfcl-eval, the Berkeley Function Calling
 # Leaderboard's checker and data. Its pinned dependencies (an old numpy among them) clash with
 # the project's, so it lives in `.venv-bfcl` beside `.venv` and is only ever run as a
-# subprocess: by tests/data/gen_function_call_golden.py, tests/rewards' live parity test and
+# subprocess: by `agentrl eval --benchmark bfcl` (python/agentrl/assembly/bfcl_checker.py),
+# tests/data/gen_function_call_golden.py, tests/rewards' live parity test and
 # benches/bench_function_call.py.
 #
 #   scripts/bfcl_venv.sh            # creates .venv-bfcl in the repository root

@@ -69,4 +69,25 @@ def write_function_call_data(root: Path, fmt: str, n: int = 8, seed: int = 5) ->
     return path
 
 
-__all__ = ["FORMATS", "write_function_call_data"]
+def first_value(value: object) -> object:
+    """The first acceptable value of a possible answer's argument, nested dicts and lists of
+    dicts included."""
+    if isinstance(value, dict):
+        return {k: v[0] for k, v in value.items() if isinstance(v, list) and v and v[0] != ""}
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [first_value(v) for v in value]
+    return value
+
+
+def answer_text(truth: list[dict]) -> str:
+    """A possible answer rendered as tagged calls, each argument at its first acceptable
+    value; no call: a plain reply."""
+    out = []
+    for entry in truth:
+        ((name, arguments),) = entry.items()
+        call = {k: first_value(v[0]) for k, v in arguments.items() if v and v[0] != ""}
+        out.append(f"<tool_call>{json.dumps({'name': name, 'arguments': call})}</tool_call>")
+    return "\n".join(out) or "No function fits."
+
+
+__all__ = ["FORMATS", "answer_text", "first_value", "write_function_call_data"]

@@ -5,13 +5,13 @@ docs give. Skipped where that environment does not exist."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from agentrl.data import PromptPool
 from agentrl.rewards.function_call import score_function_calls
 
+from tests.fakes.function_calls import answer_text
 from tests.fakes.repo import REPO
 
 DATA = next((REPO / ".venv-bfcl" / "lib").glob("python3*/site-packages/bfcl_eval/data"), None)
@@ -29,25 +29,6 @@ PYTHON_AST = {
 }
 
 
-def _first(value: object) -> object:
-    """The first acceptable value, nested dicts and lists of dicts included."""
-    if isinstance(value, dict):
-        return {k: v[0] for k, v in value.items() if isinstance(v, list) and v and v[0] != ""}
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return [_first(v) for v in value]
-    return value
-
-
-def _calls(truth: list[dict]) -> str:
-    """The answer rendered as tagged calls, each argument at its first acceptable value."""
-    out = []
-    for entry in truth:
-        ((name, arguments),) = entry.items()
-        call = {k: _first(v[0]) for k, v in arguments.items() if v and v[0] != ""}
-        out.append(f"<tool_call>{json.dumps({'name': name, 'arguments': call})}</tool_call>")
-    return "\n".join(out) or "No function fits."
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(DATA is None, reason="no .venv-bfcl (make it with scripts/bfcl_venv.sh)")
 @pytest.mark.parametrize("category", sorted(PYTHON_AST))
@@ -60,7 +41,7 @@ def test_bfcl_records_read_whole_and_score_as_with_bfcls_docs(category: str) -> 
         assert "possible_answer" in pool.notes[0]
     seen, original = [], []
     for sample in pool:
-        text = _calls(sample["ground_truth"])
+        text = answer_text(sample["ground_truth"])
         truth = sample["ground_truth"]
         seen.append({"tools": sample.tools, "ground_truth": truth, "completion": text})
         original.append(

@@ -294,9 +294,10 @@ def category_scores(
 
 def format_table(result: BfclResult, max_context_len: int) -> list[str]:
     """The per-category table and the summaries, as printed."""
+    subset = ": SUBSET (--bfcl_limit), not comparable with full-category figures"
     lines = [
         f"BFCL v4 (bfcl-eval {result.version}), model {result.spec}"
-        + (": SUBSET (--bfcl_limit), not comparable with full-category figures" * result.subset),
+        + (subset if result.subset else ""),
         f"{'category':24s} {'records':>9s} {'BFCL':>7s} {'agentrl':>8s} {'differ':>6s}",
     ]
     for name, s in result.categories.items():

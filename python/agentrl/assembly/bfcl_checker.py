@@ -82,7 +82,8 @@ def verdict(category: str, entry: dict[str, Any], answer: Any, calls: Any, model
         result = ast_checker(entry["function"], calls, answer, Language.PYTHON, category, model)
     except Exception as e:  # eval_runner does not catch these: its whole run would stop
         return {"valid": False, "error": f"checker_raised:{type(e).__name__}: {e}"[:300]}
-    return {"valid": bool(result["valid"]), "error": result.get("error_type")}
+    valid = bool(result["valid"])
+    return {"valid": valid, "error": None if valid else result.get("error_type")}
 
 
 def check(request: dict[str, Any]) -> dict[str, Any]:

@@ -99,12 +99,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bfcl_limit",
         type=int,
+        metavar="N",
         default=None,
         help="with --benchmark bfcl: the first N records of each category only (a quick "
         "check; the output says it is a subset)",
     )
     parser.add_argument(
         "--bfcl_venv",
+        metavar="DIR",
         default=".venv-bfcl",
         help="with --benchmark bfcl: the virtual environment holding bfcl-eval "
         "(scripts/bfcl_venv.sh makes it)",
@@ -156,11 +158,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# What a BFCL evaluation reads unless the command line says otherwise: its prompts (the
-# function docs of live_multiple among them) run to thousands of tokens, its parallel
-# answers to a few hundred, and a full category decoded as one batch would hold every
-# row's KV cache at once.
-BFCL_DEFAULTS = {"max_context_len": 4096, "eval_max_gen_len": 256, "rollout_batch_rows": 16}
+# What a BFCL evaluation reads unless the command line or a config file says otherwise:
+# its prompts run to 6,812 tokens in SmolLM2's template (live_irrelevance; 46 live_multiple
+# prompts pass 2,048), its parallel answers to a few hundred, and a category decoded as one
+# batch would hold every row's KV cache at once.
+BFCL_DEFAULTS = {"max_context_len": 8192, "eval_max_gen_len": 256, "rollout_batch_rows": 8}
 
 
 def run_bfcl(args: argparse.Namespace) -> int:
@@ -168,6 +170,7 @@ def run_bfcl(args: argparse.Namespace) -> int:
     scores as JSON and every episode written."""
     from agentrl.assembly.bfcl import default_output_dir, evaluate_bfcl, format_table
     from agentrl.assembly.models import model_spec
+    from agentrl.config import canonical_names, read_toml
     from agentrl.errors import UsageError
     from agentrl.observability.rollout_dump import write_records
     from agentrl.utils.paths import check_writable_file
@@ -175,14 +178,18 @@ def run_bfcl(args: argparse.Namespace) -> int:
     given = vars(args)
     if "max_gen_len" in given and "eval_max_gen_len" not in given:  # as eval_config reads it
         given = {**given, "eval_max_gen_len": given["max_gen_len"]}
-    defaults = {k: v for k, v in BFCL_DEFAULTS.items() if k not in given}
+    try:
+        in_file = canonical_names(read_toml(args.config)) if getattr(args, "config", None) else {}
+    except ValueError as exc:  # as config_from_args reports a bad file
+        raise UsageError(str(exc)) from exc
+    defaults = {k: v for k, v in BFCL_DEFAULTS.items() if k not in given and k not in in_file}
     config = eval_config(argparse.Namespace(**given, **defaults))
     if config.data_path:
         raise UsageError("--benchmark bfcl reads BFCL's own records: leave out --data")
     print(
         "bfcl: "
         + ", ".join(f"--{k} {getattr(config, k)}" for k in BFCL_DEFAULTS)
-        + " (set any of them on the command line)"
+        + " (a command line or --config file sets them)"
     )
     folder = default_output_dir(model_spec(config))
     scores_path = args.metrics_output or str(folder / "bfcl_scores.json")
@@ -195,7 +202,8 @@ def run_bfcl(args: argparse.Namespace) -> int:
     for line in format_table(result, config.max_context_len):
         print(line)
     Path(scores_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(scores_path).write_text(json.dumps(result.to_json(), indent=1))
+    settings = {k: getattr(config, k) for k in (*BFCL_DEFAULTS, "tool_format", "dtype")}
+    Path(scores_path).write_text(json.dumps({**result.to_json(), "settings": settings}, indent=1))
     print(f"scores: {scores_path}")
     print(f"episodes: {write_records(episodes_path, result.records)} (agentrl view)")
     return 0
