@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "train": ("agentrl.commands.train", "RL training of tool use (no arguments: built-in run)."),
     "eval": ("agentrl.commands.eval", "Held-out evaluation of a policy (greedy, tool loop)."),
+    "serve": (
+        "agentrl.commands.serve",
+        "Serve a policy on an OpenAI-compatible endpoint (chat with tool calls, completions).",
+    ),
     "view": ("agentrl.commands.view", "HTML browser of a run's episodes, curves and evals."),
 }
 

@@ -64,17 +64,28 @@ class Batcher:
         self, prompt: list[int], params: SamplingParams, budget: int, n: int, key: Hashable | None
     ) -> list[Generation]:
         """Generate ``n`` completions of ``prompt`` (blocks until the batch is done)."""
-        job = _Job(prompt, params, budget, n, key if self.reuse else None)
+        return self._wait([_Job(prompt, params, budget, n, key if self.reuse else None)])[0]
+
+    def submit_many(
+        self, prompts: Sequence[list[int]], params: SamplingParams, budget: int, n: int
+    ) -> list[list[Generation]]:
+        """``n`` completions of each of ``prompts``, queued at once (so sampled together)."""
+        return self._wait([_Job(list(p), params, budget, n, None) for p in prompts])
+
+    def _wait(self, jobs: list[_Job]) -> list[list[Generation]]:
         with self._cond:
             if self._stopped:
                 raise RuntimeError("the endpoint's engine is stopped")
-            self._pending.append(job)
+            self._pending.extend(jobs)
             self._cond.notify_all()
-        job.done.wait()
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
+        results = []
+        for job in jobs:
+            job.done.wait()
+            if job.error is not None:
+                raise job.error
+            assert job.result is not None
+            results.append(job.result)
+        return results
 
     def wake(self) -> None:
         """Re-check the flush condition (an episode ended, so fewer are live)."""

@@ -112,6 +112,8 @@ class Limits:
     sampling: SamplingParams
     max_new_tokens: int
     max_context_len: int
+    # A longer prompt: answered 400 (`agentrl serve`), not cut to its last tokens (a run).
+    refuse_longer: bool = False
 
 
 def _same_reply(sent: Mapping[str, Any], returned: Mapping[str, Any]) -> bool:
@@ -196,6 +198,27 @@ def sampling_of(body: Mapping[str, Any], limits: Limits) -> tuple[SamplingParams
     return params, budget, n
 
 
+def fit_context(ids: list[int], limits: Limits) -> list[int]:
+    """The prompt ids the engine sees: the last ``max_context_len`` (``ids`` itself when
+    they fit, so ``is not ids`` says it was cut; a RequestError when the limits refuse
+    longer prompts)."""
+    limit = limits.max_context_len
+    if limit <= 0 or len(ids) <= limit:
+        return ids
+    if limits.refuse_longer:
+        raise RequestError(
+            f"the prompt is {len(ids)} tokens, over the {limit} served (--max_context_len)"
+        )
+    return ids[-limit:]
+
+
+def finish_reason(generation: Generation, calls: bool = False) -> str:
+    """OpenAI's finish reason of a completion: tool_calls, length or stop."""
+    if calls:
+        return "tool_calls"
+    return "length" if generation.finish_reason == "length" else "stop"
+
+
 def reply_message(
     text: str, tools: list[dict[str, Any]] | None, tool_format: str = "auto"
 ) -> tuple[dict[str, Any], bool]:
@@ -234,7 +257,12 @@ class EpisodeRecorder:
             [list[int], SamplingParams, int, int, Hashable | None], list[Generation]
         ],
         cache_key: Hashable | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
+        """``keep`` False keeps no call (`agentrl serve`: no episode, nothing to train):
+        every request is rendered whole and nothing grows with the requests served."""
+        self.keep = keep
         self.tokenizer = tokenizer
         self.limits = limits
         self.generate = generate
@@ -302,10 +330,7 @@ class EpisodeRecorder:
         params, budget, n = sampling_of(body, self.limits)
         ignored = sorted(k for k in body if k not in READ_FIELDS and k not in HARMLESS_FIELDS)
         ids, extends, new = self.prompt_ids(messages, tools)
-        context = ids
-        limit = self.limits.max_context_len
-        if limit > 0 and len(context) > limit:
-            context = context[-limit:]
+        context = fit_context(ids, self.limits)
         with self.lock:
             key = self.cache_key if (self.in_flight == 0 and n == 1) else None
             self.in_flight += 1
@@ -318,9 +343,7 @@ class EpisodeRecorder:
         for out in outputs:
             tool_format = getattr(self.tokenizer, "agentrl_tool_format", "auto")
             message, calls = reply_message(out.text, tools, tool_format)
-            finish = (
-                "tool_calls" if calls else ("length" if out.finish_reason == "length" else "stop")
-            )
+            finish = finish_reason(out, calls)
             choices.append(
                 Choice(
                     list(out.token_ids),
@@ -344,7 +367,8 @@ class EpisodeRecorder:
                 ignored,
                 time.perf_counter() - began,
             )
-            self.calls.append(record)
+            if self.keep:
+                self.calls.append(record)
         return record, response_body(record, str(body.get("model") or "agentrl"))
 
 
@@ -375,6 +399,8 @@ __all__ = [
     "EpisodeRecorder",
     "Limits",
     "RequestError",
+    "finish_reason",
+    "fit_context",
     "reply_message",
     "response_body",
     "sampling_of",

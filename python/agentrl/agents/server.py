@@ -1,4 +1,6 @@
-"""The OpenAI-compatible endpoint a run serves its agents: ``/v1/chat/completions``, ``/v1/models``.
+"""The OpenAI-compatible endpoint a run serves its agents: ``/v1/chat/completions``,
+``/v1/responses`` (read as the chat completion it asks for, `agentrl.agents.responses`),
+``/v1/models``.
 
 A standard-library HTTP server (``ThreadingHTTPServer``: one thread per connection, so
 the requests of concurrent episodes wait together for the batcher) bound to 127.0.0.1 on a
@@ -16,6 +18,10 @@ calls are recorded as its own; an episode that has ended is answered 410.
 Streaming (``"stream": true``) answers with server-sent events in OpenAI's chunk format:
 the whole reply is generated first, then sent as a content chunk, one chunk per tool call
 and a last chunk with the finish reason (and usage when ``stream_options.include_usage``).
+
+`agentrl serve` is this same server with ``routes``: ``/v1/chat/completions`` and
+``/v1/completions`` outside any episode, on a port and key of the user's choosing
+(`agentrl.agents.serving`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agentrl.agents.recorder import RequestError
+from agentrl.agents.responses import ResponseStore, response_events, serve_response
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +50,8 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 CALLS_PER_EPISODE = 32
 # The capacity of an endpoint made without one (a test, a one-off evaluation).
 DEFAULT_CAPACITY = 1024
-_EPISODE_PATH = re.compile(r"^/episodes/([A-Za-z0-9_-]+)/v1/(chat/completions|models)/?$")
+_EPISODE_PATH = re.compile(r"^/episodes/([A-Za-z0-9_-]+)/v1/(chat/completions|responses|models)/?$")
+_ROOT_PATH = re.compile(r"^/v1/(chat/completions|completions|responses|models)/?$")
 
 # One episode's handler: request body -> chat.completion object (raises RequestError).
 Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -63,12 +71,26 @@ class EndpointServer:
     """The run's endpoint: start once, register each episode's handler, close at the end."""
 
     def __init__(
-        self, model: str, host: str = "127.0.0.1", capacity: int = DEFAULT_CAPACITY
+        self,
+        model: str,
+        host: str = "127.0.0.1",
+        capacity: int = DEFAULT_CAPACITY,
+        *,
+        port: int = 0,
+        api_key: str | None = None,
+        routes: Mapping[str, Handler] | None = None,
     ) -> None:
         """``capacity``: the requests it serves at once (episodes x their concurrent
-        calls); more connections wait in the listen backlog, more completions get 429."""
+        calls); more connections wait in the listen backlog, more completions get 429.
+        ``port`` 0 takes a free one; ``api_key`` None makes a fresh random key. ``routes``
+        serve requests outside any episode, at ``/v1/<route>`` (``chat/completions``,
+        ``completions``): `agentrl serve` (`agentrl.agents.serving`); a run has none."""
         self.model = model
-        self.api_key = "agentrl-" + secrets.token_urlsafe(24)
+        self.api_key = api_key or new_api_key()
+        self.routes = dict(routes or {})
+        if "chat/completions" in self.routes:  # answered by the chat completions handler
+            self.routes.setdefault("responses", self.routes["chat/completions"])
+        self.responses = ResponseStore()  # for previous_response_id
         self._episodes: dict[str, Handler] = {}
         self._ended: set[str] = set()
         self._lock = threading.Lock()
@@ -84,7 +106,7 @@ class EndpointServer:
         # Connections wait in the backlog for a thread: one per request in flight, and the
         # kernel's own ceiling at least (a refusal needs an accepted connection to say 429).
         backlog = max(self.capacity, socket.SOMAXCONN)
-        self._httpd = _Listener((host, 0), _Handler, backlog=backlog)
+        self._httpd = _Listener((host, port), _Handler, backlog=backlog)
         self.host, self.port = self._httpd.server_address[:2]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, daemon=True, name="agentrl-agent-endpoint"
@@ -108,7 +130,10 @@ class EndpointServer:
             if self._episodes.pop(token, None) is not None:
                 self._ended.add(token)
 
-    def handler(self, token: str) -> Handler | EpisodeGone | None:
+    def handler(self, token: str, route: str = "chat/completions") -> Handler | EpisodeGone | None:
+        """The handler of an episode's calls (``token``), or of a root ``route`` (token "")."""
+        if not token:
+            return self.routes.get(route)
         with self._lock:
             if token in self._ended:
                 return EpisodeGone()
@@ -141,6 +166,11 @@ class EndpointServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def new_api_key() -> str:
+    """A fresh random API key."""
+    return "agentrl-" + secrets.token_urlsafe(24)
 
 
 class _Listener(ThreadingHTTPServer):
@@ -185,14 +215,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
             )
             return None
         path = self.path.split("?", 1)[0]
-        if path.rstrip("/") == "/v1/models":
-            return "", "models"
+        root = _ROOT_PATH.match(path)
+        if root is not None and (root.group(1) == "models" or root.group(1) in self.owner.routes):
+            return "", root.group(1)
         match = _EPISODE_PATH.match(path)
         if match is None:
-            self._send(
-                404,
-                _error(f"no route {path} (use the episode's base_url)", "invalid_request_error"),
-            )
+            served = ", ".join(f"/v1/{r}" for r in ("models", *self.owner.routes))
+            hint = f"served: {served}" if self.owner.routes else "use the episode's base_url"
+            self._send(404, _error(f"no route {path} ({hint})", "invalid_request_error"))
             return None
         return match.group(1), match.group(2)
 
@@ -217,7 +247,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if route is None:
             return
         if route[1] != "models":
-            self._send(405, _error("use POST for chat completions", "invalid_request_error"))
+            self._send(405, _error(f"use POST for /v1/{route[1]}", "invalid_request_error"))
             return
         self._models()
 
@@ -241,7 +271,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send(400, _error("body must be a JSON object", "invalid_request_error"))
             return
-        handler = self.owner.handler(token)
+        handler = self.owner.handler(token, name)
         if isinstance(handler, EpisodeGone):
             self._send(410, _error("this episode has ended", "invalid_request_error"))
             return
@@ -253,7 +283,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(429, _error(message, "rate_limit_error", "too_busy"), retry_after=1)
             return
         try:
-            reply = handler(body)
+            if name == "responses":
+                reply = serve_response(body, handler, self.owner.responses)
+            else:
+                reply = handler(body)
         except RequestError as exc:
             self._send(400, _error(str(exc), "invalid_request_error"))
             return
@@ -261,31 +294,40 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(410, _error("this episode has ended", "invalid_request_error"))
             return
         except Exception as exc:  # the engine failed: the agent sees a server error
-            logger.exception("agent endpoint: a chat completion failed")
+            logger.exception("agent endpoint: a completion failed")
             self._send(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
             return
         finally:
             self.owner.leave()
-        if body.get("stream"):
-            self._stream(reply, bool((body.get("stream_options") or {}).get("include_usage")))
-        else:
+        if not body.get("stream"):
             self._send(200, reply)
+        elif reply["object"] == "response":  # named events, no [DONE]
+            self._stream(response_events(reply), named=True)
+        else:
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._stream(stream_chunks(reply, usage), named=False)
 
-    def _stream(self, reply: Mapping[str, Any], usage: bool) -> None:
+    def _stream(self, events: list[dict[str, Any]], named: bool) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for chunk in stream_chunks(reply, usage):
-            self.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
-        self.wfile.write(b"data: [DONE]\n\n")
+        for event in events:
+            if named:
+                self.wfile.write(f"event: {event['type']}\n".encode())
+            self.wfile.write(b"data: " + json.dumps(event, ensure_ascii=False).encode() + b"\n\n")
+        if not named:
+            self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
 
 def stream_chunks(reply: Mapping[str, Any], usage: bool) -> list[dict[str, Any]]:
-    """A whole ``chat.completion`` as the ``chat.completion.chunk`` events of a stream."""
+    """A whole ``chat.completion`` as the ``chat.completion.chunk`` events of a stream (a
+    ``text_completion`` as its own: its text, then its finish reason)."""
+    if reply["object"] == "text_completion":
+        return _text_chunks(reply, usage)
     base = {
         "id": reply["id"],
         "object": "chat.completion.chunk",
@@ -315,6 +357,18 @@ def stream_chunks(reply: Mapping[str, Any], usage: bool) -> list[dict[str, Any]]
     return chunks
 
 
+def _text_chunks(reply: Mapping[str, Any], usage: bool) -> list[dict[str, Any]]:
+    base = {k: reply[k] for k in ("id", "object", "created", "model")}
+    chunks: list[dict[str, Any]] = []
+    for choice in reply["choices"]:
+        for text, finish in ((choice["text"], None), ("", choice["finish_reason"])):
+            row = {"index": choice["index"], "text": text, "finish_reason": finish}
+            chunks.append({**base, "choices": [{**row, "logprobs": None}]})
+    if usage:
+        chunks.append({**base, "choices": [], "usage": reply["usage"]})
+    return chunks
+
+
 __all__ = [
     "CALLS_PER_EPISODE",
     "DEFAULT_CAPACITY",
@@ -322,5 +376,6 @@ __all__ = [
     "EpisodeGone",
     "Handler",
     "endpoint_capacity",
+    "new_api_key",
     "stream_chunks",
 ]

@@ -56,6 +56,14 @@ class EvalPolicy:
 def load_eval_policy(config: TrainConfig, log: Log = print) -> EvalPolicy:
     """Load the configured policy (training the built-in warm start if it is asked for and
     missing) on its rollout engine, with the run's tools."""
+    spec, tokenizer, engine = load_policy_engine(config, log)
+    return EvalPolicy(spec, tokenizer, build_tools(config), engine)
+
+
+def load_policy_engine(config: TrainConfig, log: Log = print) -> tuple[str, Any, Any]:
+    """(spec, tokenizer, rollout engine) of the configured policy, as `agentrl eval` and
+    `agentrl serve` load it (training the built-in warm start if it is asked for and
+    missing); the tokenizer carries the chat template and tool format in force."""
     spec = model_spec(config)
     configure_threads(config)
     ensure_warm_start(spec, log)
@@ -70,7 +78,6 @@ def load_eval_policy(config: TrainConfig, log: Log = print) -> EvalPolicy:
         chat_template=config.chat_template,
         tool_format=config.tool_format,
     )
-    tools = build_tools(config)
     device = next(model.parameters()).device
     engine = create_rollout_engine(
         "torch",
@@ -81,7 +88,7 @@ def load_eval_policy(config: TrainConfig, log: Log = print) -> EvalPolicy:
         autocast=autocast_factory(device, config.dtype),
         seed=config.seed,
     )
-    return EvalPolicy(spec, tokenizer, tools, engine)
+    return spec, tokenizer, engine
 
 
 def log_prompt(tokenizer: Any, sample: Any, tools: Any, log: Log) -> None:
@@ -199,5 +206,6 @@ __all__ = [
     "evaluate_agent",
     "evaluate_policy",
     "load_eval_policy",
+    "load_policy_engine",
     "log_prompt",
 ]

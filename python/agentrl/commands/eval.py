@@ -20,9 +20,9 @@ from typing import Any
 from agentrl.config import add_config_arguments, config_from_args
 from agentrl.config.help import common
 
-# The training options an evaluation reads: the policy, the prompts and tools, the episode
-# limits and the eval decoding.
-EVAL_OPTIONS = (
+# The options that load a policy as `agentrl eval` and `agentrl serve` do: the model, its
+# template and call format, where and how it runs.
+POLICY_OPTIONS = (
     "model",
     "tokenizer",
     "chat_template",
@@ -31,6 +31,11 @@ EVAL_OPTIONS = (
     "dtype",
     "num_threads",
     "seed",
+)
+# The training options an evaluation reads: the policy, the prompts and tools, the episode
+# limits and the eval decoding.
+EVAL_OPTIONS = (
+    *POLICY_OPTIONS,
     "data_path",
     "data_split",
     "prompt_column",
