@@ -73,5 +73,5 @@ def test_the_run_config_sets_the_torch_engines_rows_per_forward_pass() -> None:
         and isinstance(node.func, ast.Name)
         and node.func.id == "create_rollout_engine"
     ]
-    assert {name for name, _ in calls} >= {"assembly/evaluation.py", "placement/split.py"}
+    assert {name for name, _ in calls} >= {"assembly/engines.py", "training/evaluation.py"}
     assert [name for name, call in calls if len(call.args) < 2] == []

@@ -17,7 +17,7 @@ from agentrl.assembly.models import run_dtype
 from agentrl.config import TrainConfig
 from agentrl.rollout.remote import create_rollout_engine
 from agentrl.training.checkpoint import export_policy
-from agentrl.training.models import Models
+from agentrl.training.models import Models, autocast_factory
 
 
 def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
@@ -27,6 +27,21 @@ def rollout_engine(config: TrainConfig, models: Models, *, seed: int) -> Any:
     if kind != "torch":  # a server starts from its own copy of the model
         engine.update_weights(models.policy, version=0)
     return engine
+
+
+def torch_engine(config: TrainConfig, model: Any, tokenizer: Any, *, seed: int) -> Any:
+    """The in-process torch engine over ``model`` (on its device, in the run's dtype), set by
+    the run's rollout section: `agentrl eval`'s and a rollout rank's engine."""
+    device = next(model.parameters()).device
+    return create_rollout_engine(
+        "torch",
+        config,
+        tokenizer=tokenizer,
+        rollout_model=model,
+        device=device,
+        autocast=autocast_factory(device, config.dtype),
+        seed=seed,
+    )
 
 
 def _engine_arguments(config: TrainConfig, models: Models, kind: str, seed: int) -> dict[str, Any]:
@@ -54,4 +69,4 @@ def vllm_start_dir(config: TrainConfig, models: Models) -> Path:
     )
 
 
-__all__ = ["rollout_engine", "vllm_start_dir"]
+__all__ = ["rollout_engine", "torch_engine", "vllm_start_dir"]

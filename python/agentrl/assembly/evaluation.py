@@ -10,6 +10,7 @@ from typing import Any
 
 from agentrl.agents.endpoint import AgentFn
 from agentrl.agents.server import EndpointServer, endpoint_capacity
+from agentrl.assembly.engines import torch_engine
 from agentrl.assembly.models import (
     check_data_files,
     configure_threads,
@@ -26,11 +27,10 @@ from agentrl.data import PromptPool
 from agentrl.data.dataset_files import ColumnMap
 from agentrl.models import load_policy
 from agentrl.models.precision import auto_dtype
-from agentrl.rollout.remote import create_rollout_engine
 from agentrl.tool_formats import tool_format_of
 from agentrl.training.agent_source import AgentEvaluator, model_name
 from agentrl.training.evaluation import Evaluator, eval_episode_config
-from agentrl.training.models import Log, autocast_factory
+from agentrl.training.models import Log
 
 
 @dataclass(frozen=True)
@@ -78,17 +78,7 @@ def load_policy_engine(config: TrainConfig, log: Log = print) -> tuple[str, Any,
         chat_template=config.chat_template,
         tool_format=config.tool_format,
     )
-    device = next(model.parameters()).device
-    engine = create_rollout_engine(
-        "torch",
-        config,
-        tokenizer=tokenizer,
-        rollout_model=model,
-        device=device,
-        autocast=autocast_factory(device, config.dtype),
-        seed=config.seed,
-    )
-    return spec, tokenizer, engine
+    return spec, tokenizer, torch_engine(config, model, tokenizer, seed=config.seed)
 
 
 def log_prompt(tokenizer: Any, sample: Any, tools: Any, log: Log) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from agentrl.assembly.engines import rollout_engine
+from agentrl.assembly.engines import rollout_engine, torch_engine
 from agentrl.assembly.models import model_spec
 from agentrl.assembly.prompts import load_prompts
 from agentrl.assembly.task import build_tools, episode_config, resolve_call_mode
@@ -31,8 +31,6 @@ from agentrl.placement.shared import (
     prompts_config,
 )
 from agentrl.rollout import AsyncRollout, PolicyVersion
-from agentrl.rollout.remote import create_rollout_engine
-from agentrl.training.models import autocast_factory
 from agentrl.training.sources import GroupSource
 
 
@@ -133,15 +131,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
         train_pool, _ = load_prompts(cfg, tools, log)
         cfg = resolve_call_mode(cfg, train_pool, cfg.agent or None, log)
         seed = cfg.seed + ctx.rank
-        engine = create_rollout_engine(
-            "torch",
-            cfg,
-            tokenizer=tokenizer,
-            rollout_model=model,
-            device=device,
-            autocast=autocast_factory(device, cfg.dtype),
-            seed=seed,
-        )
+        engine = torch_engine(cfg, model, tokenizer, seed=seed)
         gap = split_version_gap(cfg)
         rollout = AsyncRollout(
             engine,
