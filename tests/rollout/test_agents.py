@@ -264,6 +264,37 @@ def test_a_step_whose_every_episode_fails_stops_with_the_agents_error() -> None:
         source.stop()
 
 
+def test_an_agents_sdk_agent_with_its_defaults_reaches_its_own_episode(monkeypatch) -> None:
+    # Written as the SDK's README shows: its default client and model API (Responses), a
+    # function_tool, Runner.run; it never reads the endpoint. Each episode's two calls (the
+    # tool call, then the answer after the tool's result) reach that episode and continue
+    # each other, so each trains as one sequence.
+    pytest.importorskip("agents")
+    from agentrl.utils.imports import load_object
+
+    use_examples(monkeypatch)
+    batch, _ = run(load_object("examples.agents_sdk_agent:agent"), g=3)
+    trajectories = batch.groups[0].trajectories
+    assert [t.agent["reward"] for t in trajectories] == [1.0, 1.0, 1.0]
+    assert [len(t.agent["calls"]) for t in trajectories] == [2, 2, 2]
+    assert batch.metrics["agent/history_rewrites"] == 0.0
+
+
+def test_the_sdks_default_client_outside_an_episode_says_where_it_may_be_used() -> None:
+    pytest.importorskip("agents")
+    from agentrl.agents.sdk_routing import route_sdk_default_client
+    from agents import Agent, Runner
+
+    assert route_sdk_default_client()
+    with pytest.raises(Exception) as raised:
+        Runner.run_sync(Agent(name="a", instructions="Be brief."), "hi")
+    chain, error = [], raised.value
+    while error is not None:
+        chain.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert any("outside an agentrl episode" in text for text in chain), chain
+
+
 def test_an_async_agent_and_a_streaming_client_are_served() -> None:
     async def agent(endpoint, sample):
         stream = await endpoint.async_client.chat.completions.create(
@@ -335,10 +366,12 @@ class _Direct:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["openai_agent", "langgraph_agent"])
+@pytest.mark.parametrize("name", ["openai_agent", "langgraph_agent", "agents_sdk_agent"])
 def test_the_examples_multi_turn_calls_join_into_one_sequence(name, monkeypatch) -> None:
     if name == "langgraph_agent":
         pytest.importorskip("langgraph")
+    if name == "agents_sdk_agent":
+        pytest.importorskip("agents")
         pytest.importorskip("langchain_openai")
     monkeypatch.chdir(REPO)
     from agentrl.utils.imports import load_object

@@ -32,6 +32,7 @@ from agentrl.agents.endpoint import (
     reward_of,
 )
 from agentrl.agents.recorder import EpisodeRecorder, Limits
+from agentrl.agents.sdk_routing import episode_scope, route_sdk_default_client
 from agentrl.agents.server import EndpointServer, EpisodeGone
 from agentrl.errors import first_line, from_signal, user_code_error
 from agentrl.trajectory import RolloutGroup, Trajectory
@@ -90,6 +91,8 @@ class AgentRunner:
         self.engine = engine
         self.limits = limits
         self.timeout = timeout
+        # An agent written with the OpenAI Agents SDK's defaults reaches its episode's endpoint.
+        self.routes_sdk = route_sdk_default_client()
         self._live = 0
         self._live_lock = threading.Lock()
         self._keys = 0
@@ -193,7 +196,8 @@ class AgentRunner:
         def play(ep: Episode) -> None:
             self._enter(ep, batcher)
             try:
-                value = self.agent(self._endpoint(ep), ep.sample)
+                with episode_scope(self._endpoint(ep)) as endpoint:
+                    value = self.agent(endpoint, ep.sample)
             except BaseException as exc:
                 self._finish(ep, exc=exc)
             else:
@@ -219,7 +223,8 @@ class AgentRunner:
             # asyncio lets SystemExit and KeyboardInterrupt stop the whole loop (every
             # episode lost, the exception out of the run): the agent's own end here.
             try:
-                return await self.agent(self._endpoint(ep), ep.sample)
+                with episode_scope(self._endpoint(ep)) as endpoint:
+                    return await self.agent(endpoint, ep.sample)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
