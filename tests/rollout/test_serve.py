@@ -321,3 +321,54 @@ def test_the_command_prints_its_key_serves_and_stops_on_sigterm() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+LM_EVAL_TASK = """
+task: agentrl_served_arith
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{answer}}}}"
+generation_kwargs:
+  until: ["\\n\\n"]
+  max_gen_toks: 16
+  do_sample: false
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+"""
+
+
+def test_lm_eval_scores_a_task_through_the_chat_completions_backend(tmp_path, monkeypatch) -> None:
+    # lm-eval's `local-chat-completions` model against the served policy, on a task of two
+    # local records: the policy answers "5" to both, so exactly one matches.
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+
+    data = tmp_path / "arith.jsonl"
+    rows = [
+        {"question": "What is 2+3?", "answer": "5"},
+        {"question": "What is 1+1?", "answer": "2"},
+    ]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "task.yaml").write_text(LM_EVAL_TASK.format(data=data), encoding="utf-8")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    engine = ScriptedEngine(lambda turn, context: "5")
+    with ServedPolicy(engine, engine.tokenizer, LIMITS, "tiny", log_every=3600) as policy:
+        monkeypatch.setenv("OPENAI_API_KEY", policy.api_key)
+        out = lm_eval.simple_evaluate(
+            model="local-chat-completions",
+            model_args=f"model=tiny,base_url={policy.url}/chat/completions,num_concurrent=2,"
+            "max_retries=1,tokenized_requests=False",
+            tasks=["agentrl_served_arith"],
+            task_manager=TaskManager(include_path=str(tmp_path)),
+            apply_chat_template=True,
+        )
+    result = out["results"]["agentrl_served_arith"]
+    assert result["sample_len"] == 2 and result["exact_match,none"] == 0.5
+    assert sum(engine.calls) == 2  # both records reached the policy
