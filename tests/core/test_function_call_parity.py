@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentrl.assembly.bfcl_checker import CATEGORIES as BFCL_CATEGORIES
 from agentrl.rewards import score_function_calls
 
 ROOT = Path(__file__).parents[2]
@@ -18,18 +19,7 @@ GOLDEN = ROOT / "tests" / "data" / "function_call_golden.jsonl.gz"
 GENERATOR = ROOT / "tests" / "data" / "gen_function_call_golden.py"
 BFCL_PYTHON = ROOT / ".venv-bfcl" / "bin" / "python"
 REQUIRED_AGREEMENT = 0.995
-CATEGORIES = {
-    "simple_python",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-    "irrelevance",
-    "live_irrelevance",
-}
+CATEGORIES = set(BFCL_CATEGORIES)  # every single-turn AST category BFCL scores
 KINDS = {
     "truth",
     "alternative",

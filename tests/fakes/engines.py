@@ -10,6 +10,20 @@ from agentrl.rollout.sampling import SamplingParams
 
 from tests.fakes.models import tiny_tokenizer
 
+# The calculator the endpoint and serving tests offer (an OpenAI tool spec).
+CALC_SPEC = {
+    "type": "function",
+    "function": {
+        "name": "calculate_math",
+        "description": "evaluate arithmetic",
+        "parameters": {
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+        },
+    },
+}
+
 
 def tool_call(name: str, args: str = "{}") -> str:
     """A model's call of tool ``name`` with ``args`` (JSON text), as the policy writes it."""

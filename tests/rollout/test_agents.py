@@ -25,24 +25,13 @@ from agentrl.rollout.engine import Generation
 from agentrl.rollout.sampling import SamplingParams
 from agentrl.training.agent_source import AgentSource, agent_reward
 
+from tests.fakes.engines import CALC_SPEC
 from tests.fakes.models import tiny_tokenizer
 from tests.fakes.repo import REPO
 from tests.fakes.runs import use_examples
 
 openai = pytest.importorskip("openai")
 
-CALC_SPEC = {
-    "type": "function",
-    "function": {
-        "name": "calculate_math",
-        "description": "evaluate arithmetic",
-        "parameters": {
-            "type": "object",
-            "properties": {"expression": {"type": "string"}},
-            "required": ["expression"],
-        },
-    },
-}
 CALL = '<tool_call>{"name": "calculate_math", "arguments": {"expression": "2+3"}}</tool_call>'
 
 

@@ -28,23 +28,12 @@ from agentrl.commands.serve import API_KEY_ENV, api_key
 from agentrl.errors import EXIT_SIGTERM
 from agentrl.rollout.sampling import SamplingParams
 
+from tests.fakes.engines import CALC_SPEC as CALC
 from tests.fakes.engines import ScriptedEngine, tool_call
 from tests.fakes.repo import REPO
 
 openai = pytest.importorskip("openai")
 
-CALC = {
-    "type": "function",
-    "function": {
-        "name": "calculate_math",
-        "description": "evaluate arithmetic",
-        "parameters": {
-            "type": "object",
-            "properties": {"expression": {"type": "string"}},
-            "required": ["expression"],
-        },
-    },
-}
 QUESTION = [{"role": "user", "content": "What is 2+3?"}]
 LIMITS = Limits(SamplingParams(temperature=0.7), 64, 4096, refuse_longer=True)
 
