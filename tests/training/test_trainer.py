@@ -21,7 +21,7 @@ from agentrl.training.checkpoint import latest_checkpoint
 from agentrl.training.sources import step_prompt_indices
 from safetensors.torch import load_file
 
-from tests.fakes.runs import short_run_config
+from tests.fakes.runs import one_step_train_args, short_run_config
 
 # Metrics that must match bit for bit between an uninterrupted and a resumed run.
 COMPARED = (
@@ -175,44 +175,16 @@ def test_nan_loss_skips_the_update_and_leaves_the_weights(run_files, tmp_path, m
 
 @pytest.mark.slow
 def test_cli_train_and_eval_run_and_report(run_files, tmp_path, capsys):
-    model, prompts = run_files / "model", run_files / "prompts.jsonl"
-    run_dir = tmp_path / "cli"
+    prompts = run_files / "prompts.jsonl"
+    run_dir = tmp_path / "run"
     code = cli_main(
-        [
-            "train",
-            "--model",
-            str(model),
-            "--data",
-            str(prompts),
-            "--filter_mode",
-            "all",
-            "--save_dir",
-            str(tmp_path),
-            "--save_weight",
-            "cli",
-            "--total_steps",
-            "1",
-            "--batch_size",
-            "1",
-            "--num_generations",
-            "2",
-            "--max_turns",
-            "1",
-            "--max_gen_len",
-            "8",
-            "--eval_ratio",
-            "0.5",
-            "--eval_samples",
-            "2",
-            "--eval_max_gen_len",
-            "8",
-            "--async_workers",
-            "1",
-            "--progress",
-            "0",
-            "--accumulation_steps",
-            "1",
-        ]
+        one_step_train_args(
+            run_files,
+            tmp_path,
+            *("--eval_ratio", "0.5", "--eval_samples", "2", "--eval_max_gen_len", "8"),
+            *("--eval_before_train", "1", "--report", "1"),
+            *("--async_workers", "1", "--accumulation_steps", "1"),
+        )
     )
     out = capsys.readouterr().out
     assert code == 0, out
