@@ -170,6 +170,8 @@ def test_score_command_scores_function_calls_and_reports_bad_lines(
     assert set(scored[0]["details"]) == set(DETAIL_KEYS[1:])
     err = capsys.readouterr().err
     assert "line 3:" in err and "ground_truth" in err and "scored 2" in err
+    # The output follows the umask like any file the command writes (not mkstemp's 0600).
+    assert dst.stat().st_mode & 0o777 == (src.stat().st_mode & 0o777)
 
 
 def test_score_command_reads_gzip_and_honours_weights_and_tool_format(

@@ -25,6 +25,7 @@ import numpy as np
 from agentrl.rewards.config import RewardConfig
 from agentrl.rewards.files import FileScoreSummary, LineExplanation
 from agentrl.rewards.function_call import TERM_KEYS, WEIGHT_SETTINGS, score_function_call_lines
+from agentrl.utils.atomic import follow_umask
 
 PathOrStream = str | os.PathLike[str] | IO[bytes] | IO[str]
 
@@ -104,6 +105,7 @@ def score_function_call_file(
             lines += len(chunk)
         if temp is not None:
             sink.close()
+            follow_umask(Path(temp))  # mkstemp made it 0600; its siblings follow the umask
             os.replace(temp, os.fspath(dst))  # type: ignore[arg-type]
             temp = None
     finally:
