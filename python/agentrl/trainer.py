@@ -26,9 +26,10 @@ from agentrl.assembly.models import WarmStartStopped, preflight
 from agentrl.assembly.parts import RunParts, build_run_parts
 from agentrl.assembly.run_log import open_run_log
 from agentrl.assembly.sources import run_agent
+from agentrl.assembly.task import config_parts
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
-from agentrl.envs import EnvironmentFactory, TaskParts, task_parts
+from agentrl.envs import EnvironmentFactory, TaskParts
 from agentrl.models.minimind import export_pth
 from agentrl.observability.trackers import check_installed, tracker_names
 from agentrl.placement import (
@@ -104,16 +105,12 @@ class Trainer:
         """
         self.config = config
         self.callbacks = list(callbacks)
-        self.parts: TaskParts = task_parts(
-            config_tools=config.tools,
-            config_reward_funcs=config.reward_funcs,
-            config_reward_weights=config.reward_weights,
-            config_environment=config.environment,
+        self.parts: TaskParts = config_parts(
+            config,
             tools=tools,
             reward_funcs=reward_funcs,
             reward_weights=reward_weights,
             environment=environment,
-            options=config,
         )
         self.agent = run_agent(config.agent, agent)
         self.placement: Placement = placement if placement is not None else SingleProcess()

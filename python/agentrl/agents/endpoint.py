@@ -18,7 +18,7 @@ from typing import Any
 from agentrl.agents.verifiers_agent import VerifiersAgent
 from agentrl.data.verifiers_env import is_verifiers
 from agentrl.errors import UsageError
-from agentrl.utils.imports import ImportPathError, load_object
+from agentrl.utils.imports import ImportPathError, load_object, require_module
 
 AgentFn = Callable[..., Any]
 
@@ -37,39 +37,35 @@ class Endpoint:
         self.api_key = api_key
         self.model = model
         self.timeout = timeout
-        self._client: Any = None
-        self._async_client: Any = None
+        self._clients: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"Endpoint(base_url={self.base_url!r}, model={self.model!r})"
 
-    def _openai(self) -> Any:
-        try:
-            import openai
-        except ImportError as exc:
-            raise ImportError(
+    def _openai_client(self, kind: str) -> Any:
+        """This episode's ``openai.<kind>`` client, made on first use (no retries: failures
+        surface)."""
+        if kind not in self._clients:
+            openai = require_module(
+                "openai",
+                ImportError,
                 "endpoint.client needs the openai package: pip install 'agentrl[agent]' "
-                "(or use endpoint.base_url / api_key / model with any client)"
-            ) from exc
-        return openai
+                "(or use endpoint.base_url / api_key / model with any client)",
+            )
+            self._clients[kind] = getattr(openai, kind)(
+                base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout
+            )
+        return self._clients[kind]
 
     @property
     def client(self) -> Any:
         """An ``openai.OpenAI`` client for this episode (no retries: failures surface)."""
-        if self._client is None:
-            self._client = self._openai().OpenAI(
-                base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout
-            )
-        return self._client
+        return self._openai_client("OpenAI")
 
     @property
     def async_client(self) -> Any:
         """An ``openai.AsyncOpenAI`` client for this episode."""
-        if self._async_client is None:
-            self._async_client = self._openai().AsyncOpenAI(
-                base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout
-            )
-        return self._async_client
+        return self._openai_client("AsyncOpenAI")
 
 
 def load_agent(agent: str | AgentFn) -> AgentFn:

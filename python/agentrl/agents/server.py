@@ -41,6 +41,7 @@ from typing import Any
 
 from agentrl.agents.recorder import RequestError
 from agentrl.agents.responses import ResponseStore, response_events, serve_response
+from agentrl.utils.closing import Closing
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class EpisodeGone(Exception):
     """The episode's time is over: its calls are no longer served."""
 
 
-class EndpointServer:
+class EndpointServer(Closing):
     """The run's endpoint: start once, register each episode's handler, close at the end."""
 
     def __init__(
@@ -160,12 +161,6 @@ class EndpointServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
-
-    def __enter__(self) -> EndpointServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def new_api_key() -> str:

@@ -31,6 +31,7 @@ from agentrl.agents.recorder import (
     sampling_of,
 )
 from agentrl.agents.server import DEFAULT_CAPACITY, EndpointServer
+from agentrl.utils.closing import Closing
 
 # Fields of a text completion that ask for what is not served.
 _UNSERVED: dict[str, tuple[Any, ...]] = {
@@ -132,7 +133,7 @@ class Throughput:
         )
 
 
-class ServedPolicy:
+class ServedPolicy(Closing):
     """A policy's engine behind the endpoint: start it, read ``url`` and ``api_key``,
     :meth:`close` it. Every ``log_every`` seconds with traffic, a throughput line goes to
     ``log``."""
@@ -203,12 +204,6 @@ class ServedPolicy:
         self.server.close()
         self.batcher.stop()
         self._logger.join(timeout=5)
-
-    def __enter__(self) -> ServedPolicy:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 __all__ = ["ServedPolicy", "Throughput", "prompt_ids", "text_completion"]

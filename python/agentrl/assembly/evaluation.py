@@ -25,7 +25,7 @@ from agentrl.chat import apply_chat_template, template_name, template_traits
 from agentrl.config import TrainConfig
 from agentrl.data import PromptPool
 from agentrl.data.dataset_files import ColumnMap
-from agentrl.models import load_policy
+from agentrl.models import load_configured_policy
 from agentrl.models.precision import auto_dtype
 from agentrl.tool_formats import tool_format_of
 from agentrl.training.agent_source import AgentEvaluator, model_name
@@ -70,14 +70,7 @@ def load_policy_engine(config: TrainConfig, log: Log = print) -> tuple[str, Any,
     device = None if config.device == "auto" else config.device
     if config.dtype == "auto":
         log(auto_dtype(device).describe())
-    model, tokenizer = load_policy(
-        spec,
-        run_dtype(config),
-        device,
-        tokenizer=config.tokenizer or None,
-        chat_template=config.chat_template,
-        tool_format=config.tool_format,
-    )
+    model, tokenizer = load_configured_policy(spec, run_dtype(config), device, config)
     return spec, tokenizer, torch_engine(config, model, tokenizer, seed=config.seed)
 
 

@@ -22,7 +22,13 @@ from agentrl.config import TrainConfig
 from agentrl.data.reasoning_gym import is_reasoning_gym
 from agentrl.data.verifiers_env import is_verifiers
 from agentrl.errors import UserError
-from agentrl.models import TINY_SFT_DIR, frozen_copy, load_policy, resolve_device
+from agentrl.models import (
+    TINY_SFT_DIR,
+    frozen_copy,
+    load_configured_policy,
+    load_policy,
+    resolve_device,
+)
 from agentrl.models.compile import missing_compiler
 from agentrl.models.precision import auto_dtype
 from agentrl.training.memory import OffloadedReference, enable_gradient_checkpointing
@@ -171,14 +177,7 @@ def load_models(
     deterministic_cpu_kernels(config.deterministic, device)
     if config.dtype == "auto":
         log(auto_dtype(device).describe())
-    policy, tokenizer = load_policy(
-        spec,
-        weight_dtype(config, device),
-        device,
-        tokenizer=config.tokenizer or None,
-        chat_template=config.chat_template,
-        tool_format=config.tool_format,
-    )
+    policy, tokenizer = load_configured_policy(spec, weight_dtype(config, device), device, config)
     policy.train()
     policy.requires_grad_(True)
     if hasattr(policy, "config"):

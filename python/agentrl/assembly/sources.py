@@ -15,6 +15,16 @@ from agentrl.training.agent_source import AgentSource, describe, model_name
 from agentrl.training.sources import BackgroundSource, GroupSource, InlineSource
 
 
+def group_shape(config: Any, seed: int) -> dict[str, Any]:
+    """The keywords every rollout source takes from the run: episodes per group, groups
+    per step, and the seed its prompts and sampling follow."""
+    return {
+        "num_generations": config.num_generations,
+        "batch_size": config.batch_size,
+        "seed": seed,
+    }
+
+
 def local_source(
     engine: Any,
     prompts: Sequence[Any],
@@ -28,14 +38,7 @@ def local_source(
     version = PolicyVersion(0)
     if config.async_workers == 0:
         return InlineSource(
-            engine,
-            prompts,
-            tools,
-            episode,
-            num_generations=config.num_generations,
-            batch_size=config.batch_size,
-            seed=seed,
-            version=version,
+            engine, prompts, tools, episode, version=version, **group_shape(config, seed)
         )
     rollout = AsyncRollout(
         engine,
@@ -43,12 +46,10 @@ def local_source(
         tools,
         version=version,
         config=episode,
-        num_generations=config.num_generations,
-        batch_size=config.batch_size,
         max_version_gap=config.effective_max_version_gap,
         max_queue_groups=config.effective_max_queue_groups,
         num_workers=config.async_workers,
-        seed=seed,
+        **group_shape(config, seed),
     )
     return BackgroundSource(rollout, config.fetch_timeout_sec)
 
@@ -83,13 +84,11 @@ def agent_source(
         engine,
         prompts,
         episode,
-        num_generations=config.num_generations,
-        batch_size=config.batch_size,
-        seed=seed,
         timeout=config.agent_timeout,
         refill_rounds=config.dynamic_sampling_rounds,
         model=model_name(model_spec(config)),
+        **group_shape(config, seed),
     )
 
 
-__all__ = ["agent_source", "local_source", "run_agent"]
+__all__ = ["agent_source", "group_shape", "local_source", "run_agent"]

@@ -80,14 +80,17 @@ def resolve_call_mode(config: TrainConfig, pool: Any, agent: Any, log: Log) -> T
     return replace(config, call_mode="answer")
 
 
-def config_parts(config: TrainConfig) -> TaskParts:
-    """The user's tools, reward functions and environment named in the config."""
+def config_parts(config: TrainConfig, **given: Any) -> TaskParts:
+    """The user's tools, reward functions and environment named in the config, with those
+    ``given`` from Python (`task_parts`'s ``tools``, ``reward_funcs``, ``reward_weights``
+    and ``environment``, as `agentrl.Trainer` takes them)."""
     return task_parts(
         config_tools=config.tools,
         config_reward_funcs=config.reward_funcs,
         config_reward_weights=config.reward_weights,
         config_environment=config.environment,
         options=config,
+        **given,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.data.samples import SkipRecord
@@ -23,26 +24,19 @@ from agentrl.tools.schema import (
 )
 
 
+@dataclass(kw_only=True, eq=False)
 class PromptTools:
     """Reads and resolves prompts' tools under the pool's tool options (see `PromptPool`)."""
 
-    def __init__(
-        self,
-        *,
-        default_tools: list[dict[str, Any]],
-        force_all_tools: bool,
-        allowed_tools: set[str],
-        augment_calculator_alias: bool,
-        registered_tools: Mapping[str, dict[str, Any]],
-        lenient: bool,
-    ) -> None:
-        self.default_tools = default_tools
-        self.force_all_tools = force_all_tools
-        self.allowed_tools = allowed_tools
-        self.augment_calculator_alias = augment_calculator_alias
-        self.registered_tools = registered_tools
-        self.lenient = lenient
-        self._cache: dict[str, tuple[Any, dict[str, bool]]] = {}
+    default_tools: list[dict[str, Any]]
+    force_all_tools: bool
+    allowed_tools: set[str]
+    augment_calculator_alias: bool
+    registered_tools: Mapping[str, dict[str, Any]]
+    lenient: bool
+    _cache: dict[str, tuple[Any, dict[str, bool]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def read(self, value: Any) -> list[dict[str, Any]] | None:
         """A ``tools``/``functions`` field as specs; a bad one skips the record (``bad_tools``)."""

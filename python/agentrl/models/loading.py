@@ -18,7 +18,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -154,6 +154,35 @@ def load_policy(
     use_tool_format(tok, tool_format)
     model.to(dev)
     return model, tok
+
+
+class TokenizerOptions(Protocol):
+    """A run's options on how its policy reads and writes text (the ``model`` section's)."""
+
+    @property
+    def tokenizer(self) -> str | None: ...
+    @property
+    def chat_template(self) -> str: ...
+    @property
+    def tool_format(self) -> str: ...
+
+
+def load_configured_policy(
+    spec: str | os.PathLike[str],
+    dtype: str | torch.dtype | None,
+    device: str | torch.device | None,
+    options: TokenizerOptions,
+) -> tuple[torch.nn.Module, Any]:
+    """`load_policy` with the tokenizer directory ('' or None: the checkpoint's own), chat
+    template and tool format that a run's ``options`` name."""
+    return load_policy(
+        spec,
+        dtype,
+        device,
+        tokenizer=options.tokenizer or None,
+        chat_template=options.chat_template,
+        tool_format=options.tool_format,
+    )
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

@@ -37,6 +37,7 @@ import torch
 
 from agentrl.errors import UsageError, UserError
 from agentrl.utils.atomic import atomic_dir
+from agentrl.utils.imports import require_module
 from agentrl.utils.tensors import has_nonfinite
 
 # Parameter-name segments peft adds for adapter weights (lora_A, lora_B, lora_embedding_A,
@@ -51,13 +52,11 @@ class LoraUnavailableError(UserError, ImportError):
 
 def require_peft() -> Any:
     """The `peft` module, or an ImportError that says how to install it."""
-    try:
-        import peft
-    except ImportError as exc:
-        raise LoraUnavailableError(
-            "LoRA needs the `peft` package: pip install 'agentrl[lora]' (or pip install peft)"
-        ) from exc
-    return peft
+    return require_module(
+        "peft",
+        LoraUnavailableError,
+        "LoRA needs the `peft` package: pip install 'agentrl[lora]' (or pip install peft)",
+    )
 
 
 @dataclass(frozen=True)

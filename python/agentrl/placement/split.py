@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from agentrl.assembly.engines import rollout_engine, torch_engine
 from agentrl.assembly.models import model_spec
 from agentrl.assembly.prompts import load_prompts
+from agentrl.assembly.sources import group_shape
 from agentrl.assembly.task import build_tools, episode_config, resolve_call_mode
 from agentrl.config import TrainConfig
 from agentrl.errors import UsageError
-from agentrl.models import frozen_copy, load_policy, resolve_device
+from agentrl.models import frozen_copy, load_configured_policy, resolve_device
 from agentrl.placement.base import RolloutSetup, SingleProcess
 from agentrl.placement.rollout_ranks import GatheredSource, RolloutWorker
 from agentrl.placement.runtime import DistContext
@@ -116,14 +117,7 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
             if ctx.device.type == "cuda"
             else resolve_device(None if cfg.device == "auto" else cfg.device)
         )
-        model, tokenizer = load_policy(
-            model_spec(cfg),
-            "float32",
-            device,
-            tokenizer=cfg.tokenizer or None,
-            chat_template=cfg.chat_template,
-            tool_format=cfg.tool_format,
-        )
+        model, tokenizer = load_configured_policy(model_spec(cfg), "float32", device, cfg)
         model = frozen_copy(model)
         if hasattr(model, "config"):
             model.config.use_cache = True
@@ -139,12 +133,10 @@ class TrainerRolloutSplit(OnRanks, SingleProcess):
             tools,
             version=PolicyVersion(0),
             config=episode_config(cfg),
-            num_generations=cfg.num_generations,
-            batch_size=cfg.batch_size,
             max_version_gap=gap,
             max_queue_groups=split_queue_groups(cfg, gap, ctx.world_size - 1),
             num_workers=max(1, cfg.async_workers),
-            seed=seed,
+            **group_shape(cfg, seed),
         )
         return RolloutWorker(ctx, rollout, log=log)
 

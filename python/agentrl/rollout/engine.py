@@ -238,25 +238,28 @@ class TorchEngine(BatchEngine):
         params: SamplingParams,
         keys: list[Hashable | None],
     ) -> list[Generation]:
+        """Every row's `Generation`, decoded chunk by chunk (`_chunks`). A row with no
+        budget generates nothing, and whatever its key kept is dropped: there is nothing to
+        continue."""
         if not self.kv_reuse:
             keys = [None] * len(rows)
-        results: list[Generation | None] = [None] * len(rows)
+        outputs = [RowOutput(prompt_tokens=len(ids)) for ids in rows]
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode():
                 for chunk in self._chunks(rows):
-                    outs = self._generate_rows(
-                        [rows[i] for i in chunk],
-                        [budgets[i] for i in chunk],
-                        params,
-                        [keys[i] for i in chunk],
-                    )
-                    for i, out in zip(chunk, outs, strict=True):
-                        results[i] = out
+                    live = [i for i in chunk if budgets[i] > 0]
+                    self.kv_store.drop([keys[i] for i in chunk if budgets[i] <= 0])
+                    if live:
+                        self._decode(rows, budgets, outputs, live, [keys[i] for i in live], params)
         finally:
             self.model.train(was_training)
-        return [r for r in results if r is not None]
+        texts = self.tokenizer.batch_decode(
+            [o.token_ids for o in outputs], skip_special_tokens=True
+        )
+        version = self.version
+        return [out.generation(text, version) for out, text in zip(outputs, texts, strict=True)]
 
     def _chunks(self, rows: list[list[int]]) -> list[list[int]]:
         """Row indices in forward-pass chunks: similar lengths together, copies adjacent."""
@@ -307,26 +310,6 @@ class TorchEngine(BatchEngine):
             return ids
         self.stats["bad_prompt_ids"] += bad
         return [t if 0 <= t < vocab else self.fallback_token_id for t in ids]
-
-    def _generate_rows(
-        self,
-        rows: list[list[int]],
-        budgets: list[int],
-        params: SamplingParams,
-        keys: list[Hashable | None],
-    ) -> list[Generation]:
-        """One chunk: every row's `Generation` (a row with no budget generates nothing,
-        and whatever its key kept is dropped: there is nothing to continue)."""
-        version = self.version
-        outputs = [RowOutput(prompt_tokens=len(ids)) for ids in rows]
-        live = [i for i in range(len(rows)) if budgets[i] > 0]
-        self.kv_store.drop([k for k, b in zip(keys, budgets, strict=True) if b <= 0])
-        if live:
-            self._decode(rows, budgets, outputs, live, [keys[i] for i in live], params)
-        texts = self.tokenizer.batch_decode(
-            [o.token_ids for o in outputs], skip_special_tokens=True
-        )
-        return [out.generation(text, version) for out, text in zip(outputs, texts, strict=True)]
 
     def _decode(
         self,

@@ -102,7 +102,7 @@ def _run_sft(
     options: SFTRunOptions, log: Log, should_stop: Callable[[], bool] | None
 ) -> SFTRunResult:
     from agentrl.chat import use_chat_template
-    from agentrl.models import load_policy, resolve_device, resolve_dtype
+    from agentrl.models import load_configured_policy, resolve_device, resolve_dtype
     from agentrl.models.tiny import TinySpec, build_tiny_preset
     from agentrl.sft import tasks as sft_tasks
     from agentrl.sft.data import LoadStats, build_examples
@@ -123,13 +123,8 @@ def _run_sft(
         use_chat_template(tokenizer, options.chat_template)
         use_tool_format(tokenizer, options.tool_format)
     else:
-        model, tokenizer = load_policy(
-            options.model,
-            options.dtype,
-            options.device,
-            tokenizer=options.tokenizer,
-            chat_template=options.chat_template,
-            tool_format=options.tool_format,
+        model, tokenizer = load_configured_policy(
+            options.model, options.dtype, options.device, options
         )
     deterministic_cpu_kernels(options.deterministic, next(model.parameters()).device)
     if options.lora is not None:

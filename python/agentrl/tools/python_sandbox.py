@@ -45,6 +45,7 @@ from typing import Any
 from agentrl.errors import UsageError
 from agentrl.tools.framing import FrameTimeout, read_frame, write_frame
 from agentrl.tools.registry import Tool
+from agentrl.utils.closing import Closing
 
 PYTHON_TOOL = "python"
 _BOOT = Path(__file__).with_name("sandbox_boot.py")
@@ -113,7 +114,7 @@ class SandboxLimits:
         return self.cpu_seconds or self.timeout
 
 
-class PythonSandbox:
+class PythonSandbox(Closing):
     """One sandboxed interpreter; :meth:`run` calls share its variables until :meth:`close`.
 
     Started on the first call. A call that passes its wall-clock limit, or a sandbox that
@@ -208,12 +209,6 @@ class PythonSandbox:
         """Kill the interpreter and everything it started; the sandbox can start again."""
         with self._lock:
             self._kill()
-
-    def __enter__(self) -> PythonSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def guarantees(self) -> dict[str, Any]:
         """What the running sandbox applied: namespaces, uid, Landlock ABI (0: none)."""

@@ -46,6 +46,16 @@ def load_object(path: str) -> Any:
     return value
 
 
+def require_module(name: str, error: Callable[[str], Exception], message: str) -> Any:
+    """The optional package ``name``, imported; when it is missing, ``error(message)`` is
+    raised from the ImportError (``{exc}`` in ``message`` stands for that error's text), so
+    that the user reads which extra to install instead of a bare ``ModuleNotFoundError``."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise error(message.format(exc=exc)) from exc
+
+
 def split_list(text: str, separator: str = ",") -> list[str]:
     """The non-empty, stripped items of a separated list (``"a, b,"`` -> ``["a", "b"]``)."""
     return [item.strip() for item in text.split(separator) if item.strip()]
@@ -64,4 +74,4 @@ def lazy_attributes(package: str, exports: Mapping[str, str]) -> Callable[[str],
     return __getattr__
 
 
-__all__ = ["ImportPathError", "lazy_attributes", "load_object", "split_list"]
+__all__ = ["ImportPathError", "lazy_attributes", "load_object", "require_module", "split_list"]

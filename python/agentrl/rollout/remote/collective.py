@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 import torch
 
 from agentrl.rollout.remote.http import RemoteEngineError
+from agentrl.utils.imports import require_module
 
 T = TypeVar("T")
 
@@ -45,7 +46,7 @@ BACKENDS = ("nccl", "gloo")
 VLLM_MISSING = (
     "--rollout_engine vllm-server pushes weights through vLLM's NCCL group, whose trainer "
     "side comes with vLLM: pip install 'agentrl[vllm]' in the trainer's environment too "
-    "(import failed: {})"
+    "(import failed: {exc})"
 )
 
 
@@ -309,7 +310,7 @@ class VLLMNcclGroup:
             from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
             from vllm.distributed.utils import StatelessProcessGroup
         except ImportError as exc:
-            raise RemoteEngineError(VLLM_MISSING.format(exc)) from exc
+            raise RemoteEngineError(VLLM_MISSING.format(exc=exc)) from exc
         require_gpu("the vLLM server's NCCL weight transfer", "the trainer needs a CUDA device")
         self.device = torch.device("cuda", torch.cuda.current_device())
         store_group = StatelessProcessGroup.create(
@@ -326,10 +327,7 @@ class VLLMNcclGroup:
 
 def _vllm_preflight() -> None:
     require_gpu("the vLLM server's NCCL weight transfer", "the trainer needs a CUDA device")
-    try:
-        import vllm  # noqa: F401 - only its presence is checked here
-    except ImportError as exc:
-        raise RemoteEngineError(VLLM_MISSING.format(exc)) from exc
+    require_module("vllm", RemoteEngineError, VLLM_MISSING)  # only its presence is checked
 
 
 def vllm_nccl_group(address: str, port: int, world_size: int, _name: str) -> BroadcastGroup:

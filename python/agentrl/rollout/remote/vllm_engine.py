@@ -35,6 +35,7 @@ from agentrl.rollout.remote.common import (
 )
 from agentrl.rollout.remote.weights import has_nonfinite, policy_state_dict
 from agentrl.rollout.sampling import SamplingParams
+from agentrl.utils.imports import require_module
 
 
 class VLLMUnavailableError(UserError, ImportError):
@@ -42,14 +43,12 @@ class VLLMUnavailableError(UserError, ImportError):
 
 
 def require_vllm() -> Any:
-    try:
-        import vllm
-    except ImportError as exc:
-        raise VLLMUnavailableError(
-            "--rollout_engine vllm needs vLLM and a GPU: pip install 'agentrl[vllm]' "
-            f"(or pip install vllm); import failed with: {exc}"
-        ) from exc
-    return vllm
+    return require_module(
+        "vllm",
+        VLLMUnavailableError,
+        "--rollout_engine vllm needs vLLM and a GPU: pip install 'agentrl[vllm]' "
+        "(or pip install vllm); import failed with: {exc}",
+    )
 
 
 # Where an in-process vLLM keeps its torch model, across vLLM versions.
