@@ -17,11 +17,13 @@ from agentrl.assembly.bfcl import (
     bfcl_python,
     decoded_calls,
     run_checker,
+    select_categories,
     summaries,
 )
 from agentrl.assembly.evaluation import EvalPolicy
 from agentrl.cli import main as cli_main
 from agentrl.config import resolve
+from agentrl.errors import UsageError
 from agentrl.tools import builtin_registry
 
 from tests.fakes.engines import ScriptedEngine
@@ -56,6 +58,36 @@ def test_summaries_follow_the_leaderboards_unweighted_and_weighted_means() -> No
     assert abs(out["live_ast"] - (0.5 + 0.2 + 1.0 + 0.25) / 4) > 0.2
     # The irrelevance categories are in neither summary.
     assert summaries({**scores, "irrelevance": (0.0, 240), "live_irrelevance": (1.0, 9)}) == out
+
+
+def test_a_summary_needs_all_its_categories() -> None:
+    non_live = {
+        c: (0.5, 10) for c in ("simple_python", "multiple", "parallel", "parallel_multiple")
+    }
+    assert summaries(non_live) == {"non_live_ast": 0.5}
+    assert summaries({**non_live, "live_simple": (1.0, 3)}) == {"non_live_ast": 0.5}
+    assert summaries({"irrelevance": (1.0, 240)}) == {}
+
+
+def test_categories_are_named_one_by_one_or_by_group_in_bfcls_order() -> None:
+    assert select_categories("all") == CATEGORIES
+    assert select_categories("non_live") == (
+        "simple_python",
+        "multiple",
+        "parallel",
+        "parallel_multiple",
+        "irrelevance",
+    )
+    assert select_categories("live_simple, simple_python,live") == (
+        "simple_python",
+        "live_simple",
+        "live_multiple",
+        "live_parallel",
+        "live_parallel_multiple",
+        "live_irrelevance",
+    )
+    with pytest.raises(UsageError, match=r"unknown category 'simple_java'.*groups: all"):
+        select_categories("simple_python,simple_java")
 
 
 def test_the_checker_gets_the_calls_read_and_not_the_refused_blocks() -> None:

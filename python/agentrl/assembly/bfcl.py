@@ -52,6 +52,13 @@ NON_LIVE_AST = (*NON_LIVE_SIMPLE, "multiple", "parallel", "parallel_multiple")
 LIVE_AST = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
 CATEGORIES = (*NON_LIVE_AST, "irrelevance", *LIVE_AST, "live_irrelevance")
 SUMMARIES = ("non_live_ast", "live_ast")
+# The groups --bfcl_categories takes beside the category names.
+GROUPS = {
+    "all": CATEGORIES,
+    "non_live": (*NON_LIVE_AST, "irrelevance"),
+    "live": (*LIVE_AST, "live_irrelevance"),
+}
+SUMMARY_OF = {"non_live_ast": NON_LIVE_AST, "live_ast": LIVE_AST}
 # The model name bfcl-eval's checker is given: one whose function names keep their dots
 # (``convert_func_name``), as agentrl's templates show them.
 CHECKER_MODEL = "gorilla-openfunctions-v2"
@@ -114,16 +121,38 @@ def weighted_accuracy(scores: Sequence[tuple[float, int]]) -> float:
     return sum(accuracy * count for accuracy, count in scores) / sum(c for _, c in scores)
 
 
+def select_categories(text: str) -> tuple[str, ...]:
+    """The categories ``--bfcl_categories`` names: comma-separated category names and
+    groups (``all``, ``non_live``, ``live``), in BFCL's order."""
+    wanted: set[str] = set()
+    for name in (part.strip() for part in text.split(",")):
+        if name in GROUPS:
+            wanted.update(GROUPS[name])
+        elif name in CATEGORIES:
+            wanted.add(name)
+        else:
+            raise UsageError(
+                f"--bfcl_categories: unknown category {name!r} (the categories: "
+                f"{', '.join(CATEGORIES)}; the groups: {', '.join(GROUPS)})"
+            )
+    return tuple(c for c in CATEGORIES if c in wanted)
+
+
 def summaries(scores: Mapping[str, tuple[float, int]]) -> dict[str, float]:
     """The leaderboard's non-live and live AST summaries from ``{category: (accuracy,
-    records)}`` (see the module's docstring)."""
-    simple = unweighted_accuracy([scores[c] for c in NON_LIVE_SIMPLE])
-    simple_records = sum(scores[c][1] for c in NON_LIVE_SIMPLE)
-    groups = [(simple, simple_records), *(scores[c] for c in NON_LIVE_AST[len(NON_LIVE_SIMPLE) :])]
-    return {
-        "non_live_ast": unweighted_accuracy(groups),
-        "live_ast": weighted_accuracy([scores[c] for c in LIVE_AST]),
-    }
+    records)}`` (see the module's docstring); a summary whose categories were not all
+    scored is left out."""
+    result = {}
+    if all(c in scores for c in NON_LIVE_AST):
+        simple = unweighted_accuracy([scores[c] for c in NON_LIVE_SIMPLE])
+        simple_records = sum(scores[c][1] for c in NON_LIVE_SIMPLE)
+        rest = NON_LIVE_AST[len(NON_LIVE_SIMPLE) :]
+        result["non_live_ast"] = unweighted_accuracy(
+            [(simple, simple_records), *(scores[c] for c in rest)]
+        )
+    if all(c in scores for c in LIVE_AST):
+        result["live_ast"] = weighted_accuracy([scores[c] for c in LIVE_AST])
+    return result
 
 
 def bfcl_python(venv: str | Path) -> Path:
@@ -184,12 +213,16 @@ def evaluate_bfcl(
     *,
     venv: str | Path,
     limit: int | None = None,
+    categories: Sequence[str] = CATEGORIES,
     log: Log = print,
     show_prompt: bool = False,
 ) -> BfclResult:
-    """Score the configured policy on every category (the first ``limit`` records of each
+    """Score the configured policy on ``categories`` (the first ``limit`` records of each
     when given) with bfcl-eval's checker; see the module's docstring."""
     check_decoding(config)
+    unknown = [c for c in categories if c not in CATEGORIES]
+    if unknown or not categories:
+        raise UsageError(f"BFCL categories: unknown {unknown} (known: {', '.join(CATEGORIES)})")
     if limit is not None and limit < 1:
         raise UsageError(f"--bfcl_limit must be at least 1, got {limit}")
     python = bfcl_python(venv)
@@ -204,7 +237,7 @@ def evaluate_bfcl(
         episode = eval_episode_config(episode_config(config), 0.0, config.eval_max_gen_len)
         records: list[dict[str, Any]] = []
         entries: list[dict[str, Any]] = []
-        for category in CATEGORIES:
+        for category in categories:
             written = prepared["categories"][category][0]
             pool = PromptPool(str(data / f"BFCL_v4_{category}.json"), require_gt=False)
             if len(pool) != written:
@@ -212,7 +245,7 @@ def evaluate_bfcl(
                     f"BFCL {category}: {written - len(pool)} of {written} records could not be "
                     f"read ({dict(pool.stats)})"
                 )
-            if show_prompt and category == CATEGORIES[0]:
+            if show_prompt and category == categories[0]:
                 log_prompt(policy.tokenizer, pool[0], policy.tools, log)
             evaluator = Evaluator(
                 pool, policy.tools, episode, config.reward, samples=-1, seed=0, rewards=rewards
@@ -240,10 +273,12 @@ def evaluate_bfcl(
                 records.append(record)
             log(f"bfcl {category}: {len(pool)} records played")
     checked = run_checker(python, "check", request={"model": CHECKER_MODEL, "entries": entries})
-    scores = category_scores(entries, records, checked["verdicts"], prepared["categories"])
+    scores = category_scores(
+        entries, records, checked["verdicts"], prepared["categories"], categories
+    )
     own = summaries({c: (s.accuracy, s.records) for c, s in scores.items()})
     theirs = checked["summaries"]
-    if any(abs(own[k] - theirs[k]) > 1e-12 for k in SUMMARIES):  # the same arithmetic
+    if own.keys() != theirs.keys() or any(abs(own[k] - theirs[k]) > 1e-12 for k in own):
         raise RuntimeError(f"BFCL summaries differ: agentrl {own}, bfcl-eval {theirs}")
     return BfclResult(
         spec=policy.spec,
@@ -261,10 +296,11 @@ def category_scores(
     records: list[dict[str, Any]],
     verdicts: Sequence[Mapping[str, Any]],
     counts: Mapping[str, Sequence[int]],
+    categories: Sequence[str] = CATEGORIES,
 ) -> dict[str, CategoryScore]:
     """Per category: BFCL's accuracy, agentrl's valid rate and the disagreements; each
     record gets BFCL's verdict among its reward terms."""
-    tally: dict[str, list[int]] = {c: [0, 0, 0, 0, 0, 0] for c in CATEGORIES}
+    tally: dict[str, list[int]] = {c: [0, 0, 0, 0, 0, 0] for c in categories}
     for entry, record, verdict in zip(entries, records, verdicts, strict=True):
         bfcl_valid = bool(verdict["valid"])
         own_valid = float(record["reward_terms"][VALID]) > 0.5
@@ -306,8 +342,8 @@ def format_table(result: BfclResult, max_context_len: int) -> list[str]:
             f"{name:24s} {count:>9s} {100 * s.accuracy:6.2f}% {100 * s.agentrl_valid:7.2f}% "
             f"{s.disagreements:6d}"
         )
-    lines.append(f"{'non_live_ast':24s} {'':>9s} {100 * result.summaries['non_live_ast']:6.2f}%")
-    lines.append(f"{'live_ast':24s} {'':>9s} {100 * result.summaries['live_ast']:6.2f}%")
+    for name, value in result.summaries.items():
+        lines.append(f"{name:24s} {'':>9s} {100 * value:6.2f}%")
     differ = sum(s.disagreements for s in result.categories.values())
     raised = sum(s.checker_errors for s in result.categories.values())
     lines.append(
@@ -331,5 +367,6 @@ __all__ = [
     "default_output_dir",
     "evaluate_bfcl",
     "format_table",
+    "select_categories",
     "summaries",
 ]

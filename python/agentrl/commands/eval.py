@@ -110,6 +110,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "check; the output says it is a subset)",
     )
     parser.add_argument(
+        "--bfcl_categories",
+        metavar="NAMES",
+        default="all",
+        help="with --benchmark bfcl: the categories scored, comma-separated names and groups "
+        "(all, non_live: the four non-live AST ones and irrelevance, live: the live ones); "
+        "a summary is printed when all its categories are scored",
+    )
+    parser.add_argument(
         "--bfcl_venv",
         metavar="DIR",
         default=".venv-bfcl",
@@ -166,20 +174,33 @@ def run(args: argparse.Namespace) -> int:
 # What a BFCL evaluation reads unless the command line or a config file says otherwise:
 # its prompts run to 6,812 tokens in SmolLM2's template (live_irrelevance; 46 live_multiple
 # prompts pass 2,048), its parallel answers to a few hundred, and a category decoded as one
-# batch would hold every row's KV cache at once.
-BFCL_DEFAULTS = {"max_context_len": 8192, "eval_max_gen_len": 256, "rollout_batch_rows": 8}
+# batch would hold every row's KV cache at once (16 rows of similar length a pass: SmolLM2's
+# longest prompts then hold under 3 GB of cache). The dtype the hardware computes fastest
+# (docs/function-calling.md has the speeds).
+BFCL_DEFAULTS = {
+    "max_context_len": 8192,
+    "eval_max_gen_len": 256,
+    "rollout_batch_rows": 16,
+    "dtype": "auto",
+}
 
 
 def run_bfcl(args: argparse.Namespace) -> int:
     """`agentrl eval --benchmark bfcl`: the per-category table and summaries printed, the
     scores as JSON and every episode written."""
-    from agentrl.assembly.bfcl import default_output_dir, evaluate_bfcl, format_table
+    from agentrl.assembly.bfcl import (
+        default_output_dir,
+        evaluate_bfcl,
+        format_table,
+        select_categories,
+    )
     from agentrl.assembly.models import model_spec
     from agentrl.config import canonical_names, read_toml
     from agentrl.errors import UsageError
     from agentrl.observability.rollout_dump import write_records
     from agentrl.utils.paths import check_writable_file
 
+    categories = select_categories(args.bfcl_categories)
     given = vars(args)
     if "max_gen_len" in given and "eval_max_gen_len" not in given:  # as eval_config reads it
         given = {**given, "eval_max_gen_len": given["max_gen_len"]}
@@ -202,7 +223,11 @@ def run_bfcl(args: argparse.Namespace) -> int:
     for option, path in (("--metrics_output", scores_path), ("--output", episodes_path)):
         check_writable_file(path, option)
     result = evaluate_bfcl(
-        config, venv=args.bfcl_venv, limit=args.bfcl_limit, show_prompt=args.show_prompt
+        config,
+        venv=args.bfcl_venv,
+        limit=args.bfcl_limit,
+        categories=categories,
+        show_prompt=args.show_prompt,
     )
     for line in format_table(result, config.max_context_len):
         print(line)
