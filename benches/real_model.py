@@ -11,7 +11,10 @@ Four agentrl commands, each what a user would type (docs/real-models.md):
    the habit lands on the tasks that have it whatever the seed);
 3. ``agentrl train --preset real``: RL from the warm start; its first evaluation scores the
    warm start and its last the RL policy, on the same 200 tasks;
-4. zero-shot -> warm start -> RL printed, and written to ``summary.json``.
+4. the control: ``agentrl sft`` from the warm start on perfect demonstrations (every task
+   with its calls) for as long as RL's training took (``--max_time``), scored by ``agentrl
+   eval`` on the same tasks;
+5. zero-shot -> warm start -> RL and the control printed, and written to ``summary.json``.
 
 Everything lands in ``--save_dir`` (default runs/real-model): ``zero_shot.json`` and
 ``zero_shot.jsonl`` (`agentrl view` opens it), ``sft/`` and ``rl/`` (metrics.jsonl,
@@ -78,6 +81,29 @@ def evals(metrics: Path) -> list[dict[str, Any]]:
     """The evaluation records of a run's metrics.jsonl, in order."""
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line]
     return [r for r in rows if "eval/exact_match" in r]
+
+
+def rl_seconds(metrics: Path) -> float:
+    """The seconds RL's training loop took: the ``time`` of its last training row in
+    metrics.jsonl (counted from the loop's start, models loaded), less the evaluations
+    logged before its first training row (the starting policy's score)."""
+    rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line]
+    train = [r for r in rows if r.get("kind") == "train"]
+    if not train:
+        raise SystemExit(f"{metrics} holds no training step")
+    before = [r["time"] for r in rows[: rows.index(train[0])] if r.get("kind") == "eval"]
+    return float(train[-1]["time"]) - (max(before) if before else 0.0)
+
+
+def training_seconds(log: Path) -> float:
+    """The seconds an `agentrl sft` run's training took, from its last line that says
+    ``training <s>s``."""
+    for line in reversed(log.read_text(encoding="utf-8").splitlines()):
+        for part in line.replace(";", ",").split(","):
+            words = part.split()
+            if len(words) == 2 and words[0] == "training" and words[1].endswith("s"):
+                return float(words[1][:-1])
+    raise SystemExit(f"{log} does not say how long training took")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -174,46 +200,50 @@ def main(argv: list[str] | None = None) -> int:
     zero = json.loads(zero_json.read_text(encoding="utf-8"))
 
     sft_dir = out / "sft"
+    sft = [
+        *AGENTRL,
+        "sft",
+        *common,
+        "--save_dir",
+        str(out),
+        "--learning_rate",
+        str(args.sft_lr),
+        "--batch_tokens",
+        str(args.sft_batch_tokens),
+        "--num_demos",
+        str(args.num_demos),
+        "--shortcut_scope",
+        args.shortcut_scope,
+        "--mix",
+        args.sft_mix,
+        "--group_by_length",
+        args.sft_group_by_length,
+        "--max_total_len",
+        "1536",
+        # The warm start is scored by RL's first evaluation, on the same tasks; the
+        # control by `agentrl eval`, as the zero-shot model is.
+        "--eval_samples",
+        "0",
+        "--eval_interval",
+        "0",
+        "--save_interval",
+        "0",
+        "--progress",
+        "false",
+    ]
     seconds["warm_start"] = run(
         [
-            *AGENTRL,
-            "sft",
+            *sft,
             "--model",
             model,
-            *common,
-            "--save_dir",
-            str(out),
             "--run_name",
             "sft",
-            "--learning_rate",
-            str(args.sft_lr),
             "--total_steps",
             str(args.sft_steps),
             "--warmup_steps",
             str(args.sft_warmup),
-            "--batch_tokens",
-            str(args.sft_batch_tokens),
-            "--num_demos",
-            str(args.num_demos),
             "--shortcut_rate",
             str(args.shortcut_rate),
-            "--shortcut_scope",
-            args.shortcut_scope,
-            "--mix",
-            args.sft_mix,
-            "--group_by_length",
-            args.sft_group_by_length,
-            "--max_total_len",
-            "1536",
-            # The warm start is scored by RL's first evaluation, on the same tasks.
-            "--eval_samples",
-            "0",
-            "--eval_interval",
-            "0",
-            "--save_interval",
-            "0",
-            "--progress",
-            "false",
         ],
         out / "sft.log",
     )
@@ -242,7 +272,52 @@ def main(argv: list[str] | None = None) -> int:
     scored = evals(out / "rl" / "metrics.jsonl")
     if len(scored) < 2:
         raise SystemExit(f"{out / 'rl' / 'metrics.jsonl'} holds {len(scored)} evaluations, not 2")
-    stages = {"zero_shot": zero, "warm_start": scored[0], "rl": scored[-1]}
+
+    # The control: the warm start trained on by SFT alone, on perfect demonstrations (no
+    # answer without the tool), for as long as RL's training took; its learning rate
+    # follows the time budget. Scored by `agentrl eval` as the zero-shot model is.
+    budget = rl_seconds(out / "rl" / "metrics.jsonl")
+    seconds["rl_training"] = budget
+    seconds["sft_control"] = run(
+        [
+            *sft,
+            "--model",
+            str(sft_dir),
+            "--run_name",
+            "control",
+            "--total_steps",
+            "1000000",
+            "--max_time",
+            f"{budget:.1f}",
+            "--warmup_steps",
+            str(args.sft_warmup),
+            "--shortcut_rate",
+            "0",
+        ],
+        out / "control.log",
+    )
+    seconds["sft_control_training"] = training_seconds(out / "control.log")
+    control_json = out / "sft_control.json"
+    seconds["sft_control_eval"] = run(
+        [
+            *AGENTRL,
+            "eval",
+            "--preset",
+            "real",
+            "--model",
+            str(out / "control"),
+            *common,
+            "--eval_samples",
+            str(args.eval_samples),
+            "--metrics_output",
+            str(control_json),
+            "--output",
+            str(out / "sft_control.jsonl"),
+        ],
+        out / "sft_control_eval.log",
+    )
+    control = json.loads(control_json.read_text(encoding="utf-8"))
+    stages = {"zero_shot": zero, "warm_start": scored[0], "sft_control": control, "rl": scored[-1]}
     summary = {
         "model": model,
         "seed": args.seed,
@@ -262,18 +337,25 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    chain = {k: m for k, m in stages.items() if k != "sft_control"}
     line = " -> ".join(
         f"{name.replace('_', ' ')} {100 * m.get('eval/exact_match', math.nan):.1f}%"
-        for name, m in stages.items()
+        for name, m in chain.items()
     )
     tools = " -> ".join(
-        f"{100 * m.get('eval/tool_success_rate', math.nan):.1f}%" for m in stages.values()
+        f"{100 * m.get('eval/tool_success_rate', math.nan):.1f}%" for m in chain.values()
     )
-    worked = " -> ".join(_calls_that_worked(m) for m in stages.values())
+    worked = " -> ".join(_calls_that_worked(m) for m in chain.values())
     print(f"{Path(model).name}, {args.eval_samples} held-out tasks, exact match: {line}")
     print(
         f"tool-call success (an episode's share of calls that worked, averaged over episodes; "
         f"0 for an episode without a call): {tools}; of all calls, worked: {worked}"
+    )
+    print(
+        f"the control, the warm start trained by SFT on perfect demonstrations for as long as "
+        f"RL trained ({summary['seconds']['sft_control_training']:.0f}s against "
+        f"{budget:.0f}s): exact match {100 * control.get('eval/exact_match', math.nan):.1f}%, "
+        f"tool-call success {100 * control.get('eval/tool_success_rate', math.nan):.1f}%"
     )
     print(f"{summary['seconds']['total'] / 60:.1f} min in all")
     print(f"run directory: {out} (agentrl view {out / 'rl'})")
