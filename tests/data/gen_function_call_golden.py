@@ -31,19 +31,14 @@ from bfcl_eval.constants.enums import Language
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
 from bfcl_eval.utils import is_empty_output, is_function_calling_format_output
 
+# The categories as agentrl's BFCL checker names them (that file imports bfcl-eval and the
+# standard library only, so this environment runs it too).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "agentrl" / "assembly"))
+from bfcl_checker import AST as AST_CATEGORIES
+from bfcl_checker import CATEGORIES
+from bfcl_checker import IRRELEVANCE as IRRELEVANCE_CATEGORIES
+
 MODEL = "gorilla-openfunctions-v2"
-AST_CATEGORIES = (
-    "simple_python",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-)
-IRRELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance")
-CATEGORIES = AST_CATEGORIES + IRRELEVANCE_CATEGORIES
 KINDS = (
     "truth",
     "alternative",
