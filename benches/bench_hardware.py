@@ -103,7 +103,9 @@ def matmul_params(model: torch.nn.Module) -> int:
     return total - emb.numel() + head.numel() if emb is head else total - emb.numel()
 
 
-def train_rate(model: torch.nn.Module, batch: int, seq: int, steps: int) -> dict[str, float]:
+def train_rate(
+    model: torch.nn.Module, batch: int, seq: int, steps: int, profile: int = 0
+) -> dict[str, float]:
     from agentrl.rl.optim import OptimConfig, Optimization
     from agentrl.training.forward import masked_logps
 
@@ -125,6 +127,12 @@ def train_rate(model: torch.nn.Module, batch: int, seq: int, steps: int) -> dict
 
     times = []
     step()  # the first step allocates the optimizer's state
+    if profile:
+        # Where one step's time goes, by operator (self time: not counted twice through
+        # the operators that call it).
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            step()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=profile))
     for _ in range(steps):
         began = time.perf_counter()
         step()
@@ -180,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new", type=int, default=64, help="decode new tokens")
     p.add_argument("--batches", default="1,8,32", help="decode batch sizes")
     p.add_argument("--json", default="", help="write the figures here too")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        help="print the training step's N most costly operators (torch.profiler)",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if not args.model:
@@ -217,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         for s, (m, k, n, _) in shapes.items():
             print(f"  {s:14s} {m}x{k}x{n}: {rates[s]:.0f} GFLOP/s")
         print(f"  one forward's products, FLOP-weighted: {weighted:.0f} GFLOP/s")
-        train = train_rate(model, args.batch, args.seq, args.train_steps)
+        train = train_rate(model, args.batch, args.seq, args.train_steps, args.profile)
         print(
             f"training step ({args.batch}x{args.seq} tokens, forward+backward+AdamW): "
             f"{train['seconds']:.2f} s, {train['gflops']:.0f} GFLOP/s = "

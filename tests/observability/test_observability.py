@@ -19,7 +19,7 @@ from agentrl.observability import (
     write_report,
 )
 from agentrl.observability import trackers as trackers_module
-from agentrl.observability.report import moving_average, series
+from agentrl.observability.report import moving_average, report_panels, series
 from agentrl.observability.trackers import (
     TABLE_COLUMNS,
     TRACKERS,
@@ -208,6 +208,44 @@ def test_report_is_a_png_with_the_curves(tmp_path):
     data = path.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
     assert series(_records(), "eval", "eval/exact_match") == ([0, 20], [0.2, 0.4])
+
+
+def _drawn(records):
+    """Each panel's lines that have data in ``records``, by panel title."""
+    return {
+        title: [label for label, kind, key in lines if series(records, kind, key)[0]]
+        for title, lines in report_panels(records)
+    }
+
+
+def test_report_draws_the_reward_functions_terms_and_not_the_unused_builtin_reward():
+    # A function-calling run: the built-in reward's columns are scored for every batch,
+    # but it is not what trains, so its flat curves would only mislead.
+    step = {
+        "reward/mean": 1.2,
+        "reward_detail/exact_match": 0.0,
+        "reward_detail/tool_success_rate": 0.0,
+        "reward_fn/function_call/mean": 1.2,
+        "reward_fn/function_call/std": 0.5,
+        "reward_fn/function_call/valid/mean": 0.4,
+        "reward_fn/function_call/names/mean": 0.7,
+        "answer/no_call_rate": 0.25,
+    }
+    records = [{"kind": "train", "step": s, **step} for s in (1, 2)]
+    drawn = _drawn(records)
+    assert drawn["Reward"] == ["train", "function_call"]
+    assert drawn["Accuracy"] == ["function_call/valid", "function_call/names"]
+    assert drawn["Tool use"] == ["no call (answers)"]
+    # The built-in reward among the functions: its columns are drawn again.
+    mixed = [{**r, "reward_fn/tool_use/mean": 0.5} for r in records]
+    assert "train exact" in _drawn(mixed)["Accuracy"]
+    assert "success" in _drawn(mixed)["Tool use"]
+    # The default run (the built-in reward alone) draws what it always did.
+    builtin = [
+        {"kind": "train", "step": s, "reward/mean": 1.0, "reward_detail/exact_match": 0.5}
+        for s in (1, 2)
+    ]
+    assert _drawn(builtin)["Accuracy"] == ["train exact"]
 
 
 def test_report_is_skipped_without_matplotlib(tmp_path, monkeypatch):

@@ -1,9 +1,13 @@
 """The end-of-run report: one PNG with the curves that say whether RL worked.
 
-Panels: reward, accuracy (exact match, answer coverage), tool use (success, right tool,
-values in order), KL (to the reference, and the policy's drift from its rollouts), entropy,
-the clip fraction, generated tokens per episode (mean, min, max), the share of episodes
-cut at the token limit, and staleness (policy versions behind, per token and group).
+Panels: reward (and each reward function's total), accuracy (exact match, answer coverage,
+and the terms reward functions report, such as ``function_call/valid``), tool use
+(success, right tool, values in order, the share of answers without a call), KL (to the
+reference, and the policy's drift from its rollouts), entropy, the clip fraction,
+generated tokens per episode (mean, min, max), the share of episodes cut at the token
+limit, and staleness (policy versions behind, per token and group). The built-in reward's
+columns (``reward_detail/``) are drawn only for runs that train on it: a run on other
+reward functions (function calling, your own) shows their terms instead.
 Training curves are drawn as thin lines with a moving average; evaluations as markers,
 so the held-out numbers stand out. matplotlib renders off-screen (Agg); a run without
 matplotlib skips the report and says so.
@@ -39,6 +43,7 @@ PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("values in order", "train", "reward_detail/tool_value_order_cov"),
             ("eval success", "eval", "eval/tool_success_rate"),
             ("eval values", "eval", "eval/tool_value_order_cov"),
+            ("no call (answers)", "train", "answer/no_call_rate"),
         ),
     ),
     (
@@ -70,17 +75,54 @@ PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 
 
-def reward_function_lines(records: Sequence[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
-    """A line per reward function of a run with several (``reward_fn/<name>/mean``)."""
+BUILTIN_DETAIL = "reward_detail/"  # the built-in reward's columns, scored for every run
+
+
+def _reward_keys(records: Sequence[dict[str, Any]]) -> dict[str, None]:
     keys: dict[str, None] = {}
     for record in records:
         if record.get("kind") == "train":
             keys.update(dict.fromkeys(k for k in record if k.startswith("reward_fn/")))
-    return tuple(
-        (key[len("reward_fn/") : -len("/mean")], "train", key)
-        for key in keys
-        if key.endswith("/mean")
-    )
+    return keys
+
+
+def reward_function_lines(
+    records: Sequence[dict[str, Any]], terms: bool = False
+) -> tuple[tuple[str, str, str], ...]:
+    """A line per reward function of a run with several (``reward_fn/<name>/mean``), or
+    with ``terms`` a line per term a function reports (``reward_fn/<name>/<term>/mean``)."""
+    lines = []
+    for key in _reward_keys(records):
+        if not key.endswith("/mean"):
+            continue
+        label = key[len("reward_fn/") : -len("/mean")]
+        if ("/" in label) == terms:
+            lines.append((label, "train", key))
+    return tuple(lines)
+
+
+def trains_on_builtin_reward(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether the run's reward holds the built-in one: the default (no per-function
+    columns), or ``tool_use`` among the reward functions."""
+    keys = _reward_keys(records)
+    return not keys or any(k.startswith("reward_fn/tool_use/") for k in keys)
+
+
+def report_panels(
+    records: Sequence[dict[str, Any]],
+) -> list[tuple[str, tuple[tuple[str, str, str], ...]]]:
+    """The panels of this run's report, each with the lines it may draw."""
+    builtin = trains_on_builtin_reward(records)
+    panels = []
+    for title, lines in PANELS:
+        if not builtin:
+            lines = tuple(line for line in lines if not line[2].startswith(BUILTIN_DETAIL))
+        if title == "Reward":
+            lines = lines + reward_function_lines(records)
+        elif title == "Accuracy":
+            lines = lines + reward_function_lines(records, terms=True)
+        panels.append((title, lines))
+    return panels
 
 
 def series(records: Sequence[dict[str, Any]], kind: str, key: str) -> tuple[list[int], list[float]]:
@@ -142,9 +184,7 @@ def write_report(
     n_train = sum(1 for r in records if r.get("kind") == "train")
     window = max(1, n_train // 20)
     fig, axes = plt.subplots(3, 3, figsize=(15, 12), constrained_layout=True)
-    for ax, (panel_title, lines) in zip(axes.flat, PANELS, strict=True):
-        if panel_title == "Reward":
-            lines = lines + reward_function_lines(records)
+    for ax, (panel_title, lines) in zip(axes.flat, report_panels(records), strict=True):
         drawn = False
         shown: list[float] = []
         for label, kind, key in lines:
@@ -179,4 +219,12 @@ def write_report(
     return out
 
 
-__all__ = ["PANELS", "moving_average", "robust_top", "series", "write_report"]
+__all__ = [
+    "PANELS",
+    "moving_average",
+    "report_panels",
+    "robust_top",
+    "series",
+    "trains_on_builtin_reward",
+    "write_report",
+]
