@@ -5,6 +5,9 @@ to a log file, not the console; a run with only --mcp logs its tool metrics."""
 from __future__ import annotations
 
 import sys
+import tempfile
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -70,9 +73,14 @@ def test_a_call_to_a_server_failing_otherwise_carries_error_text(tmp_path):
     script.write_text("import sys\nprint('cannot start', file=sys.stderr)\nsys.exit(5)\n")
     from agentrl.tools.mcp import MCPError
 
+    before = set(Path(tempfile.gettempdir()).glob("agentrl-mcp-status-*"))
+    threads = set(threading.enumerate())
     with pytest.raises(MCPError, match=r"failed to start: exited with status 5 \(its stderr: "):
         MCPServer(f"{sys.executable} {script}", log_dir=tmp_path / "run")
     assert "cannot start" in (tmp_path / "run" / "mcp-0.log").read_text()
+    # Nothing is left behind: the server's status file is gone and its thread ended.
+    assert set(Path(tempfile.gettempdir()).glob("agentrl-mcp-status-*")) <= before
+    assert not [t for t in set(threading.enumerate()) - threads if t.name == "agentrl-mcp"]
 
 
 @pytest.mark.slow

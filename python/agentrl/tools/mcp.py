@@ -111,8 +111,13 @@ class MCPServer:
             target=self._loop.run_forever, name="agentrl-mcp", daemon=True
         )
         self._thread.start()
-        listed = self._start()
-        self.tools = [self._tool(item) for item in listed]
+        try:
+            self.tools = [self._tool(item) for item in self._start()]
+        except BaseException:
+            # A server that failed to start (or listed a tool that cannot be used) leaves
+            # nothing behind: no process, no event-loop thread, no status file.
+            self.close()
+            raise
         atexit.register(self.close)
 
     def _start(self) -> list[Any]:
