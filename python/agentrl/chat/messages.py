@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentrl.utils.fields import object_list
+
 Message = dict[str, Any]
 
 ROLE_ALIASES = {
@@ -68,12 +70,11 @@ def _normalize_tool_calls(raw: Any) -> list[dict[str, Any]]:
             raw = json.loads(raw)
         except ValueError:
             raise MessageError("bad_tool_calls", "tool_calls is not valid JSON") from None
-    if isinstance(raw, dict):
-        raw = [raw]
-    if not isinstance(raw, list):
+    items = object_list(raw)
+    if items is None:
         raise MessageError("bad_tool_calls", f"tool_calls is a {type(raw).__name__}")
     calls = []
-    for item in raw:
+    for item in items:
         if not isinstance(item, dict):
             raise MessageError("bad_tool_calls", "a tool call is not an object")
         body = item["function"] if isinstance(item.get("function"), dict) else item

@@ -46,6 +46,7 @@ from agentrl.data.jsonl_lines import iter_jsonl_lines
 from agentrl.data.samples import SkipRecord
 from agentrl.errors import UserError
 from agentrl.tools.schema import ToolSchemaError, json_schema_tool
+from agentrl.utils.fields import object_list
 
 FUNCTION_CALL_FORMATS = ("bfcl", "xlam", "openai", "hermes")
 # ``prompts``: the prompt pool's own record shapes (messages, conversations, prompt).
@@ -109,12 +110,11 @@ def _json_field(value: Any, what: str, reason: str) -> Any:
 
 
 def _specs(docs: Any) -> list[dict[str, Any]]:
-    if isinstance(docs, dict):
-        docs = [docs]
-    if not isinstance(docs, list):
+    listed = object_list(docs)
+    if listed is None:
         raise SkipRecord("bad_tools", f"functions are a {type(docs).__name__}, not a list")
     specs = []
-    for doc in docs:
+    for doc in listed:
         try:
             spec = json_schema_tool(doc)
         except ToolSchemaError as exc:
@@ -398,11 +398,10 @@ def _tool_list(text: str) -> list[Any]:
     except SkipRecord:
         lines = [line for line in text.splitlines() if line.strip()]
         value = [_literal(line, "a line of the <tools> block", "bad_tools") for line in lines]
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list):
+    tools = object_list(value)
+    if tools is None:
         raise SkipRecord("bad_tools", "the <tools> block is not a list of functions")
-    return value
+    return tools
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from agentrl.tools.signature import ToolSchemaError, check_parameters
+from agentrl.utils.fields import object_list
 
 ToolSpec = dict[str, Any]
 
@@ -57,15 +58,14 @@ def parse_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
             raise ToolSchemaError(f"tools is not valid JSON: {exc}") from None
         if raw_tools is None or raw_tools == []:
             return None
-    if isinstance(raw_tools, dict):
-        raw_tools = [raw_tools]
-    if not isinstance(raw_tools, list):
+    tools = object_list(raw_tools)
+    if tools is None:
         raise ToolSchemaError(f"tools must be a list or an object, got {type(raw_tools).__name__}")
-    for item in raw_tools:
+    for item in tools:
         fn = _function_part(item) if isinstance(item, dict) else None
         if fn is not None:
             check_parameters(fn.get("name"), fn.get("parameters"))
-    specs = normalize_tool_schema(raw_tools)
+    specs = normalize_tool_schema(tools)
     if specs is None:
         raise ToolSchemaError("tools has no entry with a function name")
     return specs
@@ -85,12 +85,11 @@ def normalize_tool_schema(raw_tools: Any) -> list[ToolSpec] | None:
             raw_tools = json.loads(raw_tools)
         except ValueError:
             return None
-    if isinstance(raw_tools, dict):
-        raw_tools = [raw_tools]
-    if not isinstance(raw_tools, list):
+    tools = object_list(raw_tools)
+    if tools is None:
         return None
     specs: list[ToolSpec] = []
-    for item in raw_tools:
+    for item in tools:
         if not isinstance(item, dict):
             continue
         fn = _function_part(item)
