@@ -7,6 +7,15 @@ commands that need no trainer, such as ``agentrl score``) stay light.
 
 from __future__ import annotations
 
+import os
+
+# CPU tensors of 2 MiB and more on transparent huge pages: torch reads this once, at its
+# first allocation, so it is set before anything of agentrl's imports torch. Without it,
+# each large temporary (the output layer's logits, a gradient) costs a page fault every
+# 4 KiB on first touch, and the training step runs 1.2-1.4x slower (docs/tuning.md,
+# `benches/bench_huge_pages.py`). THP_MEM_ALLOC_ENABLE=0 in the environment turns it off.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
 from agentrl._core import __version__
 from agentrl.utils.imports import lazy_attributes
 
