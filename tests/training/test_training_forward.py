@@ -144,9 +144,14 @@ def test_sanitised_logits_get_the_plain_gradient():
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
-def test_no_vocabulary_wide_tensor_is_kept_for_the_backward(tiny, monkeypatch):
-    """The split path saves hidden states and one number per token, never logits."""
+@pytest.mark.parametrize("keep_bytes", [0, 1 << 29])
+def test_no_vocabulary_wide_tensor_is_kept_for_the_backward_beyond_the_budget(
+    tiny, monkeypatch, keep_bytes
+):
+    """The split path saves hidden states and one number per token, and vocabulary-wide
+    probabilities only within `KEEP_PROBS_BYTES` (a CPU's budget; 0: never)."""
     monkeypatch.setattr(logprobs, "CHUNK_ELEMENTS", tiny.config.vocab_size * 4)
+    monkeypatch.setattr(logprobs, "KEEP_PROBS_BYTES", keep_bytes)
     model = copy.deepcopy(tiny).train()
     ids, attn, mask = _rows(tiny.config.vocab_size)
     saved = []
@@ -165,9 +170,50 @@ def test_no_vocabulary_wide_tensor_is_kept_for_the_backward(tiny, monkeypatch):
         and len(s) > 1
         and s != tuple(model.lm_head.weight.shape)
     ]
-    assert not wide, wide
+    if keep_bytes:  # each slice of 4 trained tokens' probabilities, and nothing else
+        assert wide and all(s == (4, tiny.config.vocab_size) for s in wide[:-1]), wide
+        assert sum(s[0] for s in wide) == int(mask.sum())
+    else:
+        assert not wide, wide
     out.logps.sum().backward()  # and the gradient still flows
     assert model.lm_head.weight.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_kept_probabilities_give_the_recomputed_gradients(monkeypatch, dtype, temperature):
+    """The backward from the forward's kept probabilities equals the one that runs the
+    output layer again: the same bits in float32; in bfloat16 as close to the exact
+    (float64) gradient as that one, row by row, a confident target's row included (its
+    1 - p comes from the float32 log-prob, not from p rounded to 8 bits)."""
+    gen = torch.Generator().manual_seed(5)
+    hidden = torch.randn(37, 16, generator=gen).to(dtype)
+    weight = (torch.randn(300, 16, generator=gen) * 0.5).to(dtype)
+    weight[7] *= 12  # a column that wins almost every row: p close to 1 at its targets
+    targets = torch.randint(0, 300, (37,), generator=gen)
+    targets[::3] = 7
+    upstream = torch.randn(37, generator=gen)
+
+    def run(keep_bytes):
+        monkeypatch.setattr(logprobs, "KEEP_PROBS_BYTES", keep_bytes)
+        h, w = hidden.clone().requires_grad_(True), weight.clone().requires_grad_(True)
+        logps, _ = linear_token_logps(h, w, targets, temperature=temperature, chunk=8)
+        (logps * upstream).sum().backward()
+        return logps.detach(), h.grad, w.grad
+
+    kept, again = run(1 << 29), run(0)
+    torch.testing.assert_close(kept[0], again[0], rtol=0, atol=0)
+    h, w = hidden.double().requires_grad_(True), weight.double().requires_grad_(True)
+    exact = torch.log_softmax(h @ w.t() / temperature, dim=-1)
+    (exact.gather(1, targets.unsqueeze(1)).squeeze(1) * upstream.double()).sum().backward()
+    for got, want, truth in zip(kept[1:], again[1:], (h.grad, w.grad), strict=True):
+        if dtype == torch.float32:
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+        else:
+            size = truth.norm(dim=1)
+            error, error_again = ((g.double() - truth).norm(dim=1) for g in (got, want))
+            assert bool((error <= 2 * (error_again + 0.01 * size)).all()), error / size
+    assert bool(((targets == 7) & (kept[0].exp() > 0.99)).any())  # such rows exist
 
 
 def test_bfloat16_weights_give_bfloat16_gradients(tiny):

@@ -11,6 +11,12 @@ pass, which recomputes the slice's softmax: at most ``chunk x vocabulary`` float
 exist at once. :func:`linear_token_logps` also runs the output projection per slice, so
 the logits of all tokens never exist at all (forward or backward).
 
+One exception, on the CPU: when every slice's probabilities fit `KEEP_PROBS_BYTES` in the
+weights' dtype (a few thousand tokens of a 49k vocabulary in bfloat16), the forward keeps
+them and the backward reads them instead of running the output layer and the softmax
+again. On a CPU those passes over ``tokens x vocabulary`` values cost more than the
+matrix products (docs/tuning.md); GPU memory is kept for other things.
+
 The model's forward pass around them (which positions, which output layer, shared
 prompts) is `agentrl.training.forward.masked_logps`, the one home of model log-probs.
 """
@@ -28,6 +34,7 @@ from agentrl.utils.tensors import all_in_range
 
 __all__ = [
     "CHUNK_ELEMENTS",
+    "KEEP_PROBS_BYTES",
     "ForwardOutput",
     "chunk_tokens",
     "linear_token_logps",
@@ -39,6 +46,8 @@ __all__ = [
 
 # Float32 values of one slice of logits (128 MiB): 220 tokens of a 152k vocabulary.
 CHUNK_ELEMENTS = 1 << 25
+# The most bytes of probabilities the output layer's forward keeps for its backward (CPU).
+KEEP_PROBS_BYTES = 1 << 29
 _CLAMP = 80.0
 
 
@@ -51,10 +60,17 @@ class ForwardOutput:
 
 def sanitize_logits(logits: torch.Tensor) -> torch.Tensor:
     """Float32 logits with NaN/inf replaced and the range clamped to +-80."""
+    return _sanitized(logits)[0]
+
+
+def _sanitized(logits: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """(`sanitize_logits`, whether every value was already finite and inside +-80: then
+    the float32 logits themselves, not a copy, when they were float32)."""
     wide = logits.float()
     if all_in_range(wide, -_CLAMP, _CLAMP):  # the usual case: nothing to replace or clamp
-        return wide
-    return torch.nan_to_num(wide, nan=0.0, posinf=30.0, neginf=-30.0).clamp(-_CLAMP, _CLAMP)
+        return wide, True
+    clean = torch.nan_to_num(wide, nan=0.0, posinf=30.0, neginf=-30.0).clamp(-_CLAMP, _CLAMP)
+    return clean, False
 
 
 def chunk_tokens(vocab: int, elements: int | None = None) -> int:
@@ -62,11 +78,30 @@ def chunk_tokens(vocab: int, elements: int | None = None) -> int:
     return max(1, (elements or CHUNK_ELEMENTS) // max(vocab, 1))
 
 
+@dataclass
+class _SliceStats:
+    """One slice's log-prob of each target, log-normaliser, entropy (when asked for) and
+    probabilities in the logits' dtype (when kept for the backward)."""
+
+    picked: torch.Tensor
+    lse: torch.Tensor
+    entropy: torch.Tensor | None
+    probs: torch.Tensor | None
+
+
 def _slice_stats(
-    raw: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(log-prob of each target, log-normaliser, entropy) of one slice of raw logits."""
-    z = sanitize_logits(raw)
+    raw: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
+    keep_probs: bool = False,
+) -> _SliceStats:
+    """The `_SliceStats` of one slice of raw logits. Probabilities are kept only where
+    nothing was sanitised (the backward then needs no raw logits to mask the clamp)."""
+    if raw.dtype != torch.float32 and all_in_range(raw, -_CLAMP, _CLAMP):
+        return _narrow_slice_stats(raw, targets, temperature, with_entropy, keep_probs)
+    z, inside = _sanitized(raw)
+    keep_probs = keep_probs and inside
     if temperature != 1.0:
         z = z / temperature
     lse = torch.logsumexp(z, dim=-1)
@@ -74,7 +109,33 @@ def _slice_stats(
     entropy = None
     if with_entropy:
         entropy = lse - (torch.softmax(z, dim=-1) * z).sum(dim=-1)
-    return picked, lse, entropy
+    probs = None
+    if keep_probs:
+        # The backward's own exp(z - lse) (float32 logits: the same bits as recomputing it).
+        shifted = z.sub_(lse.unsqueeze(1)) if z is not raw else z - lse.unsqueeze(1)
+        probs = shifted.exp_().to(raw.dtype)
+    return _SliceStats(picked, lse, entropy, probs)
+
+
+def _narrow_slice_stats(
+    raw: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
+    keep_probs: bool,
+) -> _SliceStats:
+    """`_slice_stats` of logits in a dtype narrower than float32 with nothing to sanitise:
+    float32 log-probs in one fused pass (a float32 copy of the slice and logsumexp's
+    passes over it cost twice as much on a CPU); the same values to float32 rounding."""
+    scaled = raw if temperature == 1.0 else raw.float() / temperature
+    logp = torch.log_softmax(scaled, dim=-1, dtype=torch.float32)
+    picked = logp.gather(1, targets.unsqueeze(1)).squeeze(1)
+    lse = scaled.gather(1, targets.unsqueeze(1)).squeeze(1).float() - picked
+    entropy = -(logp.exp() * logp).sum(dim=-1) if with_entropy else None
+    probs = None
+    if keep_probs:
+        probs = torch.softmax(raw, dim=-1) if temperature == 1.0 else logp.exp_().to(raw.dtype)
+    return _SliceStats(picked, lse, entropy, probs)
 
 
 def _slice_grad(
@@ -90,14 +151,38 @@ def _slice_grad(
     where the raw logit was finite and inside +-80; z = sanitised / temperature.
     """
     wide = raw.float()
-    inside = all_in_range(wide, -_CLAMP, _CLAMP)
-    z = wide if inside else sanitize_logits(wide)
+    z, inside = _sanitized(wide)
     if temperature != 1.0:
         z = z / temperature
     out = torch.exp(z - lse.unsqueeze(1)).mul_(-grad.unsqueeze(1))
     out.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1))
     if not inside:
         out = out.mul_(wide.abs() <= _CLAMP)  # False for NaN and inf too
+    if temperature != 1.0:
+        out = out.div_(temperature)
+    return out
+
+
+def _kept_slice_grad(
+    probs: torch.Tensor,
+    targets: torch.Tensor,
+    picked: torch.Tensor,
+    grad: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor:
+    """`_slice_grad` from the probabilities the forward kept, in their dtype.
+
+    In float32 the same operations as `_slice_grad` (the same bits). In a narrower dtype
+    the target's column is written from the float32 log-prob instead (1 - p with p rounded
+    to 8 bits would lose all of a confident target's gradient).
+    """
+    if probs.dtype == torch.float32:
+        out = probs * -grad.unsqueeze(1)
+        out.scatter_add_(1, targets.unsqueeze(1), grad.unsqueeze(1))
+    else:
+        out = probs * (-grad).to(probs.dtype).unsqueeze(1)
+        rows = torch.arange(out.size(0), device=out.device)
+        out[rows, targets] = (grad * -torch.expm1(picked)).to(out.dtype)
     if temperature != 1.0:
         out = out.div_(temperature)
     return out
@@ -117,6 +202,7 @@ class _Slicing:
     temperature: float
     chunk: int
     with_entropy: bool
+    keep_probs: bool = False  # the output layer's probabilities kept for its backward
 
 
 def _forward_stats(
@@ -134,15 +220,22 @@ def _forward_stats(
     logps = torch.empty(n, dtype=torch.float32, device=device)
     lse = torch.empty_like(logps)
     entropy = torch.empty(n if how.with_entropy else 0, dtype=torch.float32, device=device)
+    kept: list[torch.Tensor] = []  # each slice's probabilities, or an empty tensor
     with torch.no_grad():
         for start, end in _slices(n, how.chunk):
-            picked, norm, ent = _slice_stats(
-                slice_logits(start, end), targets[start:end], how.temperature, how.with_entropy
+            stats = _slice_stats(
+                slice_logits(start, end),
+                targets[start:end],
+                how.temperature,
+                how.with_entropy,
+                how.keep_probs,
             )
-            logps[start:end], lse[start:end] = picked, norm
-            if ent is not None:
-                entropy[start:end] = ent
-    ctx.save_for_backward(*inputs, targets, lse)
+            logps[start:end], lse[start:end] = stats.picked, stats.lse
+            if stats.entropy is not None:
+                entropy[start:end] = stats.entropy
+            if how.keep_probs:
+                kept.append(stats.probs if stats.probs is not None else logps.new_empty(0))
+    ctx.save_for_backward(*inputs, targets, lse, logps, *kept)
     ctx.temperature, ctx.chunk = how.temperature, how.chunk
     ctx.mark_non_differentiable(entropy)
     return logps, entropy
@@ -159,7 +252,7 @@ class _LogitsLogps(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_logps: torch.Tensor, _grad_entropy: Any) -> Any:  # type: ignore[override]
-        logits, targets, lse = ctx.saved_tensors
+        logits, targets, lse, _ = ctx.saved_tensors
         grad_logits = torch.empty_like(logits)
         grad_logps = grad_logps.float()
         for start, end in _slices(logits.size(0), ctx.chunk):
@@ -198,17 +291,31 @@ class _LinearLogps(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx: Any, grad_logps: torch.Tensor, _grad_entropy: Any) -> Any:  # type: ignore[override]
-        hidden, weight, targets, lse = ctx.saved_tensors
+        hidden, weight, targets, lse, logps, *kept = ctx.saved_tensors
         want_hidden, want_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_hidden = torch.empty_like(hidden) if want_hidden else None
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         grad_logps = grad_logps.float()
-        for start, end in _slices(hidden.size(0), ctx.chunk):
+        for index, (start, end) in enumerate(_slices(hidden.size(0), ctx.chunk)):
             piece = hidden[start:end]
-            raw = F.linear(piece, weight)
-            grad = _slice_grad(
-                raw, targets[start:end], lse[start:end], grad_logps[start:end], ctx.temperature
-            ).to(raw.dtype)
+            probs = kept[index] if kept else None
+            if probs is not None and probs.numel():
+                grad = _kept_slice_grad(
+                    probs,
+                    targets[start:end],
+                    logps[start:end],
+                    grad_logps[start:end],
+                    ctx.temperature,
+                ).to(hidden.dtype)
+            else:
+                raw = F.linear(piece, weight)
+                grad = _slice_grad(
+                    raw,
+                    targets[start:end],
+                    lse[start:end],
+                    grad_logps[start:end],
+                    ctx.temperature,
+                ).to(raw.dtype)
             if grad_hidden is not None:
                 grad_hidden[start:end] = torch.matmul(grad, weight.to(grad.dtype)).to(hidden.dtype)
             if want_weight:
@@ -224,10 +331,13 @@ def _apply(
     temperature: float,
     with_entropy: bool,
     chunk: int | None,
+    keep_probs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``function`` over ``inputs`` with the targets clamped into the vocabulary, the
     temperature kept above 0 and slices of ``chunk`` tokens (default: `chunk_tokens`)."""
-    how = _Slicing(max(float(temperature), 1e-6), chunk or chunk_tokens(vocab), with_entropy)
+    how = _Slicing(
+        max(float(temperature), 1e-6), chunk or chunk_tokens(vocab), with_entropy, keep_probs
+    )
     checked = targets.clamp(min=0, max=vocab - 1)
     logps, entropy = function.apply(*inputs, checked, how)
     return logps, entropy if with_entropy else None
@@ -259,7 +369,14 @@ def linear_token_logps(
     """:func:`token_logps` of ``hidden`` [N, H] @ ``weight`` [V, H].T, without ever holding
     more than ``chunk`` tokens' logits (an output layer without bias)."""
     vocab = weight.size(0)
-    return _apply(_LinearLogps, (hidden, weight), vocab, targets, temperature, with_entropy, chunk)
+    keep = (
+        hidden.device.type == "cpu"
+        and torch.is_grad_enabled()
+        and (hidden.requires_grad or weight.requires_grad)
+        and hidden.size(0) * vocab * hidden.element_size() <= KEEP_PROBS_BYTES
+    )
+    inputs = (hidden, weight)
+    return _apply(_LinearLogps, inputs, vocab, targets, temperature, with_entropy, chunk, keep)
 
 
 def moe_kwargs(model: torch.nn.Module) -> tuple[dict[str, bool], float | None]:
