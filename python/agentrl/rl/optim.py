@@ -42,7 +42,10 @@ __all__ = [
     "build_optimizer",
     "build_scheduler",
     "clip_and_step",
+    "load_masters",
+    "master_weights",
     "merge_microbatch_metrics",
+    "step_on_masters",
 ]
 
 logger = logging.getLogger(__name__)
@@ -199,6 +202,43 @@ def clip_and_step(
     return True, grad_norm
 
 
+def step_on_masters(
+    params: Sequence[torch.nn.Parameter],
+    masters: Sequence[torch.Tensor] | None,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    grad_clip: float,
+) -> tuple[bool, float]:
+    """`clip_and_step` on the weights, or (``masters``: `master_weights`) on their float32
+    masters, the gradients moved there first and the stepped values rounded back."""
+    if masters is None:
+        return clip_and_step(params, optimizer, scheduler, grad_clip)
+    for p, master in zip(params, masters, strict=True):
+        grad, p.grad = p.grad, None
+        master.grad = None if grad is None else grad.float()
+    stepped, norm = clip_and_step(masters, optimizer, scheduler, grad_clip)
+    if stepped:
+        with torch.no_grad():
+            for p, master in zip(params, masters, strict=True):
+                if master is not p:
+                    p.copy_(master)
+    return stepped, norm
+
+
+def load_masters(
+    masters: Sequence[torch.Tensor] | None,
+    saved: Sequence[torch.Tensor] | None,
+    params: Sequence[torch.nn.Parameter],
+) -> None:
+    """Restore float32 masters from a checkpoint's ``saved`` copies, or (a checkpoint
+    without them) from the weights just loaded."""
+    if masters is None:
+        return
+    with torch.no_grad():
+        for master, value in zip(masters, saved or params, strict=True):
+            master.copy_(value)
+
+
 @dataclass
 class StepReport:
     stepped: bool  # the optimizer moved the weights at the end of this step
@@ -306,21 +346,9 @@ class Optimization:
         return StepReport(True, None, norm, 0.0, self.opt_step, self.lr)
 
     def _clip_and_step(self) -> tuple[bool, float]:
-        """`clip_and_step` on the weights, or on the float32 masters and back."""
-        if self.masters is None:
-            return clip_and_step(self.params, self.optimizer, self.scheduler, self.config.grad_clip)
-        for p, master in zip(self.params, self.masters, strict=True):
-            grad, p.grad = p.grad, None
-            master.grad = None if grad is None else grad.float()
-        stepped, norm = clip_and_step(
-            self.masters, self.optimizer, self.scheduler, self.config.grad_clip
+        return step_on_masters(
+            self.params, self.masters, self.optimizer, self.scheduler, self.config.grad_clip
         )
-        if stepped:
-            with torch.no_grad():
-                for p, master in zip(self.params, self.masters, strict=True):
-                    if master is not p:
-                        p.copy_(master)
-        return stepped, norm
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume mid-run, accumulated gradient included."""
@@ -343,11 +371,7 @@ class Optimization:
         self.scheduler.load_state_dict(state["scheduler"])
         self.opt_step = int(state["opt_step"])
         self.pending = int(state.get("pending", 0))
-        if self.masters is not None:  # saved masters, else the weights just loaded
-            saved = state.get("master_weights") or self.params
-            with torch.no_grad():
-                for master, value in zip(self.masters, saved, strict=True):
-                    master.copy_(value)
+        load_masters(self.masters, state.get("master_weights"), self.params)
         grads = state.get("pending_grads")
         for i, p in enumerate(self.params):
             g = grads[i] if grads else None

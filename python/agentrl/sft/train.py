@@ -29,6 +29,7 @@ from agentrl.errors import SaveError, UsageError
 from agentrl.models.compile import compile_decoder_layers, eager_generation
 from agentrl.models.loading import autocast_context
 from agentrl.models.lora import AdapterCheckpointView, adapter_signature, base_model_of
+from agentrl.rl.optim import load_masters, master_weights, step_on_masters
 from agentrl.sft import checkpoint as ckpt
 from agentrl.sft.data import Example, bucketed_batches, collate
 from agentrl.sft.tasks import HeldoutTask, ToolEnv
@@ -150,11 +151,10 @@ def masked_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> t
     return -(logps * trained).sum()
 
 
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def _param_groups(params: Sequence[torch.Tensor], weight_decay: float) -> list[dict[str, Any]]:
     decay, plain = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (decay if p.dim() >= 2 else plain).append(p)
+    for p in params:
+        (decay if p.dim() >= 2 else plain).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
 
 
@@ -237,8 +237,14 @@ class _Run:
         self.device = next(model.parameters()).device
         self.weight_dtype = next(model.parameters()).dtype
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        # Weights in bfloat16 or float16 (a LoRA adapter takes the model's dtype) step on
+        # float32 masters, as in RL (`agentrl.rl.optim`): small updates would round away.
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.masters = master_weights(self.params)
         self.opt = torch.optim.AdamW(
-            _param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas
+            _param_groups(self.masters or self.params, cfg.weight_decay),
+            lr=cfg.lr,
+            betas=cfg.betas,
         )
         # Seconds of training before this process (from the checkpoint on resume).
         self.elapsed_before = 0.0
@@ -261,6 +267,7 @@ class _Run:
         _check_same_adapter(found[-1], state.get("adapter"), self.adapter)
         ckpt.load_weights(self.saved, found[-1])
         self.opt.load_state_dict(state["optimizer"])
+        load_masters(self.masters, state.get("master_weights"), self.params)
         self.elapsed_before = float(state.get("elapsed", 0.0))
         self.stream.load_state_dict(state["stream"])
         self.step, self.skipped = int(state["step"]), int(state.get("skipped", 0))
@@ -275,12 +282,15 @@ class _Run:
             for _ in range(self.cfg.grad_accum)
         ]
         loss, tokens = accumulate_step(self.model, batches, self.weight_dtype)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip))
-        if math.isfinite(loss) and math.isfinite(grad_norm):
-            self.opt.step()
-        else:
+        stepped, grad_norm = False, math.nan
+        if math.isfinite(loss):
+            stepped, grad_norm = step_on_masters(
+                self.params, self.masters, self.opt, None, self.cfg.clip
+            )
+        if not stepped:
             self.skipped += 1
             self.log(f"step {self.step + 1}: non-finite loss or gradient, update skipped")
+        self.model.zero_grad(set_to_none=True)
         self.opt.zero_grad(set_to_none=True)
         self.step += 1
         self.set_lr()
@@ -312,6 +322,9 @@ class _Run:
             "skipped": self.skipped,
             "config": asdict(self.cfg),
             "adapter": self.adapter,
+            "master_weights": None
+            if self.masters is None
+            else [m.detach().cpu().clone() for m in self.masters],
         }
         root = self.out / "checkpoints"
         saved = ckpt.save_checkpoint(
