@@ -103,9 +103,9 @@ def matmul_params(model: torch.nn.Module) -> int:
     return total - emb.numel() + head.numel() if emb is head else total - emb.numel()
 
 
-def train_rate(
-    model: torch.nn.Module, batch: int, seq: int, steps: int, profile: int = 0
-) -> dict[str, float]:
+def training_step(model: torch.nn.Module, batch: int, seq: int) -> Callable[[], None]:
+    """agentrl's training step on ``batch`` random rows of ``seq`` tokens, every token
+    trained and every weight (the model's own float32 masters for bfloat16 ones)."""
     from agentrl.rl.optim import OptimConfig, Optimization
     from agentrl.training.forward import masked_logps
 
@@ -125,6 +125,13 @@ def train_rate(
         opt.backward(-(out.logps * mask).sum() / mask.sum())
         opt.finish()
 
+    return step
+
+
+def train_rate(
+    model: torch.nn.Module, batch: int, seq: int, steps: int, profile: int = 0
+) -> dict[str, float]:
+    step = training_step(model, batch, seq)
     times = []
     step()  # the first step allocates the optimizer's state
     if profile:

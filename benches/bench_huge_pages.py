@@ -31,31 +31,19 @@ def child(model_spec: str, batch: int, seq: int, prompt: int, new: int, rows: in
     import torch
 
     sys.path.insert(0, str(HERE))
-    from agentrl.rl.optim import OptimConfig, Optimization
     from agentrl.rollout.engine import TorchEngine
     from agentrl.rollout.sampling import SamplingParams
-    from agentrl.training.forward import masked_logps
-    from bench_hardware import load
+    from bench_hardware import load, training_step
 
     torch.set_num_threads(2)
     trained, tokenizer = load(model_spec, torch.bfloat16)
     decoding, _ = load(model_spec, torch.bfloat16)
     decoding.eval()
-    trained.train()
-    opt = Optimization(trained, OptimConfig(learning_rate=1e-6, accumulation_steps=1), 10**6)
+    train = training_step(trained, batch, seq)
     vocab = trained.get_input_embeddings().weight.shape[0]
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (batch, seq), generator=gen)
-    attn = torch.ones_like(ids)
-    mask = torch.ones(batch, seq - 1)
     engine = TorchEngine(decoding, tokenizer, max_batch_rows=rows, eos_token_ids=[])
     prompts = [torch.randint(100, vocab, (prompt,), generator=gen).tolist() for _ in range(rows)]
-
-    def train() -> None:
-        opt.begin()
-        out = masked_logps(trained, ids, attn, mask)
-        opt.backward(-(out.logps * mask).sum() / mask.sum())
-        opt.finish()
 
     def decode(n: int) -> None:
         engine.generate(prompts[:n], SamplingParams(greedy=True, max_new_tokens=new))
