@@ -41,7 +41,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from real_model import AGENTRL, SFT_STAGE, packaged_gguf, rl_seconds, run, training_seconds
+from real_model import (
+    AGENTRL,
+    SFT_STAGE,
+    machine_line,
+    machine_record,
+    packaged_gguf,
+    rl_seconds,
+    run,
+    training_seconds,
+)
 
 ROWS = ("zero_shot", "warm_start", "sft_control", "rl")
 
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "false",
         *args.rl_options,
     ]
-    seconds["rl"] = run(rl, seeded / "rl.log")
+    seconds["rl"] = run(rl, seeded / "rl.log", probe=True)
     budget = rl_seconds(seeded / "rl" / "metrics.jsonl")
     seconds["rl_training"] = budget
 
@@ -245,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{budget:.1f}",
         ],
         seeded / "control.log",
+        probe=True,
     )
     seconds["sft_control_training"] = training_seconds(seeded / "control.log")
 
@@ -264,11 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         "subset": any(s.get("subset") for s in scores.values()),
         **{row: accuracies(scores[row]) for row in rows},
         "seconds": {**seconds, "total": time.perf_counter() - began},
+        **machine_record(),
     }
     (seeded / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     for line in table(summary):
         print(line)
+    print(machine_line("rl", "control"))
     print(f"{summary['seconds']['total'] / 60:.1f} min in all; summary: {out / 'summary.json'}")
     return 0
 

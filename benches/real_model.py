@@ -34,8 +34,11 @@ import argparse
 import importlib.metadata
 import json
 import math
+import resource
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -65,10 +68,50 @@ def packaged_gguf(package: str = GGUF_PACKAGE) -> Path:
     return Path(str(dist.locate_file(files[0])))
 
 
-def run(cmd: list[str], log: Path) -> float:
-    """Run one agentrl command, its output shown and kept in `log`; seconds it took."""
+# CPU seconds (user + system) of each command `run` ran, by its log's name: set beside the
+# wall seconds, they show how much of a stage's time the machine gave it.
+CPU_SECONDS: dict[str, float] = {}
+# The probe's bfloat16 matrix-product rate (GFLOP/s) sampled during each command, by its
+# log's name: on a shared machine, how fast the hardware was while a stage ran.
+MACHINE_GFLOPS: dict[str, list[float]] = {}
+PROBE_INTERVAL_S = 60.0
+
+
+def _probe_rate(size: int = 1024, reps: int = 4) -> float:
+    """One single-thread bfloat16 product rate sample, GFLOP/s (about 0.05 s of one core)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a = torch.randn(size, size, dtype=torch.bfloat16)
+        a @ a
+        began = time.perf_counter()
+        for _ in range(reps):
+            a @ a
+        return 2 * size**3 * reps / (time.perf_counter() - began) / 1e9
+    finally:
+        torch.set_num_threads(threads)
+
+
+def run(cmd: list[str], log: Path, probe: bool = False) -> float:
+    """Run one agentrl command, its output shown and kept in `log`; seconds it took. Its
+    CPU seconds go to ``CPU_SECONDS``; with ``probe``, the machine's rate is sampled every
+    ``PROBE_INTERVAL_S`` while it runs (``MACHINE_GFLOPS``)."""
     print("$ " + " ".join(cmd[2:] if cmd[:2] == AGENTRL[:2] else cmd), flush=True)
     began = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    stop = threading.Event()
+    samples: list[float] = []
+    prober = None
+    if probe:
+
+        def sample() -> None:
+            while not stop.wait(PROBE_INTERVAL_S):
+                samples.append(_probe_rate())
+
+        prober = threading.Thread(target=sample, daemon=True)
+        prober.start()
     with log.open("w", encoding="utf-8") as out:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
@@ -76,9 +119,40 @@ def run(cmd: list[str], log: Path) -> float:
             sys.stdout.write(line)
             out.write(line)
         code = proc.wait()
+    stop.set()
+    if prober is not None:
+        prober.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS[log.stem] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if probe:
+        MACHINE_GFLOPS[log.stem] = samples
     if code != 0:
         raise SystemExit(f"command failed with exit code {code} (output in {log})")
     return time.perf_counter() - began
+
+
+def machine_record() -> dict[str, Any]:
+    """What the summaries say of the machine: each command's CPU seconds, and the probe's
+    median rate (and its samples) for the stages that were probed."""
+    return {
+        "cpu_seconds": dict(CPU_SECONDS),
+        "machine_bf16_gflops": {
+            stage: {"median": statistics.median(rates), "samples": rates}
+            for stage, rates in MACHINE_GFLOPS.items()
+            if rates
+        },
+    }
+
+
+def machine_line(rl_log: str, control_log: str) -> str:
+    """One line comparing the machine during RL and during the control."""
+    rates = {k: statistics.median(v) for k, v in MACHINE_GFLOPS.items() if v}
+    cpu = CPU_SECONDS
+    parts = [
+        f"{name}: {cpu.get(log, math.nan):.0f} CPU s, probe {rates.get(log, math.nan):.0f} GFLOP/s"
+        for name, log in (("RL", rl_log), ("control", control_log))
+    ]
+    return "the machine (1-thread bf16 probe, median): " + "; ".join(parts)
 
 
 def evals(metrics: Path) -> list[dict[str, Any]]:
@@ -262,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.rl_steps:
         rl += ["--total_steps", str(args.rl_steps), "--eval_interval", str(args.rl_steps)]
-    seconds["rl"] = run(rl + list(args.rl_options), out / "rl.log")
+    seconds["rl"] = run(rl + list(args.rl_options), out / "rl.log", probe=True)
 
     scored = evals(out / "rl" / "metrics.jsonl")
     if len(scored) < 2:
@@ -290,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             "0",
         ],
         out / "control.log",
+        probe=True,
     )
     seconds["sft_control_training"] = training_seconds(out / "control.log")
     control_json = out / "sft_control.json"
@@ -318,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "eval_tasks": args.eval_samples,
         "seconds": {**seconds, "total": time.perf_counter() - began},
+        **machine_record(),
         **{
             name: {
                 k: m.get(k, math.nan)
@@ -352,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{budget:.0f}s): exact match {100 * control.get('eval/exact_match', math.nan):.1f}%, "
         f"tool-call success {100 * control.get('eval/tool_success_rate', math.nan):.1f}%"
     )
+    print(machine_line("rl", "control"))
     print(f"{summary['seconds']['total'] / 60:.1f} min in all")
     print(f"run directory: {out} (agentrl view {out / 'rl'})")
     return 0

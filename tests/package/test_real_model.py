@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import sys
 
 import pytest
 from agentrl.config import resolve
@@ -89,3 +90,21 @@ def test_the_summary_says_no_calls_where_an_evaluation_made_none():
     share = _recipe()._calls_that_worked
     assert share({"eval/tools/error_rate": 0.085}) == "91.5%"
     assert share({}) == share({"eval/tools/error_rate": float("nan")}) == "no calls"
+
+
+def test_each_command_records_its_cpu_seconds_and_the_machines_rate(tmp_path, monkeypatch):
+    # On a shared machine equal wall time is only fair if the machine was as fast for both
+    # stages: the summaries carry each command's CPU seconds and the probe's samples.
+    recipe = _recipe()
+    monkeypatch.setattr(recipe, "PROBE_INTERVAL_S", 0.05)
+    monkeypatch.setattr(recipe, "CPU_SECONDS", {})
+    monkeypatch.setattr(recipe, "MACHINE_GFLOPS", {})
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+    wall = recipe.run([sys.executable, "-c", busy], tmp_path / "rl.log", probe=True)
+    recipe.run([sys.executable, "-c", "pass"], tmp_path / "control.log")
+    assert wall >= 0.4
+    record = recipe.machine_record()
+    assert record["cpu_seconds"]["rl"] >= 0.4 > record["cpu_seconds"]["control"]
+    rates = record["machine_bf16_gflops"]
+    assert list(rates) == ["rl"] and rates["rl"]["median"] > 0
+    assert "RL: " in recipe.machine_line("rl", "control")
