@@ -16,6 +16,8 @@
 mod bindings;
 mod expr;
 mod funcall;
+#[cfg(test)]
+mod linear;
 mod message;
 mod numfmt;
 mod pychar;

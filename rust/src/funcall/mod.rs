@@ -387,14 +387,12 @@ mod tests {
     fn a_megabyte_of_calls_scores_in_linear_time() {
         let t = task(r#"[{"get_weather":{"city":["Paris"]}},{"get_weather":{"city":["Rome"]}}]"#);
         let one = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
-        let text = one.repeat(1_000_000 / one.len());
-        let start = std::time::Instant::now();
-        let d = score(&settings(), &t, &text);
+        let d = score(&settings(), &t, &one.repeat(1_000_000 / one.len()));
         assert_eq!(d.valid, 0.0);
         assert!(d.calls > 10_000.0);
-        // Quadratic work on a megabyte would take minutes; the bound allows a debug build on a
-        // loaded machine.
-        assert!(start.elapsed().as_secs_f64() < 20.0);
+        crate::linear::assert_linear("calls", 3_000, |n| {
+            score(&settings(), &t, &one.repeat(n));
+        });
     }
 
     #[test]
@@ -405,22 +403,28 @@ mod tests {
             FormatSet::all(),
         )
         .unwrap_or_default();
-        let items = vec!["\"A b\""; 150_000].join(",");
-        let long_list = format!(
-            "<tool_call>{{\"name\": \"f\", \"arguments\": {{\"l\": [{items}]}}}}</tool_call>"
-        );
-        let args: Vec<String> = (0..60_000).map(|i| format!("\"a{i}\": {i}")).collect();
-        let many_args = format!(
-            "<tool_call>{{\"name\": \"f\", \"arguments\": {{{}}}}}</tool_call>",
-            args.join(", ")
-        );
-        for text in [long_list, many_args] {
-            let start = std::time::Instant::now();
-            let d = score(&settings(), &t, &text);
+        let long_list = |n: usize| {
+            let items = vec!["\"A b\""; n].join(",");
+            format!(
+                "<tool_call>{{\"name\": \"f\", \"arguments\": {{\"l\": [{items}]}}}}</tool_call>"
+            )
+        };
+        let many_args = |n: usize| {
+            let args: Vec<String> = (0..n).map(|i| format!("\"a{i}\": {i}")).collect();
+            format!(
+                "<tool_call>{{\"name\": \"f\", \"arguments\": {{{}}}}}</tool_call>",
+                args.join(", ")
+            )
+        };
+        for (what, text) in [
+            ("a long list", &long_list as &dyn Fn(usize) -> String),
+            ("many arguments", &many_args),
+        ] {
+            let d = score(&settings(), &t, &text(60_000));
             assert_eq!((d.valid, d.calls), (0.0, 1.0));
-            // Quadratic work on a megabyte would take minutes; the bound allows a debug build on a
-            // loaded machine.
-            assert!(start.elapsed().as_secs_f64() < 20.0);
+            crate::linear::assert_linear(what, 20_000, |n| {
+                score(&settings(), &t, &text(n));
+            });
         }
     }
 }

@@ -1035,9 +1035,7 @@ mod tests {
     }
 
     #[test]
-    fn megabyte_inputs_are_linear() {
-        let mb = 1 << 20;
-        let start = std::time::Instant::now();
+    fn inputs_are_parsed_in_linear_time() {
         for piece in [
             "<tool_call>{\"a\": \"",
             "[TOOL_CALLS]",
@@ -1055,9 +1053,10 @@ mod tests {
             "functools[",
             "<|python_start|>[f(a=",
         ] {
-            parse(&piece.repeat(mb / piece.len()));
+            // From 256 KiB to 2 MiB of the piece repeated.
+            crate::linear::assert_linear(piece, (1 << 18) / piece.len(), |n| {
+                parse(&piece.repeat(n));
+            });
         }
-        // Quadratic behaviour would take minutes; linear takes milliseconds even unoptimised.
-        assert!(start.elapsed().as_secs_f64() < 10.0);
     }
 }
