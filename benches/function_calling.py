@@ -112,7 +112,7 @@ def bfcl(
     if args.bfcl_limit:
         cmd += ["--bfcl_limit", str(args.bfcl_limit)]
     out.mkdir(parents=True, exist_ok=True)
-    seconds = run(cmd, out / "eval.log")
+    seconds = run(cmd, out / f"{out.name}.log")  # its own name: CPU_SECONDS keys by it
     return json.loads(scores.read_text(encoding="utf-8")), seconds
 
 
