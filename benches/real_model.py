@@ -124,7 +124,7 @@ def run(cmd: list[str], log: Path, probe: bool = False) -> float:
         prober.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU_SECONDS[log.stem] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if probe:
+    if prober is not None:
         MACHINE_GFLOPS[log.stem] = samples
     if code != 0:
         raise SystemExit(f"command failed with exit code {code} (output in {log})")
