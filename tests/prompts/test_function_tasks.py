@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import random
 import re
 
 import pytest
@@ -56,6 +57,24 @@ def test_each_kind_has_the_shape_of_its_category(tasks) -> None:
             assert len(set(called)) >= 2
         else:
             assert task.kind == "irrelevance" and called == [] and task.ground_truth == []
+
+
+def test_irrelevance_offers_the_requests_neighbours_or_other_domains() -> None:
+    """About half the irrelevant requests sit beside the other functions of their own domain
+    (names that sound right and cannot serve them), the rest beside other domains'; the
+    function a request needs is never offered."""
+    rng = random.Random(0)
+    near = far = 0
+    for _ in range(400):
+        (asked,), offered = CallTaskGenerator._functions(rng, "irrelevance")
+        assert asked not in offered and offered
+        domains = {f.domain for f in offered}
+        if domains == {asked.domain}:
+            near += 1
+        else:
+            assert asked.domain not in domains
+            far += 1
+    assert 120 < near < 240 and far > 160
 
 
 def test_arguments_cover_every_type_and_optional_defaults(tasks) -> None:

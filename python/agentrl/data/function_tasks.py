@@ -4,7 +4,8 @@ A task is a request, the functions offered and the call(s) that answer it, in on
 kinds (:data:`CALL_KINDS`, BFCL's categories): ``simple`` (one function offered, one
 call), ``multiple`` (a choice among several functions, one call), ``parallel`` (one
 function called for several values), ``parallel_multiple`` (several functions, each
-called) and ``irrelevance`` (no offered function fits: the right answer is no call). The
+called) and ``irrelevance`` (no offered function fits: the right answer is no call; about
+half of these offer the neighbours of the function the request needs, of its domain). The
 functions (`agentrl.data.function_catalog`) span weather, finance, maths, travel,
 calendars, shopping, devices and language, with string, integer, number, boolean, enum,
 array and nested-object arguments, and optional arguments with defaults that a request
@@ -150,7 +151,13 @@ class CallTaskGenerator:
             one = rng.choice(FUNCTIONS)
             return [one] * rng.randint(2, 3), [one]
         if kind == "irrelevance":
+            # Half the time the functions offered are the asked one's neighbours, of its own
+            # domain (air quality for a weather request): names that sound right and cannot
+            # serve it, as in BFCL's irrelevance. Otherwise, functions of other domains.
             asked = rng.choice(FUNCTIONS)
+            near = [f for f in FUNCTIONS if f.domain == asked.domain and f is not asked]
+            if near and rng.random() < 0.5:
+                return [asked], near
             others = [f for f in FUNCTIONS if f.domain != asked.domain]
             return [asked], rng.sample(others, rng.randint(1, 3))
         count = 1 if kind == "multiple" else rng.randint(2, 3)
