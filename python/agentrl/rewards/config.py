@@ -84,7 +84,7 @@ class RewardConfig:
     function_call_names_weight: float = option(0.2, "function_call: right functions called")
     function_call_arg_names_weight: float = option(0.2, "function_call: right argument names")
     function_call_values_weight: float = option(0.4, "function_call: accepted argument values")
-    function_call_format_weight: float = option(0.2, "function_call: calls parsed cleanly")
+    function_call_format_weight: float = option(0.2, "function_call: share of call blocks read")
     function_call_dots_to_underscores: int = option(
         0, "function_call: compare a.b names as a_b (APIs without dots)", FLAG
     )

@@ -10,7 +10,7 @@ formats, by the parser the rollout executes calls with. The terms (``TERM_KEYS``
 - ``valid``: 1 exactly when BFCL's AST checker accepts the calls (see
   ``rust/src/funcall/check.rs`` for its rules);
 - ``names``, ``arg_names``, ``values``: how much of the answer is right, for a denser signal;
-- ``format``: the calls parsed cleanly and name offered functions;
+- ``format``: the share of call blocks that were read and name an offered function;
 
 weighted by the ``function_call_*_weight`` reward settings
 (:class:`agentrl.rewards.config.RewardConfig`) into ``reward``. ``calls`` counts the calls

@@ -8,8 +8,10 @@
 //!
 //! - `valid`: the checker's verdict, 0 or 1 ([`check`]);
 //! - `names`, `arg_names`, `values`: graded terms in `[0, 1]` ([`graded`]);
-//! - `format`: 0 when a call block was refused, else the share of calls naming an offered
-//!   function (1 without calls);
+//! - `format`: the share of call blocks that were read and name an offered function (1
+//!   without any block). A refused block costs its share, not the whole term: three calls
+//!   with one botched earn a third of the weight less than two calls that leave it out, not
+//!   the whole weight (which taught RL to cut parallel answers short);
 //! - `reward`: the weighted sum of those five (`function_call_*_weight` settings);
 //! - `calls` (how many calls were read) and `no_call_expected` (1 when the answer is no call).
 //!
@@ -119,12 +121,11 @@ pub struct Row {
 fn read_calls(task: &FunctionCallTask, completion: &str) -> (Vec<ModelCall>, f64) {
     let parsed = parse_message(completion, &task.parse_options);
     let known = parsed.calls.iter().filter(|c| !c.unknown_tool).count();
-    let format = if !parsed.errors.is_empty() {
-        0.0
-    } else if parsed.calls.is_empty() {
+    let blocks = parsed.calls.len() + parsed.refused;
+    let format = if blocks == 0 {
         1.0
     } else {
-        known as f64 / parsed.calls.len() as f64
+        known as f64 / blocks as f64
     };
     let calls = parsed
         .calls
@@ -313,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_block_loses_the_format_term() {
+    fn a_refused_block_costs_its_share_of_the_format_term() {
         let t = task(r#"[{"get_weather":{"city":["Paris"]}}]"#);
         let d = score(
             &settings(),
@@ -321,6 +322,19 @@ mod tests {
             "<tool_call>{\"name\": \"get_weather\", </tool_call>",
         );
         assert_eq!((d.valid, d.format), (0.0, 0.0));
+        let good = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+        let d = score(&settings(), &t, &format!("{good}{good}<tool_call>{{</tool_call>"));
+        assert_eq!((d.calls, d.format), (2.0, 2.0 / 3.0));
+        // Three calls asked for, the third botched: a third of the format weight below
+        // leaving the third out, no more.
+        let three = task(
+            r#"[{"get_weather":{"city":["Paris"]}},{"get_weather":{"city":["Rome"]}},{"get_weather":{"city":["Oslo"]}}]"#,
+        );
+        let rome = good.replace("Paris", "Rome");
+        let left_out = score(&settings(), &three, &format!("{good}{rome}"));
+        let botched = score(&settings(), &three, &format!("{good}{rome}<tool_call>{{\"name\"</tool_call>"));
+        let share = settings().weights[4] / 3.0;
+        assert!((left_out.reward - botched.reward - share).abs() < 1e-9, "{botched:?} {left_out:?}");
     }
 
     #[test]

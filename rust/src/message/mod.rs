@@ -228,6 +228,8 @@ pub struct ParsedMessage {
     /// One entry per refused block (or refused call inside a block), in order; past
     /// [`MAX_LISTED_ERRORS`], a last entry says how many more there were.
     pub errors: Vec<BlockError>,
+    /// How many blocks (or calls inside a block) were refused, listed or not.
+    pub refused: usize,
 }
 
 /// Splits a model message into content, reasoning, calls and refused blocks.
@@ -251,7 +253,9 @@ pub fn parse_message(text: &str, opts: &MessageOptions) -> ParsedMessage {
         }
         split.reasoning
     };
+    let mut refused = out.errors.len();
     if let Some((first, count)) = out.unlisted.take() {
+        refused += count;
         out.errors.push(BlockError {
             reason: format!("{count} more refused blocks are not listed"),
             text: String::new(),
@@ -263,6 +267,7 @@ pub fn parse_message(text: &str, opts: &MessageOptions) -> ParsedMessage {
         reasoning,
         calls: out.calls,
         errors: out.errors,
+        refused,
     }
 }
 
@@ -1027,6 +1032,7 @@ mod tests {
         let text = "<tool_call>{".repeat(1000);
         let msg = parse(&text);
         assert_eq!(msg.errors.len(), MAX_LISTED_ERRORS + 1);
+        assert_eq!(msg.refused, 1000);
         let last = &msg.errors[MAX_LISTED_ERRORS];
         assert!(last
             .reason

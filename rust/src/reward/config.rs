@@ -248,7 +248,7 @@ reward_config! {
     function_call_arg_names_weight: Float = 0.2;
     /// ... of `values`: the accepted argument values, over the matched calls.
     function_call_values_weight: Float = 0.4;
-    /// ... of `format`: calls that parsed cleanly and name an offered function.
+    /// ... of `format`: the share of call blocks that parsed and name an offered function.
     function_call_format_weight: Float = 0.2;
     /// Compare a dotted function name (`math.hypot`) in its underscore form
     /// (`math_hypot`), as the checker does for models whose API forbids dots in names.
