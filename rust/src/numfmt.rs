@@ -1,4 +1,5 @@
-//! How the reward and the tools print a number: `format_number`.
+//! How the reward and the tools print a number (`format_number`), and an exact reader for
+//! the short decimals most numbers are (`short_decimal`).
 //!
 //! A value within 1e-9 of an integer prints as that integer's exact decimal digits (after
 //! Python's round-half-even), so `1e300` prints all of its 301 digits. Anything else prints
@@ -67,9 +68,99 @@ pub fn format_number(value: f64) -> Result<String, FormatError> {
     Ok(trimmed.strip_suffix('.').unwrap_or(trimmed).to_string())
 }
 
+/// Powers of ten that are exact as floats, up to the most fraction digits
+/// [`short_decimal`] takes.
+const EXACT_POWERS_OF_TEN: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// Python's `float(text)` for the short decimals most numbers are, without building a
+/// string: an optional sign, then at most 15 ASCII digits with at most one dot among them
+/// (`48`, `-6.25`, `.5`, `5.`). The digits as an integer and the power of ten are both
+/// exact floats, so one division rounds correctly, as `float()` does. `None` for anything
+/// else (no digit, an exponent, underscores, more digits): callers read those the general way.
+pub fn short_decimal(text: impl IntoIterator<Item = char>) -> Option<f64> {
+    let mut chars = text.into_iter().peekable();
+    let negative = chars.next_if(|&c| c == '-' || c == '+') == Some('-');
+    let mut digits: u64 = 0;
+    let mut count = 0;
+    let mut fraction: Option<usize> = None;
+    for c in chars {
+        match c {
+            '0'..='9' => {
+                digits = digits * 10 + u64::from(c) - u64::from('0');
+                count += 1;
+                if let Some(places) = fraction.as_mut() {
+                    *places += 1;
+                }
+            }
+            '.' if fraction.is_none() => fraction = Some(0),
+            _ => return None,
+        }
+        if count > 15 {
+            return None;
+        }
+    }
+    if count == 0 {
+        return None;
+    }
+    let magnitude = digits as f64 / EXACT_POWERS_OF_TEN[fraction.unwrap_or(0)];
+    Some(if negative { -magnitude } else { magnitude })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_decimals_read_like_the_general_parser() {
+        let mut texts: Vec<String> = [
+            "0",
+            "-0",
+            "+7",
+            "-249",
+            "6956",
+            ".5",
+            "-.5",
+            "5.",
+            "01.5",
+            "0.1",
+            "91.402637848",
+            "-999999999999999",
+            "0.00000000000001",
+            "123456789.012345",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Fractions whose digits do not fit a float exactly, with 1 to 15 digits in all.
+        for k in 0..3000u64 {
+            let digits = (k * 7_919_113 + 3) % 10u64.pow((k % 15) as u32 + 1);
+            let text = digits.to_string();
+            let point = (k % 7) as usize % (text.len() + 1);
+            let sign = ["", "-", "+"][(k % 3) as usize];
+            texts.push(format!("{sign}{}.{}", &text[..point], &text[point..]));
+        }
+        for text in &texts {
+            let general: f64 = text.parse().unwrap_or(f64::NAN);
+            let short = short_decimal(text.chars()).map(f64::to_bits);
+            assert_eq!(short, Some(general.to_bits()), "{text}");
+        }
+        for other in [
+            "",
+            "-",
+            ".",
+            "1e5",
+            "1_0",
+            "1.2.3",
+            "--1",
+            " 1",
+            "1234567890123456",
+            "0.000000000000001",
+            "٣",
+        ] {
+            assert_eq!(short_decimal(other.chars()), None, "{other}");
+        }
+    }
 
     fn fmt(v: f64) -> String {
         format_number(v).unwrap_or_else(|e| format!("error: {e}"))

@@ -8,7 +8,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyIterator, PyList, PyString, PyTuple,
@@ -126,11 +125,12 @@ fn fast_scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Value>> {
 const SCAN_FIELDS_MAX: usize = 16;
 
 /// `[d.get(name) for name in names]`, for the few keys records, messages and events have:
-/// one pass over the items costs less than a lookup per name. Only string keys match.
-/// Nothing runs Python code during the pass, so the dict cannot change under it.
+/// one pass over the items, comparing each key's text with the names, costs less than a
+/// lookup per name. Only string keys match. Nothing runs Python code during the pass, so
+/// the dict cannot change under it.
 fn dict_fields<'py, const N: usize>(
     dict: &Bound<'py, PyDict>,
-    names: [&Bound<'py, PyString>; N],
+    names: [&'static str; N],
 ) -> PyResult<[Option<Bound<'py, PyAny>>; N]> {
     let mut found: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
     if dict.len() > SCAN_FIELDS_MAX {
@@ -139,19 +139,12 @@ fn dict_fields<'py, const N: usize>(
         }
         return Ok(found);
     }
-    let mut texts: [Option<&str>; N] = [None; N];
-    for (text, name) in texts.iter_mut().zip(names) {
-        // The names are interned ASCII literals: their text is borrowed, never copied.
-        if let Cow::Borrowed(borrowed) = py_text(name)? {
-            *text = Some(borrowed);
-        }
-    }
     for (key, value) in dict.iter() {
         let Ok(key) = key.cast::<PyString>() else {
             continue;
         };
         let key = py_text(key)?;
-        if let Some(k) = texts.iter().position(|t| *t == Some(key.as_ref())) {
+        if let Some(k) = names.iter().position(|name| *name == key.as_ref()) {
             found[k] = Some(value);
         }
     }
@@ -162,8 +155,7 @@ fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ChatMessage> {
     let Ok(dict) = obj.cast::<PyDict>() else {
         return Ok(ChatMessage::from_value(fast_value(obj)?));
     };
-    let py = obj.py();
-    let [role, content] = dict_fields(dict, [intern!(py, "role"), intern!(py, "content")])?;
+    let [role, content] = dict_fields(dict, ["role", "content"])?;
     let role = match role {
         Some(role) => match role.cast::<PyString>() {
             Ok(text) => Some(py_text(text)?.into_owned()),
@@ -179,17 +171,8 @@ fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ToolEvent> {
     let Ok(dict) = obj.cast::<PyDict>() else {
         return Ok(ToolEvent::from_value(fast_value(obj)?));
     };
-    let py = obj.py();
-    let [ok, canonical, name, args, result] = dict_fields(
-        dict,
-        [
-            intern!(py, "ok"),
-            intern!(py, "canonical"),
-            intern!(py, "name"),
-            intern!(py, "args"),
-            intern!(py, "result"),
-        ],
-    )?;
+    let [ok, canonical, name, args, result] =
+        dict_fields(dict, ["ok", "canonical", "name", "args", "result"])?;
     let truthy =
         |v: Option<Bound<'_, PyAny>>| -> PyResult<bool> { v.map_or(Ok(false), |v| v.is_truthy()) };
     let value = |v: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
@@ -258,20 +241,19 @@ struct RecordFields<'py> {
 
 impl<'py> RecordFields<'py> {
     fn read(dict: &Bound<'py, PyDict>) -> PyResult<Self> {
-        let py = dict.py();
         let [messages, gt, prompt, task, tools, completion, tool_events, unfinished, config] =
             dict_fields(
                 dict,
                 [
-                    intern!(py, "messages"),
-                    intern!(py, "gt"),
-                    intern!(py, "prompt"),
-                    intern!(py, "task"),
-                    intern!(py, "tools"),
-                    intern!(py, "completion"),
-                    intern!(py, "tool_events"),
-                    intern!(py, "unfinished"),
-                    intern!(py, "config"),
+                    "messages",
+                    "gt",
+                    "prompt",
+                    "task",
+                    "tools",
+                    "completion",
+                    "tool_events",
+                    "unfinished",
+                    "config",
                 ],
             )?;
         Ok(RecordFields {

@@ -36,7 +36,7 @@
 use std::collections::HashSet;
 
 use super::fullwidth::translate_fullwidth_char;
-use super::{canonicalize, safe_eval_chars};
+use super::{canonical_form, eval_canonical};
 use crate::pychar::{is_digit, is_space};
 
 /// "No match" in the position tables.
@@ -133,61 +133,69 @@ fn ci_letter(c: char) -> Option<char> {
 
 const FUNCTION_NAMES: [&str; 8] = ["sqrt", "sin", "cos", "tan", "log", "exp", "abs", "round"];
 
+/// The position tables at one index of the text; see [`Scanner`].
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// For whitespace or a digit at `i`: the end of its run of whitespace or digits.
+    run_end: u32,
+    /// First index `> i` holding `(` or `)`, or the text length (used after a `(`).
+    paren_after: u32,
+    /// For a digit at `i`: the last index `>= i` of its run holding a non-ASCII digit.
+    last_wide_digit: u32,
+    /// `next(q)` for every `q` just after a digit or `)`; `FAIL` elsewhere.
+    next: u32,
+}
+
 /// Position tables over the (full-width translated) text; see the module documentation.
 struct Scanner<'a> {
     chars: &'a [char],
     /// `classify` of every character, plus a 0 sentinel at the end.
-    class: Vec<u8>,
-    /// For whitespace or a digit at `i`: the end of its run of whitespace or digits.
-    run_end: Vec<u32>,
-    /// First index `> i` holding `(` or `)`, or the text length (used after a `(`).
-    paren_after: Vec<u32>,
-    /// For a digit at `i`: the last index `>= i` of its run holding a non-ASCII digit.
-    last_wide_digit: Vec<u32>,
-    /// `next(q)` for every `q` just after a digit or `)`; `FAIL` elsewhere.
-    next: Vec<u32>,
+    class: &'a [u8],
+    /// One entry per index, the end of the text included.
+    table: Vec<Entry>,
 }
 
 impl<'a> Scanner<'a> {
-    fn new(chars: &'a [char]) -> Self {
-        let n = chars.len();
-        let mut class: Vec<u8> = chars.iter().map(|&c| classify(c)).collect();
-        class.push(0);
-        let mut scanner = Scanner {
-            chars,
-            class,
-            run_end: vec![0; n + 1],
-            paren_after: vec![0; n + 1],
-            last_wide_digit: vec![FAIL; n + 1],
-            next: vec![FAIL; n + 1],
-        };
+    fn new(text: &'a Translated) -> Self {
+        let n = text.chars.len();
         let end = pos(n);
-        scanner.run_end[n] = end;
-        scanner.paren_after[n] = end;
+        let blank = Entry {
+            run_end: end,
+            paren_after: end,
+            last_wide_digit: FAIL,
+            next: FAIL,
+        };
+        let mut scanner = Scanner {
+            chars: &text.chars,
+            class: &text.class,
+            table: vec![blank; n + 1],
+        };
         let mut paren_seen = end;
         for i in (0..n).rev() {
             let here = pos(i);
             let c = scanner.class[i];
             let c_next = scanner.class[i + 1];
             let same_run = c & c_next & (SPACE | DIGIT) != 0;
-            scanner.run_end[i] = if same_run {
-                scanner.run_end[i + 1]
+            let after = scanner.table[i + 1];
+            let entry = &mut scanner.table[i];
+            entry.run_end = if same_run {
+                after.run_end
             } else if c & (SPACE | DIGIT) != 0 {
                 here + 1
             } else {
                 here
             };
-            scanner.paren_after[i] = paren_seen;
+            entry.paren_after = paren_seen;
             if c & (OPEN | CLOSE) != 0 {
                 paren_seen = here;
             }
             if c & DIGIT != 0 {
                 let later = if c_next & DIGIT != 0 {
-                    scanner.last_wide_digit[i + 1]
+                    after.last_wide_digit
                 } else {
                     FAIL
                 };
-                scanner.last_wide_digit[i] = if later == FAIL && c & WIDE_DIGIT != 0 {
+                entry.last_wide_digit = if later == FAIL && c & WIDE_DIGIT != 0 {
                     here
                 } else {
                     later
@@ -196,7 +204,7 @@ impl<'a> Scanner<'a> {
             // Boundaries are only ever queried just after an atom: after a digit or ')'.
             // `next` at i+1 only needs entries to its right, all filled by now.
             if c & (DIGIT | CLOSE) != 0 {
-                scanner.next[i + 1] = scanner.compute_next(i + 1);
+                scanner.table[i + 1].next = scanner.compute_next(i + 1);
             }
         }
         scanner
@@ -213,7 +221,7 @@ impl<'a> Scanner<'a> {
     /// First index `>= i` that is not whitespace.
     fn skip_spaces(&self, i: usize) -> usize {
         if self.has(i, SPACE) {
-            self.run_end[i] as usize
+            self.table[i].run_end as usize
         } else {
             i
         }
@@ -226,7 +234,7 @@ impl<'a> Scanner<'a> {
 
     /// `after(q)`: continue with more iterations if possible, else stop at `q`.
     fn after(&self, q: usize) -> u32 {
-        let next = self.next[q];
+        let next = self.table[q].next;
         if next != FAIL {
             next
         } else if self.lookahead_ok(q) {
@@ -255,7 +263,7 @@ impl<'a> Scanner<'a> {
 
     /// End of `[^()]+ \)` after an opening parenthesis at `open`, if there is one.
     fn paren_body_end(&self, open: usize) -> Option<usize> {
-        let close = self.paren_after[open] as usize;
+        let close = self.table[open].paren_after as usize;
         (close > open + 1 && self.has(close, CLOSE)).then_some(close + 1)
     }
 
@@ -298,9 +306,9 @@ impl<'a> Scanner<'a> {
         if !self.has(first, DIGIT) {
             return None;
         }
-        let int_end = self.run_end[first] as usize;
+        let int_end = self.table[first].run_end as usize;
         let has_fraction = self.at(int_end) == Some('.') && self.has(int_end + 1, DIGIT);
-        let frac_end = has_fraction.then(|| self.run_end[int_end + 1] as usize);
+        let frac_end = has_fraction.then(|| self.table[int_end + 1].run_end as usize);
         Some((first, int_end, frac_end))
     }
 
@@ -308,7 +316,7 @@ impl<'a> Scanner<'a> {
     /// lookahead holds (the next digit is not ASCII).
     fn shorter_digit_end(&self, run_start: usize, run_end: usize) -> u32 {
         if run_start + 1 < run_end {
-            self.last_wide_digit[run_start + 1]
+            self.table[run_start + 1].last_wide_digit
         } else {
             FAIL
         }
@@ -358,7 +366,7 @@ impl<'a> Scanner<'a> {
         } else {
             return FAIL;
         };
-        self.next[end]
+        self.table[end].next
     }
 
     /// The spans `re.finditer` reports, in order, found as they are asked for.
@@ -435,75 +443,107 @@ fn has_binary_operator(expr: &[char]) -> bool {
     rest.any(|c| matches!(c, '+' | '-' | '*' | '/' | '%' | '^'))
 }
 
-/// The text's characters after full-width translation, in one allocation.
-fn translated_chars(text: &str) -> Vec<char> {
-    let mut chars = Vec::with_capacity(text.chars().count());
-    chars.extend(text.chars().map(translate_fullwidth_char));
-    chars
+/// A text after full-width translation, with the class of every character.
+struct Translated {
+    chars: Vec<char>,
+    /// `classify` of every character, plus a 0 sentinel at the end.
+    class: Vec<u8>,
+    /// Every class that occurs, or-ed together.
+    seen: u8,
 }
 
-/// Whether the pattern can match anywhere: every match holds an operator and an atom
-/// (which starts with a digit, a sign before a digit, `(` or a function name before `(`),
-/// so text without an operator, or with neither a digit nor a `(`, has none. Many task texts
-/// are thus passed over without building the position tables.
-fn may_match(chars: &[char]) -> bool {
-    let mut seen = 0u8;
-    for &c in chars {
-        seen |= classify(c);
-        if seen & OPERATOR != 0 && seen & (DIGIT | OPEN) != 0 {
-            return true;
+impl Translated {
+    fn new(text: &str) -> Self {
+        // A character takes at least one byte, so the lengths are bounds.
+        let mut chars = Vec::with_capacity(text.len());
+        let mut class = Vec::with_capacity(text.len() + 1);
+        let mut seen = 0;
+        for c in text.chars().map(translate_fullwidth_char) {
+            let k = classify(c);
+            seen |= k;
+            chars.push(c);
+            class.push(k);
         }
+        class.push(0);
+        Translated { chars, class, seen }
     }
-    false
+
+    /// Whether the pattern can match anywhere: every match holds an operator and an atom
+    /// (which starts with a digit, a sign before a digit, `(` or a function name before
+    /// `(`), so text without an operator, or with neither a digit nor a `(`, has none. Many
+    /// task texts are thus passed over without building the position tables.
+    fn may_match(&self) -> bool {
+        self.seen & OPERATOR != 0 && self.seen & (DIGIT | OPEN) != 0
+    }
 }
 
 /// Up to this many candidates, duplicates are found without hashing.
 const FEW_CANDIDATES: usize = 16;
 
+/// An arithmetic expression found in a text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extracted {
+    /// The expression as the text writes it (after full-width translation).
+    pub text: String,
+    /// Its canonical form (see [`super::canonicalize`]), by which duplicates are told apart.
+    pub canonical: String,
+    /// Its value (see [`super::safe_eval`]).
+    pub value: f64,
+}
+
 /// The arithmetic expressions in `text` that evaluate, in text order, at most `max_exprs`
 /// (at least one when `max_exprs <= 0`), without duplicates by canonical form.
 pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
-    let chars = translated_chars(text);
-    if !may_match(&chars) {
+    extract_arithmetic(text, max_exprs)
+        .into_iter()
+        .map(|found| found.text)
+        .collect()
+}
+
+/// [`extract_expressions`] with each expression's canonical form and value, which the
+/// extraction computes anyway.
+pub fn extract_arithmetic(text: &str, max_exprs: i64) -> Vec<Extracted> {
+    let translated = Translated::new(text);
+    if !translated.may_match() {
         return Vec::new();
     }
-    let scanner = Scanner::new(&chars);
+    let scanner = Scanner::new(&translated);
     let wanted = usize::try_from(max_exprs.max(1)).unwrap_or(usize::MAX);
-    let mut candidates: Vec<String> = Vec::new();
+    let mut candidates: Vec<Extracted> = Vec::new();
     for (start, end) in scanner.spans() {
-        let expr = strip_edges(&chars[start..end]);
-        if expr.is_empty()
-            || !has_binary_operator(expr)
-            || safe_eval_chars(expr.iter().copied()).is_err()
-        {
+        let expr = strip_edges(&translated.chars[start..end]);
+        if expr.is_empty() || !has_binary_operator(expr) {
             continue;
         }
-        let mut text = String::with_capacity(expr.len());
-        text.extend(expr.iter());
-        candidates.push(text);
+        // The canonical form is what is evaluated, and what duplicates are compared by.
+        let Ok(canonical) = canonical_form(expr.iter().copied()) else {
+            continue;
+        };
+        let Ok(value) = eval_canonical(&canonical) else {
+            continue;
+        };
+        candidates.push(Extracted {
+            text: expr.iter().collect(),
+            canonical: canonical.iter().collect(),
+            value,
+        });
         if candidates.len() >= wanted {
             break;
         }
     }
-    // Few candidates (the usual case) are told apart by comparing canonical forms in a
-    // list; many by hashing, so the work stays linear.
-    let mut seen_list: Vec<String> = Vec::new();
-    let mut seen_set: HashSet<String> = HashSet::new();
+    // Few candidates (the usual case) are told apart by comparing canonical forms with
+    // those kept so far; many by hashing, so the work stays linear.
     let few = candidates.len() <= FEW_CANDIDATES;
-    let mut out = Vec::with_capacity(candidates.len());
-    for expr in candidates {
-        let canonical = canonicalize(&expr);
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out: Vec<Extracted> = Vec::with_capacity(candidates.len());
+    for found in candidates {
         let new = if few {
-            let new = !seen_list.contains(&canonical);
-            if new {
-                seen_list.push(canonical);
-            }
-            new
+            !out.iter().any(|kept| kept.canonical == found.canonical)
         } else {
-            seen_set.insert(canonical)
+            seen.insert(found.canonical.clone())
         };
         if new {
-            out.push(expr);
+            out.push(found);
         }
         if i64::try_from(out.len()).unwrap_or(i64::MAX) >= max_exprs {
             break;
@@ -514,19 +554,20 @@ pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{canonicalize, safe_eval};
     use super::*;
 
     /// [`strip_edges`] on text, full-width translation included.
     fn strip_expression_edges(s: &str) -> String {
-        let chars = translated_chars(s);
+        let chars = Translated::new(s).chars;
         strip_edges(&chars).iter().collect()
     }
 
     fn spans(text: &str) -> Vec<String> {
-        let chars: Vec<char> = text.chars().map(translate_fullwidth_char).collect();
-        Scanner::new(&chars)
+        let translated = Translated::new(text);
+        Scanner::new(&translated)
             .spans()
-            .map(|(s, e)| chars[s..e].iter().collect())
+            .map(|(s, e)| translated.chars[s..e].iter().collect())
             .collect()
     }
 
@@ -555,14 +596,29 @@ mod tests {
             "(1)(2)",
             "x^y",
         ] {
-            assert!(!may_match(&translated_chars(text)), "{text}");
+            assert!(!Translated::new(text).may_match(), "{text}");
             // The pre-scan only skips texts where the full scan finds nothing.
             assert!(spans(text).is_empty(), "{text}");
         }
         for text in ["１２３＋４５６", "(a)+(b)", "sqrt(x) - 1", "7×8", "٣+٤"] {
-            assert!(may_match(&translated_chars(text)), "{text}");
+            assert!(Translated::new(text).may_match(), "{text}");
             assert!(!spans(text).is_empty(), "{text}");
         }
+    }
+
+    #[test]
+    fn each_expression_comes_with_its_canonical_form_and_value() {
+        let text = "请计算８８４＋６４５×１８，然后 2 ^ 10 和 sqrt (16) + 1。";
+        let found = extract_arithmetic(text, 8);
+        let texts: Vec<&str> = found.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(texts, extract_expressions(text, 8));
+        for expr in &found {
+            assert_eq!(expr.canonical, canonicalize(&expr.text));
+            assert_eq!(Ok(expr.value), safe_eval(&expr.text));
+        }
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[1].canonical, "2**10");
+        assert_eq!(found[1].value, 1024.0);
     }
 
     #[test]

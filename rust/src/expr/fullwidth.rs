@@ -8,6 +8,7 @@
 ///
 /// Every entry maps one character to one character, so positions in the translated text are
 /// the same as in the original.
+#[inline]
 pub(crate) fn translate_fullwidth_char(c: char) -> char {
     match c {
         // Full-width digits U+FF10..U+FF19.

@@ -10,6 +10,7 @@
 
 use super::fold_table::FOLD_RANGES;
 use super::{ErrorKind, EvalError};
+use crate::numfmt::short_decimal;
 
 /// One token; names are already folded to ASCII as Python's NFKC normalisation would.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +48,8 @@ fn is_name_char(c: char) -> bool {
 
 /// Split a canonical expression into tokens.
 pub fn tokenize(chars: &[char]) -> Result<Vec<Spanned>, EvalError> {
-    let mut tokens = Vec::new();
+    // Expressions are short and have about one token per two characters.
+    let mut tokens = Vec::with_capacity(chars.len() / 2 + 1);
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -230,10 +232,14 @@ fn read_number(chars: &[char], start: usize) -> Result<(f64, usize), EvalError> 
         return Err(syntax(start, "complex literals are not supported"));
     }
     check_number_end(chars, i, "decimal")?;
-    let text: String = chars[start..i].iter().filter(|&&c| c != '_').collect();
-    let value = text
-        .parse::<f64>()
-        .map_err(|_| syntax(start, "invalid decimal literal"))?;
+    let value = match short_decimal(chars[start..i].iter().copied()) {
+        Some(value) => value,
+        None => {
+            let text: String = chars[start..i].iter().filter(|&&c| c != '_').collect();
+            text.parse::<f64>()
+                .map_err(|_| syntax(start, "invalid decimal literal"))?
+        }
+    };
     if !is_float && value.is_infinite() {
         return Err(EvalError::at(
             ErrorKind::Overflow,
@@ -381,6 +387,45 @@ mod tests {
         assert_eq!(number("01.5"), Ok(1.5));
         assert_eq!(number("09e1"), Ok(90.0));
         assert_eq!(number("1e400"), Ok(f64::INFINITY));
+    }
+
+    #[test]
+    fn short_literals_read_like_the_general_parser() {
+        let mut texts: Vec<String> = [
+            "0",
+            "7",
+            "6956",
+            ".5",
+            "5.",
+            "01.5",
+            "0.1",
+            "91.402637848",
+            "999999999999999",
+            "0.000000000000001",
+            "123456789.012345",
+            "9007199254740993",
+            "1234567890123456.5",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Fractions whose digits do not fit a float exactly, with 1 to 15 digits in all.
+        for k in 0..3000u64 {
+            let digits = (k * 7_919_113 + 3) % 10u64.pow((k % 15) as u32 + 1);
+            let text = digits.to_string();
+            let point = (k % 7) as usize % (text.len() + 1);
+            texts.push(format!("{}.{}", &text[..point], &text[point..]));
+        }
+        for text in &texts {
+            let general: f64 = text.parse().unwrap_or(f64::NAN);
+            if let Some(short) = short_decimal(text.chars()) {
+                assert_eq!(short.to_bits(), general.to_bits(), "{text}");
+            }
+            assert_eq!(
+                number(text).map(f64::to_bits),
+                Ok(general.to_bits()),
+                "{text}"
+            );
+        }
     }
 
     #[test]

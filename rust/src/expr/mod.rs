@@ -20,7 +20,7 @@ use std::fmt;
 use self::fullwidth::translate_fullwidth_char;
 use crate::pychar::{is_digit, is_space};
 
-pub use extract::extract_expressions;
+pub use extract::{extract_arithmetic, extract_expressions};
 
 /// Longest canonical expression (in characters) that is evaluated.
 pub const MAX_EXPRESSION_CHARS: usize = 256;
@@ -129,7 +129,9 @@ fn canonical_chars_bounded(
     chars: impl Iterator<Item = char>,
     max_chars: usize,
 ) -> Option<Vec<char>> {
-    let mut out = Vec::new();
+    // Room for the whole form when the input says how long it is (a `^` may still grow it).
+    let (low, high) = chars.size_hint();
+    let mut out = Vec::with_capacity(high.unwrap_or(low).min(max_chars + 1));
     for c in chars.map(translate_fullwidth_char) {
         if c == '^' {
             out.extend(['*', '*']);
@@ -162,18 +164,23 @@ fn is_date_like(chars: &[char]) -> bool {
 
 /// The float value of an arithmetic expression, or why it has none; never runs code.
 pub fn safe_eval(s: &str) -> Result<f64, EvalError> {
-    safe_eval_chars(s.chars())
+    eval_canonical(&canonical_form(s.chars())?)
 }
 
-/// [`safe_eval`] on a sequence of characters (saves building a string during extraction).
-pub(crate) fn safe_eval_chars(s: impl Iterator<Item = char>) -> Result<f64, EvalError> {
-    let chars = canonical_chars_bounded(s, MAX_EXPRESSION_CHARS).ok_or_else(|| {
+/// The canonical form that [`safe_eval`] evaluates, as characters; an error when it is
+/// longer than [`MAX_EXPRESSION_CHARS`].
+fn canonical_form(s: impl Iterator<Item = char>) -> Result<Vec<char>, EvalError> {
+    canonical_chars_bounded(s, MAX_EXPRESSION_CHARS).ok_or_else(|| {
         EvalError::whole(
             ErrorKind::TooLong,
             format!("expression longer than {MAX_EXPRESSION_CHARS} characters"),
         )
-    })?;
-    if is_date_like(&chars) {
+    })
+}
+
+/// The value of an expression already in canonical form (see [`canonical_form`]).
+fn eval_canonical(chars: &[char]) -> Result<f64, EvalError> {
+    if is_date_like(chars) {
         return Err(EvalError::whole(
             ErrorKind::DateLike,
             "a date is not an arithmetic expression",
@@ -186,7 +193,7 @@ pub(crate) fn safe_eval_chars(s: impl Iterator<Item = char>) -> Result<f64, Eval
             "source cannot contain null bytes",
         ));
     }
-    let tokens = lexer::tokenize(&chars)?;
+    let tokens = lexer::tokenize(chars)?;
     let ast = parser::parse(&tokens, chars.len())?;
     eval::evaluate(&ast)
 }

@@ -66,6 +66,7 @@ pub fn parse(tokens: &[Spanned], end_offset: usize) -> Result<Ast, EvalError> {
         nodes: Vec::with_capacity(tokens.len()),
         offsets: Vec::with_capacity(tokens.len()),
         signs: Vec::new(),
+        segments: Vec::new(),
         open_parens: 0,
     };
     if tokens.is_empty() {
@@ -99,6 +100,9 @@ struct Parser<'a> {
     offsets: Vec<usize>,
     /// Pending unary signs (`true` = minus) of the factors being parsed, as a stack.
     signs: Vec<(bool, usize)>,
+    /// The `signs primary **` segments of the factors being parsed, as a stack: first sign,
+    /// end of the signs, the primary and the offset of the `**` after it.
+    segments: Vec<(usize, usize, usize, usize)>,
     open_parens: usize,
 }
 
@@ -164,8 +168,7 @@ impl Parser<'_> {
     /// `s1(p1 ** s2(p2 ** ... sn(pn)))`: read the segments left to right, fold from the right.
     fn factor(&mut self) -> Result<usize, EvalError> {
         let signs_base = self.signs.len();
-        // (first sign, end of signs, primary, offset of the `**` after it)
-        let mut segments: Vec<(usize, usize, usize, usize)> = Vec::new();
+        let segments_base = self.segments.len();
         loop {
             let first_sign = self.signs.len();
             while let Some(tok) = self.tokens.get(self.pos) {
@@ -181,14 +184,16 @@ impl Parser<'_> {
             if self.peek() == Some(&Token::DoubleStar) {
                 let offset = self.offset();
                 self.pos += 1;
-                segments.push((first_sign, end_sign, primary, offset));
+                self.segments.push((first_sign, end_sign, primary, offset));
             } else {
-                segments.push((first_sign, end_sign, primary, self.end_offset));
+                self.segments
+                    .push((first_sign, end_sign, primary, self.end_offset));
                 break;
             }
         }
         let mut acc: Option<usize> = None;
-        for &(first_sign, end_sign, primary, pow_offset) in segments.iter().rev() {
+        for k in (segments_base..self.segments.len()).rev() {
+            let (first_sign, end_sign, primary, pow_offset) = self.segments[k];
             let mut node = match acc {
                 None => primary,
                 Some(exponent) => {
@@ -206,6 +211,7 @@ impl Parser<'_> {
             }
             acc = Some(node);
         }
+        self.segments.truncate(segments_base);
         self.signs.truncate(signs_base);
         acc.ok_or_else(|| self.error("expected an operand"))
     }
@@ -243,15 +249,16 @@ impl Parser<'_> {
         if self.peek() != Some(&Token::LParen) {
             return Ok(node);
         }
-        // Only a name can be called; parentheses around it do not matter, as in Python.
-        let Node::Name(name) = &self.nodes[node] else {
+        // Only a name can be called; parentheses around it do not matter, as in Python. The
+        // name moves to the call: nothing reads the callee's node again.
+        let Node::Name(name) = &mut self.nodes[node] else {
             return Err(EvalError::at(
                 ErrorKind::UnknownName,
                 self.offset(),
                 "only a named function can be called",
             ));
         };
-        let name = name.clone();
+        let name = std::mem::take(name);
         let call_offset = self.offsets[node];
         let call = self.call(name, call_offset)?;
         if self.peek() == Some(&Token::LParen) {

@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 
+use crate::numfmt::short_decimal;
 use crate::pychar::{digit_value, is_space, lower as py_lower, strip as py_strip};
 
 const IM_START: &str = "<|im_start|>";
@@ -392,7 +393,11 @@ pub fn numeric_candidates(text: &str) -> Vec<f64> {
             Some((end, plain)) => {
                 let matched = &text[pos..end];
                 let value = if plain {
-                    matched.parse::<f64>()
+                    // A plain match is ASCII.
+                    match short_decimal(matched.bytes().map(char::from)) {
+                        Some(value) => Ok(value),
+                        None => matched.parse::<f64>(),
+                    }
                 } else {
                     ascii_number(matched).parse::<f64>()
                 };
@@ -490,7 +495,13 @@ fn ascii_number(matched: &str) -> String {
 /// Answer text normalisation: lower case, stripped, commas removed, whitespace runs
 /// collapsed to one space.
 pub fn normalize_text(text: &str) -> String {
-    let lowered = py_lower(text);
+    // ASCII text is lower-cased on the way (that changes no character's class); other text
+    // is lower-cased first, as Python's `str.lower()` does it.
+    let lowered = if text.is_ascii() {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(py_lower(text))
+    };
     let stripped = py_strip(&lowered);
     let mut out = String::with_capacity(stripped.len());
     let mut in_space = false;
@@ -504,7 +515,7 @@ pub fn normalize_text(text: &str) -> String {
                 in_space = true;
             }
         } else {
-            out.push(c);
+            out.push(c.to_ascii_lowercase());
             in_space = false;
         }
     }
@@ -515,34 +526,40 @@ pub fn normalize_text(text: &str) -> String {
 /// way ground-truth items and tool results are read as numbers; anything else is `None`.
 pub fn parse_plain_number(text: &str) -> Option<f64> {
     let stripped = py_strip(text);
-    let mut buf = String::with_capacity(stripped.len());
-    let mut chars = stripped.chars().filter(|&c| c != ',').peekable();
-    if let Some(&sign @ ('-' | '+')) = chars.peek() {
-        buf.push(sign);
-        chars.next();
-    }
-    let mut int_digits = 0usize;
-    let mut frac_digits = 0usize;
-    let mut seen_dot = false;
-    for c in chars {
-        if let Some(value) = digit_value(c) {
-            buf.push(char::from_digit(value, 10).unwrap_or('0'));
-            if seen_dot {
-                frac_digits += 1;
-            } else {
-                int_digits += 1;
-            }
-        } else if c == '.' && !seen_dot && int_digits > 0 {
-            seen_dot = true;
-            buf.push('.');
-        } else {
-            return None;
-        }
-    }
-    if int_digits == 0 || (seen_dot && frac_digits == 0) {
+    // Commas dropped and Unicode digits written as ASCII; most numbers need neither.
+    let ascii: Cow<'_, str> = if stripped.bytes().all(|b| b.is_ascii() && b != b',') {
+        Cow::Borrowed(stripped)
+    } else {
+        Cow::Owned(
+            stripped
+                .chars()
+                .filter(|&c| c != ',')
+                .map(|c| {
+                    digit_value(c)
+                        .and_then(|d| char::from_digit(d, 10))
+                        .unwrap_or(c)
+                })
+                .collect(),
+        )
+    };
+    if !is_plain_decimal(ascii.as_bytes()) {
         return None;
     }
-    buf.parse::<f64>().ok()
+    short_decimal(ascii.bytes().map(char::from)).or_else(|| ascii.parse::<f64>().ok())
+}
+
+/// Whether the text is `[-+]?[0-9]+(?:\.[0-9]+)?`.
+fn is_plain_decimal(text: &[u8]) -> bool {
+    let digits = match text.first() {
+        Some(b'-' | b'+') => &text[1..],
+        _ => text,
+    };
+    let (int_part, fraction) = match digits.iter().position(|&b| b == b'.') {
+        Some(dot) => (&digits[..dot], Some(&digits[dot + 1..])),
+        None => (digits, None),
+    };
+    let all_digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+    all_digits(int_part) && fraction.is_none_or(all_digits)
 }
 
 /// Numeric answers match when equal within 1e-6 absolute or 1e-6 relative to `expected`.

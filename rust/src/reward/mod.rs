@@ -241,29 +241,29 @@ impl ScoringContext {
         parallel::map_indices(pending.len(), self.threads, |i| {
             let prepared = pending[i];
             prepared.facts.get_or_init(|| TaskFacts {
-                math: self.math_for(&score::task_text(&prepared.task)),
+                math: self.math_for(score::task_text(&prepared.task)),
                 truth: GroundTruth::new(&prepared.task.gt),
             });
         });
     }
 
     /// The arithmetic of a task text, extracted once per distinct text.
-    fn math_for(&self, text: &str) -> Arc<TaskMath> {
+    fn math_for(&self, text: String) -> Arc<TaskMath> {
         let cached = self
             .by_text
             .lock()
             .ok()
-            .and_then(|cache| cache.get(text).cloned());
+            .and_then(|cache| cache.get(&text).cloned());
         if let Some(math) = cached {
             return math;
         }
         // Extracted outside the lock; two threads may race on one text, harmlessly.
-        let math = Arc::new(TaskMath::from_task(text));
+        let math = Arc::new(TaskMath::from_task(&text));
         if let Ok(mut cache) = self.by_text.lock() {
             if cache.len() >= MAX_CACHED_TEXTS {
                 cache.clear();
             }
-            cache.insert(text.to_string(), Arc::clone(&math));
+            cache.insert(text, Arc::clone(&math));
         }
         math
     }

@@ -259,7 +259,7 @@ pub fn score_with_task(
 
     let is_math = math.is_math();
     let expected_math_calls = if is_math {
-        math.exprs.len().max(gt_count).max(1)
+        math.expression_count().max(gt_count).max(1)
     } else {
         0
     };

@@ -1,8 +1,6 @@
 //! The task a trajectory answers, as the reward reads it: its text (from chat messages or a
 //! rendered prompt) and the arithmetic that text asks for.
 
-use std::sync::OnceLock;
-
 use crate::expr;
 use crate::pychar::strip as py_strip;
 use crate::reward::answer::find_tag;
@@ -116,45 +114,35 @@ fn chat_turns(text: &str) -> Vec<(&str, &str)> {
 /// The arithmetic a task asks for: what the tool calls are compared against.
 #[derive(Debug, Clone, Default)]
 pub struct TaskMath {
-    /// Expressions found in the task, in order (at most 16).
-    pub exprs: Vec<String>,
-    /// Their canonical forms (what a tool call's expression must equal).
+    /// The canonical forms of the expressions found in the task, in order (at most 16):
+    /// what a tool call's expression must equal.
     pub canonical: Vec<String>,
-    /// Their values, evaluated on first use: most rows compare tool results with numeric
-    /// ground truth instead (see [`tool_value_metrics`]).
-    values: OnceLock<Vec<f64>>,
+    /// Their values, one per expression (extraction keeps only expressions that evaluate).
+    values: Vec<f64>,
 }
 
 impl TaskMath {
     pub fn from_task(task: &str) -> Self {
-        let exprs = expr::extract_expressions(task, MAX_TASK_EXPRS);
-        let canonical = exprs.iter().map(|e| expr::canonicalize(e)).collect();
+        let found = expr::extract_arithmetic(task, MAX_TASK_EXPRS);
         TaskMath {
-            exprs,
-            canonical,
-            values: OnceLock::new(),
+            values: found.iter().map(|e| e.value).collect(),
+            canonical: found.into_iter().map(|e| e.canonical).collect(),
         }
     }
 
     /// A task is a math task when it contains at least one arithmetic expression.
     pub fn is_math(&self) -> bool {
-        !self.exprs.is_empty()
+        !self.canonical.is_empty()
     }
 
-    /// The expressions' values.
+    /// How many expressions the task holds.
+    pub fn expression_count(&self) -> usize {
+        self.canonical.len()
+    }
+
+    /// The expressions' values, in the same order.
     pub fn values(&self) -> &[f64] {
-        self.values.get_or_init(|| {
-            self.exprs
-                .iter()
-                .filter_map(|e| expr::safe_eval(e).ok())
-                .collect()
-        })
-    }
-
-    /// How many values there are, without evaluating: extraction keeps only expressions
-    /// that evaluate, so every expression has one.
-    pub fn value_count(&self) -> usize {
-        self.exprs.len()
+        &self.values
     }
 }
 
@@ -204,7 +192,16 @@ mod tests {
         for task in tasks {
             let math = TaskMath::from_task(task);
             assert!(math.is_math(), "{task}");
-            assert_eq!(math.values().len(), math.value_count(), "{task}");
+            let exprs = expr::extract_expressions(task, MAX_TASK_EXPRS);
+            assert_eq!(math.expression_count(), exprs.len(), "{task}");
+            let values: Vec<f64> = exprs
+                .iter()
+                .filter_map(|e| expr::safe_eval(e).ok())
+                .collect();
+            let canonical: Vec<String> = exprs.iter().map(|e| expr::canonicalize(e)).collect();
+            // Bit for bit: the values of 1e308*10 and friends are infinite, never NaN.
+            assert_eq!(math.values(), values.as_slice(), "{task}");
+            assert_eq!(math.canonical, canonical, "{task}");
         }
     }
 }

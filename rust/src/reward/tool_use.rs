@@ -223,7 +223,7 @@ pub fn tool_value_metrics(
     gt_numbers: &[f64],
     events: &[ToolEvent],
 ) -> ValueMetrics {
-    let expected: &[f64] = if !gt_numbers.is_empty() && gt_numbers.len() == math.value_count() {
+    let expected: &[f64] = if !gt_numbers.is_empty() && gt_numbers.len() == math.values().len() {
         gt_numbers
     } else {
         math.values()
