@@ -323,7 +323,11 @@ mod tests {
         );
         assert_eq!((d.valid, d.format), (0.0, 0.0));
         let good = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
-        let d = score(&settings(), &t, &format!("{good}{good}<tool_call>{{</tool_call>"));
+        let d = score(
+            &settings(),
+            &t,
+            &format!("{good}{good}<tool_call>{{</tool_call>"),
+        );
         assert_eq!((d.calls, d.format), (2.0, 2.0 / 3.0));
         // Three calls asked for, the third botched: a third of the format weight below
         // leaving the third out, no more.
@@ -332,9 +336,16 @@ mod tests {
         );
         let rome = good.replace("Paris", "Rome");
         let left_out = score(&settings(), &three, &format!("{good}{rome}"));
-        let botched = score(&settings(), &three, &format!("{good}{rome}<tool_call>{{\"name\"</tool_call>"));
+        let botched = score(
+            &settings(),
+            &three,
+            &format!("{good}{rome}<tool_call>{{\"name\"</tool_call>"),
+        );
         let share = settings().weights[4] / 3.0;
-        assert!((left_out.reward - botched.reward - share).abs() < 1e-9, "{botched:?} {left_out:?}");
+        assert!(
+            (left_out.reward - botched.reward - share).abs() < 1e-9,
+            "{botched:?} {left_out:?}"
+        );
     }
 
     #[test]
