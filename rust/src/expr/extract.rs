@@ -374,6 +374,12 @@ impl<'a> Scanner<'a> {
         let mut p = 0;
         std::iter::from_fn(move || {
             while p < self.chars.len() {
+                // A match starts with a digit, `(`, a function name or a sign: other
+                // characters (most of them) are passed over on their class alone.
+                if !self.has(p, DIGIT | OPEN | NAME_START | OPERATOR) {
+                    p += 1;
+                    continue;
+                }
                 let start = p;
                 let end = self.match_at(start);
                 if end != FAIL && end as usize > start {
@@ -480,38 +486,53 @@ impl Translated {
 /// Up to this many candidates, duplicates are found without hashing.
 const FEW_CANDIDATES: usize = 16;
 
-/// An arithmetic expression found in a text.
+/// An arithmetic expression found in a text: its canonical form and value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extracted {
-    /// The expression as the text writes it (after full-width translation).
-    pub text: String,
-    /// Its canonical form (see [`super::canonicalize`]), by which duplicates are told apart.
+    /// The canonical form (see [`super::canonicalize`]), by which duplicates are told apart.
     pub canonical: String,
-    /// Its value (see [`super::safe_eval`]).
+    /// The value (see [`super::safe_eval`]).
     pub value: f64,
+    /// Where the expression stands in the translated text, in characters (end excluded).
+    span: (usize, usize),
 }
 
 /// The arithmetic expressions in `text` that evaluate, in text order, at most `max_exprs`
-/// (at least one when `max_exprs <= 0`), without duplicates by canonical form.
+/// (at least one when `max_exprs <= 0`), without duplicates by canonical form; each as the
+/// text writes it (after full-width translation).
 pub fn extract_expressions(text: &str, max_exprs: i64) -> Vec<String> {
-    extract_arithmetic(text, max_exprs)
-        .into_iter()
-        .map(|found| found.text)
+    let translated = Translated::new(text);
+    find_expressions(&translated, max_exprs)
+        .iter()
+        .map(|found| string_of(&translated.chars[found.span.0..found.span.1]))
         .collect()
 }
 
-/// [`extract_expressions`] with each expression's canonical form and value, which the
-/// extraction computes anyway.
+/// The expressions [`extract_expressions`] finds, as their canonical forms and values
+/// (which the extraction computes anyway).
 pub fn extract_arithmetic(text: &str, max_exprs: i64) -> Vec<Extracted> {
-    let translated = Translated::new(text);
+    find_expressions(&Translated::new(text), max_exprs)
+}
+
+/// Characters as a string; ASCII (nearly always) is copied a byte at a time.
+fn string_of(chars: &[char]) -> String {
+    let ascii: Option<Vec<u8>> = chars.iter().map(|&c| u8::try_from(c).ok()).collect();
+    match ascii.map(String::from_utf8) {
+        Some(Ok(text)) => text,
+        _ => chars.iter().collect(),
+    }
+}
+
+fn find_expressions(translated: &Translated, max_exprs: i64) -> Vec<Extracted> {
     if !translated.may_match() {
         return Vec::new();
     }
-    let scanner = Scanner::new(&translated);
+    let scanner = Scanner::new(translated);
     let wanted = usize::try_from(max_exprs.max(1)).unwrap_or(usize::MAX);
     let mut candidates: Vec<Extracted> = Vec::new();
     for (start, end) in scanner.spans() {
-        let expr = strip_edges(&translated.chars[start..end]);
+        let matched = &translated.chars[start..end];
+        let expr = strip_edges(matched);
         if expr.is_empty() || !has_binary_operator(expr) {
             continue;
         }
@@ -522,10 +543,12 @@ pub fn extract_arithmetic(text: &str, max_exprs: i64) -> Vec<Extracted> {
         let Ok(value) = eval_canonical(&canonical) else {
             continue;
         };
+        // `expr` is a part of `matched`: its offset there, in characters.
+        let skipped = (expr.as_ptr() as usize - matched.as_ptr() as usize) / size_of::<char>();
         candidates.push(Extracted {
-            text: expr.iter().collect(),
-            canonical: canonical.iter().collect(),
+            canonical: string_of(&canonical),
             value,
+            span: (start + skipped, start + skipped + expr.len()),
         });
         if candidates.len() >= wanted {
             break;
@@ -608,15 +631,18 @@ mod tests {
 
     #[test]
     fn each_expression_comes_with_its_canonical_form_and_value() {
-        let text = "请计算８８４＋６４５×１８，然后 2 ^ 10 和 sqrt (16) + 1。";
+        let text = "请计算８８４＋６４５×１８，然后 2 ^ 10 和 sqrt (16) + 1。又 2\u{2003}+ 3";
         let found = extract_arithmetic(text, 8);
-        let texts: Vec<&str> = found.iter().map(|e| e.text.as_str()).collect();
-        assert_eq!(texts, extract_expressions(text, 8));
-        for expr in &found {
-            assert_eq!(expr.canonical, canonicalize(&expr.text));
-            assert_eq!(Ok(expr.value), safe_eval(&expr.text));
+        let texts = extract_expressions(text, 8);
+        assert_eq!(
+            texts,
+            ["884+645*18", "2 ^ 10", "sqrt (16) + 1", "2\u{2003}+ 3"]
+        );
+        assert_eq!(found.len(), texts.len());
+        for (expr, text) in found.iter().zip(&texts) {
+            assert_eq!(expr.canonical, canonicalize(text));
+            assert_eq!(Ok(expr.value), safe_eval(text));
         }
-        assert_eq!(found.len(), 3);
         assert_eq!(found[1].canonical, "2**10");
         assert_eq!(found[1].value, 1024.0);
     }

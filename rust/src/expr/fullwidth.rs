@@ -10,6 +10,15 @@
 /// the same as in the original.
 #[inline]
 pub(crate) fn translate_fullwidth_char(c: char) -> char {
+    // Only characters outside ASCII are translated: ASCII, most of any text, costs one test.
+    if c.is_ascii() {
+        c
+    } else {
+        translate_non_ascii(c)
+    }
+}
+
+fn translate_non_ascii(c: char) -> char {
     match c {
         // Full-width digits U+FF10..U+FF19.
         '\u{FF10}'..='\u{FF19}' => {
