@@ -18,18 +18,27 @@ from tests.fakes.repo import REPO
 
 
 def launch_torchrun(
-    script: Path, args: list[str], out: Path, timeout: float
+    script: Path,
+    args: list[str],
+    out: Path,
+    timeout: float,
+    monitor_interval: float | None = None,
 ) -> tuple[int, str, float]:
     """Run ``script args...`` on two CPU ranks under torchrun; (exit code, output, seconds).
 
     The whole process group is killed when it outlives ``timeout``, and the test fails with
-    the tail of the output, so a hung collective never hangs the suite.
+    the tail of the output, so a hung collective never hangs the suite. ``monitor_interval``
+    is how often torchrun looks at its ranks: once it sees one dead it kills the others, so a
+    test of what a surviving rank reports gives that rank a few seconds first.
     """
     import pytest
 
     out.mkdir(parents=True, exist_ok=True)
     torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", str(script), *args]
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node=2"]
+    if monitor_interval is not None:
+        cmd.append(f"--monitor-interval={monitor_interval}")
+    cmd += [str(script), *args]
     # The script is a test module run by its path; its ranks import `tests.fakes` from the
     # checkout's root.
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)

@@ -38,7 +38,10 @@ HERE = Path(__file__).resolve()
 def _launch(
     scenario: str, assets: Path, out: Path, timeout: float = TIMEOUT_S
 ) -> tuple[int, str, float]:
-    return launch_torchrun(HERE, [scenario, str(assets), str(out)], out, timeout)
+    # A killed rank: rank 0 must see its peer vanish (and write what it saw) before torchrun,
+    # polling every 0.1 s by default, kills it too; on a loaded box it sometimes did not.
+    interval = 5.0 if scenario == "kill" else None
+    return launch_torchrun(HERE, [scenario, str(assets), str(out)], out, timeout, interval)
 
 
 def _result(out: Path, rank: int) -> dict[str, Any]:
