@@ -110,6 +110,9 @@ def score_batch(
     return ScoreResult(rewards=columns["reward"], details=columns, contributions=terms)
 
 
+_SEQUENCES = (list, tuple)
+
+
 def _plain_row(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record as the Rust binding reads it: a dict, its `ToolEvent` objects as dicts."""
     row = record if isinstance(record, dict) else dict(record)
@@ -121,9 +124,6 @@ def _plain_row(record: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(event, ToolEvent):
                 return {**row, "tool_events": event_dicts(events)}
     return row
-
-
-_SEQUENCES = (list, tuple)
 
 
 def resolved_threads(threads: int | None = None) -> int:
