@@ -133,6 +133,20 @@ def test_cli_refuses_options_of_the_tool_use_tasks(tmp_path, capsys) -> None:
     assert "--digits" in capsys.readouterr().err
 
 
+def test_cli_mix_sets_the_kinds_weights(tmp_path, capsys) -> None:
+    out = tmp_path / "calls.jsonl"
+    argv = ["gen-data", "--task", "function_calling", "-n", "200", "-o", str(out)]
+    assert main([*argv, "--mix", "irrelevance=3,parallel=1"]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    kinds = collections.Counter(json.loads(line)["kind"] for line in lines)
+    assert (
+        set(kinds) == {"irrelevance", "parallel"} and kinds["irrelevance"] > 2 * kinds["parallel"]
+    )
+    for bad, said in (("irrelevance=1,chat=1", "chat"), ("simple=-1,multiple=1", ">= 0")):
+        assert main([*argv, "--mix", bad]) == 2
+        assert said in capsys.readouterr().err
+
+
 def test_demonstrations_render_in_the_models_template_and_call_format(tmp_path) -> None:
     out = tmp_path / "demos.jsonl"
     args = ["gen-data", "--task", "function_calling", "--sft", "-n", "40", "--seed", "2"]

@@ -7,6 +7,7 @@ import argparse
 import time
 
 from agentrl.data.arith import ExprConfig
+from agentrl.data.function_tasks import CALL_KINDS, DEFAULT_CALL_MIX
 from agentrl.data.synthetic import (
     MIX_HELP,
     SHORTCUT_SCOPE_HELP,
@@ -35,7 +36,6 @@ _TOOL_USE_ONLY = (
     "paren_prob",
     "func_prob",
     "decimal_prob",
-    "mix",
     "fullwidth_ratio",
     "shortcut_rate",
     "shortcut_scope",
@@ -118,7 +118,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--paren_prob", type=float, default=_EXPR.paren_prob)
     parser.add_argument("--func_prob", type=float, default=_EXPR.func_prob)
     parser.add_argument("--decimal_prob", type=float, default=_EXPR.decimal_prob)
-    parser.add_argument("--mix", default=format_mix(_TASK.mix), help=MIX_HELP)
+    parser.add_argument(
+        "--mix",
+        default="",
+        help=f"{MIX_HELP}; with --task function_calling, over {', '.join(CALL_KINDS)}, "
+        f"default {format_mix(DEFAULT_CALL_MIX)}",
+    )
     parser.add_argument(
         "--zh_ratio", type=float, default=_TASK.zh_ratio, help="share of Chinese tasks"
     )
@@ -133,6 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_function_calling(args: argparse.Namespace, defaults: dict[str, object]) -> int:
     """``--task function_calling``: the function-calling generator's tasks or demonstrations."""
     from agentrl.data.function_tasks import CallTaskGenerator, write_call_tasks
+    from agentrl.data.synthetic import parse_mix
 
     changed = [f"--{name}" for name in _TOOL_USE_ONLY if getattr(args, name) != defaults[name]]
     if changed:
@@ -142,7 +148,11 @@ def run_function_calling(args: argparse.Namespace, defaults: dict[str, object]) 
     output = args.output or (DEFAULT_CALL_DEMOS_PATH if args.sft else DEFAULT_CALLS_PATH)
     check_writable_file(output, "--output")
     began = time.perf_counter()
-    generator = CallTaskGenerator(seed=args.seed, zh_ratio=args.zh_ratio)
+    try:
+        mix = parse_mix(args.mix) if args.mix else DEFAULT_CALL_MIX
+        generator = CallTaskGenerator(seed=args.seed, zh_ratio=args.zh_ratio, mix=mix)
+    except ValueError as exc:  # the kinds' mix, checked by the generator
+        raise UsageError(f"--mix: {exc}") from exc
     counts = write_call_tasks(output, generator.tasks(args.num, args.start), args.sft)
     what = "function-calling demonstrations" if args.sft else "function-calling tasks"
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -172,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
                 func_prob=args.func_prob,
                 decimal_prob=args.decimal_prob,
             ),
-            mix=parse_mix(args.mix),
+            mix=parse_mix(args.mix) if args.mix else _TASK.mix,
             zh_ratio=args.zh_ratio,
             fullwidth_ratio=args.fullwidth_ratio,
         )

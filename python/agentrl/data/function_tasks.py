@@ -97,10 +97,13 @@ class CallTaskGenerator:
     def __init__(self, seed: int = 0, zh_ratio: float = 0.5, mix: Any = DEFAULT_CALL_MIX) -> None:
         self.seed = int(seed)
         self.zh_ratio = float(zh_ratio)
+        unknown = [k for k, _ in mix if k not in CALL_KINDS]
+        if unknown:
+            raise ValueError(f"unknown kinds {unknown}; the kinds are {', '.join(CALL_KINDS)}")
+        if any(w < 0 for _, w in mix) or not any(w > 0 for _, w in mix):
+            raise ValueError("the kinds' weights must be >= 0, and one of them > 0")
         self._kinds = [k for k, w in mix if w > 0]
         self._weights = [w for _, w in mix if w > 0]
-        if not self._kinds or any(k not in CALL_KINDS for k in self._kinds):
-            raise ValueError(f"the kinds' mix needs positive weights over {CALL_KINDS}")
 
     def task(self, index: int) -> CallTask:
         rng = random.Random(f"agentrl-call-task:{self.seed}:{index}")
