@@ -42,7 +42,7 @@ def test_every_engine_is_built_by_the_one_factory() -> None:
 def test_the_factory_passes_the_torch_engine_its_section() -> None:
     engine = create_rollout_engine(
         "torch",
-        RolloutConfig(rollout_kv_reuse=False, rollout_batch_rows=5),
+        RolloutConfig(rollout_kv_reuse=False, rollout_batch_rows=5, rollout_batch_tokens=900),
         tokenizer=tiny_tokenizer(),
         rollout_model=tiny_model(seed=1),
         seed=3,
@@ -50,6 +50,7 @@ def test_the_factory_passes_the_torch_engine_its_section() -> None:
     )
     assert isinstance(engine, TorchEngine)
     assert (engine.kv_reuse, engine.max_batch_rows, engine.version) == (False, 5, 2)
+    assert engine.max_batch_tokens == 900
     assert not engine.compile_decode
 
 

@@ -215,3 +215,26 @@ def test_row_cap_splits_the_batch_without_changing_outputs() -> None:
         o.token_ids for o in whole
     ]
     assert capped.stats["forward_calls"] > 10
+
+
+def test_token_cap_chunks_by_cache_size_without_changing_outputs() -> None:
+    tok = tiny_tokenizer()
+    model = tiny_model(seed=11)
+    prompts = _prompts()
+    greedy = SamplingParams(greedy=True, max_new_tokens=10)
+    whole = TorchEngine(model, tok).generate(prompts, greedy, num_samples=2)
+    widest = max(len(p) for p in prompts) + 10
+    capped = TorchEngine(model, tok, max_batch_rows=64, max_batch_tokens=2 * widest)
+    assert [o.token_ids for o in capped.generate(prompts, greedy, num_samples=2)] == [
+        o.token_ids for o in whole
+    ]
+    rows = [p for p in prompts for _ in range(2)]
+    chunks = capped._chunks(rows, [10] * len(rows))
+    assert sorted(i for c in chunks for i in c) == list(range(len(rows)))
+    for chunk in chunks:  # each chunk's cache within the cap
+        width = max(len(rows[i]) for i in chunk) + 10
+        assert len(chunk) * width <= 2 * widest
+    # Short rows go many a pass (up to the row cap), a long one alone, one past the cap too.
+    engine = TorchEngine(model, tok, max_batch_rows=4, max_batch_tokens=100)
+    short, long = [[1] * 10] * 6, [[2] * 60, [3] * 200]
+    assert [len(c) for c in engine._chunks(short + long, [10] * 8)] == [4, 2, 1, 1]

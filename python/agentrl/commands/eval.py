@@ -54,6 +54,7 @@ EVAL_OPTIONS = (
     "max_turns",
     "max_context_len",
     "rollout_batch_rows",
+    "rollout_batch_tokens",
     "max_gen_len",
     "top_p",
     "top_k",
@@ -174,13 +175,14 @@ def run(args: argparse.Namespace) -> int:
 # What a BFCL evaluation reads unless the command line or a config file says otherwise:
 # its prompts run to 6,812 tokens in SmolLM2's template (live_irrelevance; 46 live_multiple
 # prompts pass 2,048), its parallel answers to a few hundred, and a category decoded as one
-# batch would hold every row's KV cache at once (16 rows of similar length a pass: SmolLM2's
-# longest prompts then hold under 3 GB of cache). The dtype the hardware computes fastest
-# (docs/function-calling.md has the speeds).
+# batch would hold every row's KV cache at once. A pass holds at most 16 rows of the longest
+# prompts' size in cache tokens (under 3 GB for SmolLM2), and up to 64 of the short ones.
+# The dtype the hardware computes fastest (docs/function-calling.md has the speeds).
 BFCL_DEFAULTS = {
     "max_context_len": 8192,
     "eval_max_gen_len": 256,
-    "rollout_batch_rows": 16,
+    "rollout_batch_rows": 64,
+    "rollout_batch_tokens": 16 * (7168 + 256),
     "dtype": "auto",
 }
 

@@ -42,6 +42,7 @@ SERVE_OPTIONS = (
     "repetition_penalty",
     "stop_at_answer_end",
     "rollout_batch_rows",
+    "rollout_batch_tokens",
 )
 # A served model reads longer prompts and writes longer replies than a training turn.
 SERVE_DEFAULTS = {"max_context_len": 8192, "max_gen_len": 1024}

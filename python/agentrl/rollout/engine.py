@@ -72,7 +72,9 @@ class TorchEngine(BatchEngine):
     ``eos_token_ids`` default: the tokenizer's EOS and pad ids plus the model's generation
     config EOS ids. ``autocast``: None picks bf16 autocast for fp32 weights on CUDA,
     True/False force it on/off, or pass a factory returning a context manager.
-    ``max_batch_rows`` caps rows per forward pass (0: no cap). ``compact_fraction``: drop
+    ``max_batch_rows`` caps rows per forward pass (0: no cap), and ``max_batch_tokens`` the
+    tokens of their KV caches: rows x (the chunk's longest prompt + its largest budget)
+    (0: no cap; a row longer than the cap goes alone). ``compact_fraction``: drop
     finished rows from the batch once they are at least this share of it. ``kv_reuse``:
     keep the KV caches of rows given ``cache_keys`` between calls (module doc); it needs
     a model that takes ``position_ids``. Counters: ``prefill_tokens`` computed,
@@ -118,6 +120,7 @@ class TorchEngine(BatchEngine):
         seed: int = 0,
         version: int = 0,
         max_batch_rows: int = RolloutConfig.rollout_batch_rows,
+        max_batch_tokens: int = RolloutConfig.rollout_batch_tokens,
         compact_fraction: float = 0.125,
         kv_reuse: bool = RolloutConfig.rollout_kv_reuse,
         compile_decode: bool = RolloutConfig.rollout_compile,
@@ -138,6 +141,7 @@ class TorchEngine(BatchEngine):
             else min(self.eos_token_ids, default=0)
         )
         self.max_batch_rows = max(0, int(max_batch_rows))
+        self.max_batch_tokens = max(0, int(max_batch_tokens))
         self.compact_fraction = min(max(float(compact_fraction), 0.0), 1.0)
         self.version = int(version)
         self.lock = threading.RLock()
@@ -248,7 +252,7 @@ class TorchEngine(BatchEngine):
         self.model.eval()
         try:
             with torch.inference_mode():
-                for chunk in self._chunks(rows):
+                for chunk in self._chunks(rows, budgets):
                     live = [i for i in chunk if budgets[i] > 0]
                     self.kv_store.drop([keys[i] for i in chunk if budgets[i] <= 0])
                     if live:
@@ -261,13 +265,29 @@ class TorchEngine(BatchEngine):
         version = self.version
         return [out.generation(text, version) for out, text in zip(outputs, texts, strict=True)]
 
-    def _chunks(self, rows: list[list[int]]) -> list[list[int]]:
-        """Row indices in forward-pass chunks: similar lengths together, copies adjacent."""
-        if self.max_batch_rows <= 0 or len(rows) <= self.max_batch_rows:
+    def _chunks(self, rows: list[list[int]], budgets: list[int]) -> list[list[int]]:
+        """Row indices in forward-pass chunks: similar lengths together, copies adjacent, at
+        most ``max_batch_rows`` rows and ``max_batch_tokens`` cache tokens a chunk."""
+        rows_cap = self.max_batch_rows if self.max_batch_rows > 0 else len(rows)
+        if self.max_batch_tokens <= 0 and len(rows) <= rows_cap:
             return [list(range(len(rows)))]
         order = sorted(range(len(rows)), key=lambda i: (len(rows[i]), rows[i]))
-        step = self.max_batch_rows
-        return [order[i : i + step] for i in range(0, len(order), step)]
+        chunks: list[list[int]] = []
+        chunk: list[int] = []
+        widest = 0  # the chunk's longest prompt + largest budget so far
+        for i in order:
+            width = max(widest, len(rows[i]) + max(budgets[i], 0))
+            tokens_over = (
+                self.max_batch_tokens > 0 and width * (len(chunk) + 1) > self.max_batch_tokens
+            )
+            if chunk and (len(chunk) >= rows_cap or tokens_over):
+                chunks.append(chunk)
+                chunk, width = [], len(rows[i]) + max(budgets[i], 0)
+            chunk.append(i)
+            widest = width
+        if chunk:
+            chunks.append(chunk)
+        return chunks
 
     def _forward(
         self,

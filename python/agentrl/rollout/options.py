@@ -68,6 +68,13 @@ class RolloutConfig:
         "at once); bounds the memory of a large evaluation (every row's KV cache at once)",
         check=">=0",
     )
+    rollout_batch_tokens: int = option(
+        0,
+        "torch engine: tokens a forward pass's KV cache holds at most, rows x (their longest "
+        "prompt + new tokens), under the rollout_batch_rows cap (0: rows alone); short "
+        "prompts then go many a pass, long ones few",
+        check=">=0",
+    )
     rollout_compile: bool = option(
         False,
         "torch engine: decode over a fixed-size KV cache with the model compiled "

@@ -53,7 +53,7 @@ def create_rollout_engine(
     (training, evaluation, `agentrl eval`, SFT's held-out score).
 
     ``torch`` samples with ``rollout_model`` in this process (the section's
-    ``rollout_kv_reuse``, ``rollout_compile`` and ``rollout_batch_rows``).
+    ``rollout_kv_reuse``, ``rollout_compile``, ``rollout_batch_rows`` and ``rollout_batch_tokens``).
 
     ``sglang_wait_sec`` > 0 waits that long for a server (SGLang or vLLM) to report healthy
     first. ``weight_sync`` is how a server gets new weights: ``nccl`` or ``gloo`` (a
@@ -76,6 +76,7 @@ def create_rollout_engine(
             kv_reuse=bool(rollout.rollout_kv_reuse),
             compile_decode=bool(rollout.rollout_compile),
             max_batch_rows=int(rollout.rollout_batch_rows),
+            max_batch_tokens=int(rollout.rollout_batch_tokens),
         )
     weight_sync = rollout.weight_sync
     # What every server engine takes (`ServerEngine`).
