@@ -99,6 +99,55 @@ def test_arguments_cover_every_type_and_optional_defaults(tasks) -> None:
     assert omitted_default and nested
 
 
+def test_every_functions_answer_is_valid_by_the_reward_and_a_bare_call_is_not() -> None:
+    """Each catalogue function's demonstrated calls pass the `function_call` reward's checker
+    against the task's own ground truth; a call left without its optional arguments passes
+    only where the request did not state them."""
+    from agentrl.data.function_catalog import FUNCTIONS
+    from agentrl.rewards import score_function_calls
+
+    tasks = [t for t in CallTaskGenerator(seed=3, zh_ratio=0.5).tasks(600) if t.calls]
+    assert {c["name"] for t in tasks for c in t.calls} == {f.name for f in FUNCTIONS}
+
+    def completion(calls) -> str:
+        return "".join(
+            f"<tool_call>{json.dumps({'name': c['name'], 'arguments': c['arguments']})}</tool_call>"
+            for c in calls
+        )
+
+    rows = [
+        {"tools": t.tools, "ground_truth": t.ground_truth, "completion": completion(t.calls)}
+        for t in tasks
+    ]
+    assert set(score_function_calls(rows, tool_format="hermes").details["valid"]) == {1.0}
+    required = {f.name: set(f.spec["function"]["parameters"]["required"]) for f in FUNCTIONS}
+    bare, stated = [], []
+    for task in tasks:
+        calls = [
+            {
+                "name": c["name"],
+                "arguments": {k: v for k, v in c["arguments"].items() if k in required[c["name"]]},
+            }
+            for c in task.calls
+        ]
+        bare.append({**rows[len(bare)], "completion": completion(calls)})
+        stated.append(calls != task.calls)
+    valid = score_function_calls(bare, tool_format="hermes").details["valid"]
+    outcomes = set()
+    for task, ok, dropped in zip(tasks, valid, stated, strict=True):
+        # Leaving an argument out passes where its answer accepts "" (not asked for, or
+        # asked for with its default value).
+        omissible = all(
+            "" in truth[c["name"]][k]
+            for truth, c in zip(task.ground_truth, task.calls, strict=True)
+            for k in c["arguments"]
+            if k not in required[c["name"]]
+        )
+        assert bool(ok) == (not dropped or omissible), task.text
+        outcomes.add((dropped, bool(ok)))
+    assert outcomes == {(False, True), (True, True), (True, False)}
+
+
 def test_the_answer_accepts_both_spellings_of_a_place(tasks) -> None:
     zh = next(
         t for t in tasks if t.lang == "zh" and t.calls and t.calls[0]["name"] == "get_weather"

@@ -2,8 +2,8 @@
 their specs, a drawer of calls for each, and the English and Chinese phrases that ask
 for one.
 
-Each :class:`Function` has a domain (weather, finance, maths, travel, calendars, shopping,
-devices, language), an OpenAI spec whose arguments cover strings, integers, numbers,
+Each :class:`Function` has a domain (weather, finance, maths, science, travel, calendars,
+shopping, devices, language, text), an OpenAI spec whose arguments cover strings, integers, numbers,
 booleans, enums, arrays, nested objects and optional arguments with defaults, and phrases
 (``(en, zh, optional arguments mentioned)``) that a request is made of. A drawn call
 (:class:`Draw`) carries the words that fill a phrase and the other spellings its answer
@@ -147,10 +147,13 @@ def _loan(rng: random.Random, lang: str) -> Draw:
 
 
 def _stats(rng: random.Random, lang: str) -> Draw:
-    numbers = [
-        rng.choice((rng.randint(1, 99), round(rng.uniform(1, 99), 1)))
-        for _ in range(rng.randint(3, 6))
-    ]
+    # All integers or all decimals: BFCL's checker refuses an integer among the numbers of
+    # a list it reads as floats, so a mixed list would teach a call it marks wrong.
+    count = rng.randint(3, 6)
+    if rng.random() < 0.5:
+        numbers: list[int | float] = [rng.randint(1, 99) for _ in range(count)]
+    else:
+        numbers = [round(rng.uniform(1, 99), 1) for _ in range(count)]
     measure = rng.choice(("mean", "median", "max", "min"))
     zh = {"mean": "平均值", "median": "中位数", "max": "最大值", "min": "最小值"}[measure]
     joined = ("、" if lang == "zh" else ", ").join(str(n) for n in numbers)
@@ -228,6 +231,62 @@ def _translate(rng: random.Random, lang: str) -> Draw:
     phrase, _, _ = _pick(rng, _PHRASES, "en")
     words = {"text": phrase, "language": zh if lang == "zh" else en}
     return Draw({"text": phrase, "target_language": code}, words, {})
+
+
+_LENGTH_UNITS = (("cm", "centimetres", "厘米"), ("m", "metres", "米"), ("in", "inches", "英寸"))
+_SCALES = (
+    ("celsius", "Celsius", "摄氏"),
+    ("fahrenheit", "Fahrenheit", "华氏"),
+    ("kelvin", "Kelvin", "开尔文"),
+)
+_TEXTS = (
+    "The quick brown fox jumps over the lazy dog",
+    "To be or not to be, that is the question",
+    "All that glitters is not gold",
+    "The early bird catches the worm, but the second mouse gets the cheese",
+)
+
+
+def _cylinder(rng: random.Random, lang: str) -> Draw:
+    radius, height = rng.choice((1.5, 2, 3, 4.5, 6)), rng.choice((5, 7.5, 10, 12, 20))
+    unit, en, zh = rng.choice(_LENGTH_UNITS)
+    words = {"radius": str(radius), "height": str(height), "unit": zh if lang == "zh" else en}
+    return Draw({"radius": radius, "height": height, "unit": unit}, words, {})
+
+
+def _kinetic(rng: random.Random, lang: str) -> Draw:
+    mass, speed = rng.choice((0.5, 2, 12, 75, 1200)), rng.choice((3, 9.8, 15, 27.5))
+    digits = rng.randint(0, 4)
+    words = {"mass": str(mass), "speed": str(speed), "digits": str(digits)}
+    return Draw({"mass_kg": mass, "speed_ms": speed, "round_to": digits}, words, {})
+
+
+def _temperature(rng: random.Random, lang: str) -> Draw:
+    (source, s_en, s_zh), (target, t_en, t_zh) = rng.sample(_SCALES, 2)
+    value = rng.choice((-40, 0, 21.5, 37, 100, 451))
+    words = {"value": str(value), "source": s_zh if lang == "zh" else s_en}
+    words["target"] = t_zh if lang == "zh" else t_en
+    return Draw({"value": value, "from_scale": source, "to_scale": target}, words, {})
+
+
+def _resistor(rng: random.Random, lang: str) -> Draw:
+    volts, ohms = rng.choice((1.5, 5, 9, 12, 230)), rng.choice((10, 47, 220, 1000))
+    quantity = rng.choice(("current", "power"))
+    word = {"current": "电流", "power": "功率"}[quantity] if lang == "zh" else quantity
+    words = {"volts": str(volts), "ohms": str(ohms), "quantity": word}
+    return Draw({"voltage": volts, "resistance": ohms, "solve_for": quantity}, words, {})
+
+
+def _words(rng: random.Random, lang: str) -> Draw:
+    text = rng.choice(_TEXTS)
+    return Draw({"text": text, "unique_only": True}, {"text": text}, {})
+
+
+def _summary(rng: random.Random, lang: str) -> Draw:
+    text = rng.choice(_TEXTS)
+    count = rng.randint(1, 3)
+    words = {"text": text, "count": str(count)}
+    return Draw({"text": text, "max_sentences": count, "style": "bullets"}, words, {})
 
 
 _UNIT = _param("string", "temperature unit", enum=["celsius", "fahrenheit"], default="celsius")
@@ -528,6 +587,155 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         _translate,
         (('translate "{text}" into {language}', "把“{text}”翻译成{language}", ()),),
+    ),
+    Function(
+        "science",
+        _spec(
+            "cylinder_volume",
+            "Volume of a right circular cylinder.",
+            {
+                "radius": _param("number", "radius of the base"),
+                "height": _param("number", "height"),
+                "unit": _param(
+                    "string", "length unit of both", enum=["cm", "m", "in"], default="cm"
+                ),
+            },
+            ["radius", "height"],
+        ),
+        _cylinder,
+        (
+            (
+                "find the volume of a cylinder with radius {radius} and height {height}",
+                "计算半径{radius}、高{height}的圆柱体积",
+                (),
+            ),
+            (
+                "find the volume of a cylinder with radius {radius} {unit} and height "
+                "{height} {unit}",
+                "计算半径{radius}{unit}、高{height}{unit}的圆柱体积",
+                ("unit",),
+            ),
+        ),
+    ),
+    Function(
+        "science",
+        _spec(
+            "kinetic_energy",
+            "Kinetic energy of a moving mass, in joules.",
+            {
+                "mass_kg": _param("number", "mass in kilograms"),
+                "speed_ms": _param("number", "speed in metres per second"),
+                "round_to": _param("integer", "decimal places of the result", default=2),
+            },
+            ["mass_kg", "speed_ms"],
+        ),
+        _kinetic,
+        (
+            (
+                "compute the kinetic energy of a {mass} kg mass moving at {speed} m/s",
+                "计算质量{mass}千克、速度{speed}米每秒的物体的动能",
+                (),
+            ),
+            (
+                "compute the kinetic energy of a {mass} kg mass moving at {speed} m/s, "
+                "rounded to {digits} decimal places",
+                "计算质量{mass}千克、速度{speed}米每秒的物体的动能，保留{digits}位小数",
+                ("round_to",),
+            ),
+        ),
+    ),
+    Function(
+        "science",
+        _spec(
+            "convert_temperature",
+            "Convert a temperature between scales.",
+            {
+                "value": _param("number", "the temperature"),
+                "from_scale": _param(
+                    "string", "its scale", enum=["celsius", "fahrenheit", "kelvin"]
+                ),
+                "to_scale": _param(
+                    "string", "the scale wanted", enum=["celsius", "fahrenheit", "kelvin"]
+                ),
+            },
+            ["value", "from_scale", "to_scale"],
+        ),
+        _temperature,
+        (
+            (
+                "convert {value} degrees {source} to {target}",
+                "把{source}{value}度换算成{target}温度",
+                (),
+            ),
+        ),
+    ),
+    Function(
+        "science",
+        _spec(
+            "resistor_circuit",
+            "Current (amperes) or power (watts) in a resistor at a voltage, by Ohm's law.",
+            {
+                "voltage": _param("number", "voltage in volts"),
+                "resistance": _param("number", "resistance in ohms"),
+                "solve_for": _param(
+                    "string", "what to compute", enum=["current", "power"], default="current"
+                ),
+            },
+            ["voltage", "resistance"],
+        ),
+        _resistor,
+        (
+            (
+                "work out the {quantity} in a {ohms} ohm resistor at {volts} volts",
+                "计算{volts}伏电压下{ohms}欧电阻的{quantity}",
+                ("solve_for",),
+            ),
+        ),
+    ),
+    Function(
+        "text",
+        _spec(
+            "count_words",
+            "Count the words of a text.",
+            {
+                "text": _param("string", "the text"),
+                "unique_only": _param("boolean", "count each distinct word once", default=False),
+            },
+            ["text"],
+        ),
+        _words,
+        (
+            ('count the words in "{text}"', "数一数“{text}”有多少个词", ()),
+            (
+                'count the distinct words in "{text}"',
+                "数一数“{text}”里有多少个不同的词",
+                ("unique_only",),
+            ),
+        ),
+    ),
+    Function(
+        "text",
+        _spec(
+            "summarize_text",
+            "Summarize a text.",
+            {
+                "text": _param("string", "the text"),
+                "max_sentences": _param("integer", "longest summary in sentences", default=3),
+                "style": _param(
+                    "string", "how to write it", enum=["plain", "bullets"], default="plain"
+                ),
+            },
+            ["text"],
+        ),
+        _summary,
+        (
+            ('summarize "{text}"', "总结一下“{text}”", ()),
+            (
+                'summarize "{text}" in at most {count} bullet points',
+                "用不超过{count}个要点总结“{text}”",
+                ("max_sentences", "style"),
+            ),
+        ),
     ),
 )
 

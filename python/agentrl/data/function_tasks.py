@@ -6,8 +6,8 @@ call), ``multiple`` (a choice among several functions, one call), ``parallel`` (
 function called for several values), ``parallel_multiple`` (several functions, each
 called) and ``irrelevance`` (no offered function fits: the right answer is no call; about
 half of these offer the neighbours of the function the request needs, of its domain). The
-functions (`agentrl.data.function_catalog`) span weather, finance, maths, travel,
-calendars, shopping, devices and language, with string, integer, number, boolean, enum,
+functions (`agentrl.data.function_catalog`) span weather, finance, maths, science, travel,
+calendars, shopping, devices, language and text, with string, integer, number, boolean, enum,
 array and nested-object arguments, and optional arguments with defaults that a request
 may or may not mention.
 
