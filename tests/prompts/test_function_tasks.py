@@ -191,7 +191,13 @@ def test_cli_mix_sets_the_kinds_weights(tmp_path, capsys) -> None:
     assert (
         set(kinds) == {"irrelevance", "parallel"} and kinds["irrelevance"] > 2 * kinds["parallel"]
     )
-    for bad, said in (("irrelevance=1,chat=1", "chat"), ("simple=-1,multiple=1", ">= 0")):
+    for bad, said in (
+        ("irrelevance=1,chat=1", "chat"),
+        ("simple=-1,multiple=1", ">= 0"),
+        ("simple=nan,multiple=1", "finite"),
+        ("simple=inf", "finite"),
+        ("simple=1,simple=2", "twice"),
+    ):
         assert main([*argv, "--mix", bad]) == 2
         assert said in capsys.readouterr().err
 

@@ -238,3 +238,10 @@ def test_token_cap_chunks_by_cache_size_without_changing_outputs() -> None:
     engine = TorchEngine(model, tok, max_batch_rows=4, max_batch_tokens=100)
     short, long = [[1] * 10] * 6, [[2] * 60, [3] * 200]
     assert [len(c) for c in engine._chunks(short + long, [10] * 8)] == [4, 2, 1, 1]
+    # The cache is the longest prompt padded, decoded for the largest budget: a short
+    # prompt's long budget and a long prompt's short one do not share a pass of 2 x 70.
+    padded = TorchEngine(model, tok, max_batch_tokens=150)
+    assert padded._chunks([[1] * 10, [2] * 60], [60, 10]) == [[0], [1]]
+    # Rows without a budget take no room; a single pass keeps the rows' own order.
+    assert engine._chunks([[2] * 40, [1] * 10, [3] * 5], [5, 5, 0]) == [[0, 1, 2]]
+    assert engine._chunks([[2] * 60, [1] * 10, [3] * 5], [10, 10, 0]) == [[1], [0, 2]]

@@ -256,16 +256,21 @@ def _cylinder(rng: random.Random, lang: str) -> Draw:
 
 def _kinetic(rng: random.Random, lang: str) -> Draw:
     mass, speed = rng.choice((0.5, 2, 12, 75, 1200)), rng.choice((3, 9.8, 15, 27.5))
-    digits = rng.randint(0, 4)
-    words = {"mass": str(mass), "speed": str(speed), "digits": str(digits)}
+    digits = rng.randint(1, 4)
+    places = str(digits) if lang == "zh" else f"{digits} decimal place{'s' * (digits > 1)}"
+    words = {"mass": str(mass), "speed": str(speed), "digits": places}
     return Draw({"mass_kg": mass, "speed_ms": speed, "round_to": digits}, words, {})
 
 
 def _temperature(rng: random.Random, lang: str) -> Draw:
     (source, s_en, s_zh), (target, t_en, t_zh) = rng.sample(_SCALES, 2)
-    value = rng.choice((-40, 0, 21.5, 37, 100, 451))
-    words = {"value": str(value), "source": s_zh if lang == "zh" else s_en}
-    words["target"] = t_zh if lang == "zh" else t_en
+    kelvin = source == "kelvin"  # no reading below absolute zero, in kelvins, not degrees
+    value = rng.choice((77, 273.15, 300, 451) if kelvin else (-40, 0, 21.5, 37, 100, 451))
+    if lang == "zh":
+        reading = f"{value}{s_zh}" if kelvin else f"{s_zh}{value}度"
+    else:
+        reading = f"{value} kelvins" if kelvin else f"{value} degrees {s_en}"
+    words = {"value": str(value), "reading": reading, "target": t_zh if lang == "zh" else t_en}
     return Draw({"value": value, "from_scale": source, "to_scale": target}, words, {})
 
 
@@ -284,9 +289,9 @@ def _words(rng: random.Random, lang: str) -> Draw:
 
 def _summary(rng: random.Random, lang: str) -> Draw:
     text = rng.choice(_TEXTS)
-    count = rng.randint(1, 3)
+    count = rng.randint(2, 4)
     words = {"text": text, "count": str(count)}
-    return Draw({"text": text, "max_sentences": count, "style": "bullets"}, words, {})
+    return Draw({"text": text, "max_points": count, "style": "bullets"}, words, {})
 
 
 _UNIT = _param("string", "temperature unit", enum=["celsius", "fahrenheit"], default="celsius")
@@ -638,7 +643,7 @@ FUNCTIONS: tuple[Function, ...] = (
             ),
             (
                 "compute the kinetic energy of a {mass} kg mass moving at {speed} m/s, "
-                "rounded to {digits} decimal places",
+                "rounded to {digits}",
                 "计算质量{mass}千克、速度{speed}米每秒的物体的动能，保留{digits}位小数",
                 ("round_to",),
             ),
@@ -663,8 +668,8 @@ FUNCTIONS: tuple[Function, ...] = (
         _temperature,
         (
             (
-                "convert {value} degrees {source} to {target}",
-                "把{source}{value}度换算成{target}温度",
+                "convert {reading} to {target}",
+                "把{reading}换算成{target}温度",
                 (),
             ),
         ),
@@ -720,7 +725,7 @@ FUNCTIONS: tuple[Function, ...] = (
             "Summarize a text.",
             {
                 "text": _param("string", "the text"),
-                "max_sentences": _param("integer", "longest summary in sentences", default=3),
+                "max_points": _param("integer", "most points (or sentences) in it", default=3),
                 "style": _param(
                     "string", "how to write it", enum=["plain", "bullets"], default="plain"
                 ),
@@ -733,7 +738,7 @@ FUNCTIONS: tuple[Function, ...] = (
             (
                 'summarize "{text}" in at most {count} bullet points',
                 "用不超过{count}个要点总结“{text}”",
-                ("max_sentences", "style"),
+                ("max_points", "style"),
             ),
         ),
     ),

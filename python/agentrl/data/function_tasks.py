@@ -24,6 +24,7 @@ own chat template and tool-call format. Task ``i`` of seed ``s`` depends only on
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 from collections.abc import Iterator
@@ -97,11 +98,16 @@ class CallTaskGenerator:
     def __init__(self, seed: int = 0, zh_ratio: float = 0.5, mix: Any = DEFAULT_CALL_MIX) -> None:
         self.seed = int(seed)
         self.zh_ratio = float(zh_ratio)
-        unknown = [k for k, _ in mix if k not in CALL_KINDS]
+        names = [k for k, _ in mix]
+        unknown = [k for k in names if k not in CALL_KINDS]
         if unknown:
             raise ValueError(f"unknown kinds {unknown}; the kinds are {', '.join(CALL_KINDS)}")
-        if any(w < 0 for _, w in mix) or not any(w > 0 for _, w in mix):
-            raise ValueError("the kinds' weights must be >= 0, and one of them > 0")
+        twice = sorted({k for k in names if names.count(k) > 1})
+        if twice:
+            raise ValueError(f"kinds given twice: {twice}")
+        weights = [float(w) for _, w in mix]
+        if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
+            raise ValueError("the kinds' weights must be finite and >= 0, and one of them > 0")
         self._kinds = [k for k, w in mix if w > 0]
         self._weights = [w for _, w in mix if w > 0]
 

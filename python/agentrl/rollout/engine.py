@@ -267,26 +267,32 @@ class TorchEngine(BatchEngine):
 
     def _chunks(self, rows: list[list[int]], budgets: list[int]) -> list[list[int]]:
         """Row indices in forward-pass chunks: similar lengths together, copies adjacent, at
-        most ``max_batch_rows`` rows and ``max_batch_tokens`` cache tokens a chunk."""
+        most ``max_batch_rows`` rows and ``max_batch_tokens`` cache tokens a chunk (its rows x
+        (its longest prompt + its largest budget): prompts are padded to the longest, and
+        the pass decodes for the largest budget). Rows without a budget decode nothing and
+        count for neither cap."""
         rows_cap = self.max_batch_rows if self.max_batch_rows > 0 else len(rows)
         if self.max_batch_tokens <= 0 and len(rows) <= rows_cap:
             return [list(range(len(rows)))]
         order = sorted(range(len(rows)), key=lambda i: (len(rows[i]), rows[i]))
         chunks: list[list[int]] = []
         chunk: list[int] = []
-        widest = 0  # the chunk's longest prompt + largest budget so far
-        for i in order:
-            width = max(widest, len(rows[i]) + max(budgets[i], 0))
+        idle = [i for i in order if budgets[i] <= 0]
+        most = 0  # the chunk's largest budget
+        for i in (i for i in order if budgets[i] > 0):
+            # Sorted by length: this row's prompt is the longest yet.
+            width = len(rows[i]) + max(most, budgets[i])
             tokens_over = (
                 self.max_batch_tokens > 0 and width * (len(chunk) + 1) > self.max_batch_tokens
             )
             if chunk and (len(chunk) >= rows_cap or tokens_over):
                 chunks.append(chunk)
-                chunk, width = [], len(rows[i]) + max(budgets[i], 0)
+                chunk, most = [], 0
             chunk.append(i)
-            widest = width
-        if chunk:
-            chunks.append(chunk)
+            most = max(most, budgets[i])
+        chunks.append(chunk + idle)  # rows without a budget ride along, decoded in none
+        if len(chunks) == 1:  # one pass: the rows in their own order, as without a cap
+            return [list(range(len(rows)))]
         return chunks
 
     def _forward(
