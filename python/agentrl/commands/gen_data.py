@@ -7,13 +7,19 @@ import argparse
 import time
 
 from agentrl.data.arith import ExprConfig
-from agentrl.data.function_tasks import CALL_KINDS, DEFAULT_CALL_MIX
+from agentrl.data.function_tasks import (
+    CALL_KINDS,
+    DEFAULT_CALL_MIX,
+    CallTaskGenerator,
+    write_call_tasks,
+)
 from agentrl.data.synthetic import (
     MIX_HELP,
     SHORTCUT_SCOPE_HELP,
     SHORTCUT_SCOPES,
     TaskConfig,
     format_mix,
+    parse_mix,
 )
 from agentrl.errors import UsageError
 from agentrl.sft.tasks import DEFAULT_SHORTCUT_RATE, shortcut_settings
@@ -137,9 +143,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_function_calling(args: argparse.Namespace, defaults: dict[str, object]) -> int:
     """``--task function_calling``: the function-calling generator's tasks or demonstrations."""
-    from agentrl.data.function_tasks import CallTaskGenerator, write_call_tasks
-    from agentrl.data.synthetic import parse_mix
-
     changed = [f"--{name}" for name in _TOOL_USE_ONLY if getattr(args, name) != defaults[name]]
     if changed:
         raise UsageError(f"{', '.join(changed)} shape the tool_use tasks, not function_calling")
@@ -161,7 +164,7 @@ def run_function_calling(args: argparse.Namespace, defaults: dict[str, object]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.data.synthetic import TaskGenerator, parse_mix, write_tasks
+    from agentrl.data.synthetic import TaskGenerator, write_tasks
 
     if args.num < 0 or args.start < 0:
         raise UsageError("--num and --start must be >= 0")
